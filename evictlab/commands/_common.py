@@ -1,0 +1,118 @@
+"""Options and loaders shared by the commands that read a protocol, a dataset or pools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..dataset import Dataset, load_dataset
+from ..pools import PoolSet, build_pools
+from ..protocol import DEFAULT_PRESET, PRESETS, VARIANT_VALUES, Protocol, Variant, load_protocol, resolve_variant
+
+
+def add_protocol_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "protocol files",
+        "evictlab's own files under data/protocol/ by default; DeerFlow's own files are read unchanged",
+    )
+    group.add_argument("--config", metavar="PATH", help="protocol config YAML")
+    group.add_argument("--official-manifest", metavar="PATH", help="official LongMemEval case manifest JSON")
+    group.add_argument("--synthetic-manifest", metavar="PATH", help="synthetic correction manifest JSON")
+    group.add_argument(
+        "--answer-prompt",
+        metavar="PATH",
+        help="answer prompt file (default: the config's qa.answer_prompt.path, relative to the"
+        " parent of the config's folder)",
+    )
+
+
+def add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="LongMemEval oracle JSON file (default: the embedded demo dataset)",
+    )
+    group.add_argument(
+        "--allow-unpinned",
+        action="store_true",
+        help="accept a dataset whose SHA-256 is not the pinned one (warns; recorded as pinned: false)",
+    )
+
+
+def add_variant_options(parser: argparse.ArgumentParser) -> None:
+    keys = "; ".join(f"{key}={'|'.join(values)}" for key, values in VARIANT_VALUES.items())
+    group = parser.add_argument_group("protocol variant")
+    group.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help=f"named combination of variant settings (default: {DEFAULT_PRESET})",
+    )
+    group.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one variant setting, repeatable, applied after --preset ({keys})",
+    )
+
+
+def add_pool_options(parser: argparse.ArgumentParser) -> None:
+    """Everything needed to build pools: protocol files, dataset and variant."""
+    add_dataset_options(parser)
+    add_variant_options(parser)
+    add_protocol_options(parser)
+
+
+def protocol_from(args: argparse.Namespace) -> Protocol:
+    return load_protocol(
+        config=args.config,
+        official_manifest=args.official_manifest,
+        synthetic_manifest=args.synthetic_manifest,
+        answer_prompt=args.answer_prompt,
+    )
+
+
+def variant_from(args: argparse.Namespace) -> Variant:
+    return resolve_variant(args.preset, args.variant)
+
+
+def dataset_from(args: argparse.Namespace, protocol: Protocol) -> tuple[Protocol, Dataset]:
+    """Load ``--dataset``, or the embedded demo (with its own manifest) when none is given."""
+    if args.dataset is None:
+        from .. import demo
+
+        if args.official_manifest is None:
+            protocol = demo.demo_protocol(protocol)
+        print(f"using the embedded demo dataset ({demo.DEMO_DATASET.name}); pass --dataset for LongMemEval",
+              file=sys.stderr)
+        return protocol, demo.load_demo(protocol)
+    dataset = load_dataset(Path(args.dataset), protocol.config.dataset, allow_unpinned=args.allow_unpinned)
+    if not dataset.pinned:
+        print(
+            f"warning: {dataset.path} has SHA-256 {dataset.sha256}, not the pinned"
+            f" {protocol.config.dataset.sha256}; continuing because of --allow-unpinned"
+            " (recorded as \"pinned\": false)",
+            file=sys.stderr,
+        )
+    return protocol, dataset
+
+
+def pool_set_from(args: argparse.Namespace) -> PoolSet:
+    protocol, dataset = dataset_from(args, protocol_from(args))
+    return build_pools(protocol, dataset, variant_from(args))
+
+
+def preset_name(args: argparse.Namespace) -> str:
+    return args.preset or DEFAULT_PRESET
+
+
+def parse_csv(text: str, kind: type = str) -> list:
+    """``"5,7,9"`` -> ``[5, 7, 9]`` (with ``kind=int``); blank items are ignored."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    try:
+        return [kind(item) for item in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}") from None

@@ -1,0 +1,73 @@
+"""``evictlab run-policy``: offline support retention of capacity policies on the 45 pools."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..evaluate import RUN_FILES, retention_frame, retention_table, write_run
+from ..policies import DEERMEM_POLICIES, known_policies
+from ..protocol import parse_assignment
+from ._common import add_pool_options, parse_csv, pool_set_from, preset_name
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run-policy",
+        help="evaluate capacity policies on the 45 pools and write run.json, policy.raw.jsonl, summary.json",
+        description=(
+            "Build the 45 pools, run each policy at each capacity and write "
+            + ", ".join(RUN_FILES)
+            + " to --output-dir (refusing to overwrite any of them), then print support"
+            " retention per scenario, capacity and policy."
+        ),
+    )
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three run files")
+    parser.add_argument(
+        "--policies",
+        type=lambda text: parse_csv(text),
+        default=list(DEERMEM_POLICIES),
+        metavar="A,B,...",
+        help=f"policies to evaluate (default: {','.join(DEERMEM_POLICIES)}; known: {', '.join(known_policies())})",
+    )
+    parser.add_argument(
+        "--capacities",
+        type=lambda text: parse_csv(text, int),
+        default=None,
+        metavar="K,K,...",
+        help="capacities (default: the config's, 5,7,9)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5 (repeatable)",
+    )
+    add_pool_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    pool_set = pool_set_from(args)
+    params = pool_set.protocol.config.hybrid
+    if args.param:
+        params = params.replace(**{key: _number(value) for key, value in map(parse_assignment, args.param)})
+    rows = write_run(
+        args.output_dir,
+        pool_set,
+        args.policies,
+        args.capacities,
+        preset=preset_name(args),
+        params=params,
+    )
+    print(retention_table(retention_frame(rows)).to_string())
+    print(f"wrote {len(rows)} rows to {args.output_dir}")
+    return 0
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)

@@ -1,0 +1,192 @@
+"""Offline policy evaluation over prepared pools: the rows, summary and run record of ``run-policy``.
+
+Spec 2.10 and 2.11. One row per case x capacity x policy, in that nesting order; every policy
+is given the protocol's hybrid parameter set (the confidence policy ignores it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .policies import DEERMEM_POLICIES, Decision, PolicyParams, get_policy, select
+from .pools import Case, PoolSet
+from .results import git_state, refuse_existing, utc_now_iso, write_json, write_jsonl
+
+RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")
+
+
+def decide(case: Case, policy: str, capacity: int, params: PolicyParams, now: _dt.datetime, seed: int = 0) -> Decision:
+    return select(
+        policy,
+        case.facts,
+        capacity,
+        usage=case.usage,
+        now=now,
+        params=params,
+        support_fact_ids=case.support_fact_ids,
+        seed=seed,
+    )
+
+
+def policy_row(case: Case, policy: str, capacity: int, decision: Decision) -> dict[str, Any]:
+    """One ``policy.raw.jsonl`` row (spec 2.11)."""
+    kept = decision.kept_ids
+    retained = [fact_id for fact_id in case.support_fact_ids if fact_id in kept]
+    return {
+        "schema_version": 1,
+        "case_id": case.case_id,
+        "source": case.source,
+        "scenario": case.scenario,
+        "question_type": case.question_type,
+        "policy": policy,
+        "capacity": capacity,
+        "support_fact_ids": list(case.support_fact_ids),
+        "kept_fact_ids": kept,
+        "evicted": [item.as_dict() for item in decision.evicted],
+        "scores": {
+            fact_id: {"value": score.value, "components": dict(score.components)}
+            for fact_id, score in sorted(decision.scores.items())
+        },
+        "support_all_retained": len(retained) == len(case.support_fact_ids),
+        "support_recall": len(retained) / len(case.support_fact_ids),
+        "reserved_correction_slots": decision.reserved_correction_slots,
+    }
+
+
+def evaluate(
+    pool_set: PoolSet,
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    capacities: Sequence[int] | None = None,
+    params: PolicyParams | None = None,
+) -> list[dict[str, Any]]:
+    """All rows, nested case x capacity x policy."""
+    for name in policies:
+        get_policy(name)  # fail on an unknown name before any work
+    protocol = pool_set.protocol
+    capacities = tuple(capacities or protocol.config.pool.capacities)
+    params = params or protocol.config.hybrid
+    now = protocol.evaluation_time
+    return [
+        policy_row(case, policy, capacity, decide(case, policy, capacity, params, now))
+        for case in pool_set.cases
+        for capacity in capacities
+        for policy in policies
+    ]
+
+
+def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any]:
+    """``summary.json``: groups by (source, scenario, capacity, policy), sorted."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["source"], row["scenario"], row["capacity"], row["policy"])
+        groups.setdefault(key, []).append(row)
+    out = []
+    for (source, scenario, capacity, policy), members in sorted(groups.items()):
+        retained = sum(1 for row in members if row["support_all_retained"])
+        out.append(
+            {
+                "source": source,
+                "scenario": scenario,
+                "capacity": capacity,
+                "policy": policy,
+                "cases": len(members),
+                "support_all_retained": retained,
+                "support_all_retained_rate": retained / len(members),
+                "mean_support_recall": sum(row["support_recall"] for row in members) / len(members),
+            }
+        )
+    return {"schema_version": 1, "protocol_id": protocol_id, "groups": out}
+
+
+def run_record(
+    pool_set: PoolSet,
+    policies: Sequence[str],
+    capacities: Sequence[int],
+    *,
+    preset: str | None,
+    params: PolicyParams,
+) -> dict[str, Any]:
+    """``run.json`` (spec 2.11) plus evictlab's variant, preset and policy parameters."""
+    protocol = pool_set.protocol
+    return {
+        "schema_version": 1,
+        "protocol_id": protocol.protocol_id,
+        "created_at": utc_now_iso(),
+        "git": git_state(),
+        "dataset": pool_set.dataset.record(),
+        "artifacts": protocol.artifact_hashes(),
+        "evaluation_time": protocol.evaluation_time.isoformat(),
+        "policies": list(policies),
+        "capacities": list(capacities),
+        "preset": preset,
+        "variant": pool_set.variant.as_dict(),
+        "policy_parameters": params.as_dict(),
+    }
+
+
+def write_run(
+    output_dir: str | Path,
+    pool_set: PoolSet,
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    capacities: Sequence[int] | None = None,
+    *,
+    preset: str | None = None,
+    params: PolicyParams | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``; never overwrites."""
+    output = Path(output_dir)
+    refuse_existing(output / name for name in RUN_FILES)
+    protocol = pool_set.protocol
+    capacities = tuple(capacities or protocol.config.pool.capacities)
+    params = params or protocol.config.hybrid
+    rows = evaluate(pool_set, policies, capacities, params)
+    record = run_record(pool_set, policies, capacities, preset=preset, params=params)
+    write_jsonl(output / "policy.raw.jsonl", rows)
+    write_json(output / "summary.json", summarize(rows, protocol.protocol_id))
+    write_json(output / "run.json", record)  # last: its presence marks a finished run
+    return rows
+
+
+def retention_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Tidy support retention: one row per case x capacity x policy."""
+    return pd.DataFrame(
+        [
+            {
+                "case_id": row["case_id"],
+                "source": row["source"],
+                "scenario": row["scenario"],
+                "question_type": row["question_type"],
+                "policy": row["policy"],
+                "capacity": row["capacity"],
+                "support_retained": row["support_all_retained"],
+                "support_rank": support_rank(row),
+                "reserved_correction_slots": row["reserved_correction_slots"],
+            }
+            for row in rows
+        ]
+    )
+
+
+def support_rank(row: dict[str, Any]) -> int:
+    """1-based rank of the (first) support fact among all facts by the row's scores.
+
+    Equal scores keep fact-id order, which is the input order of the pools.
+    """
+    ordered = sorted(row["scores"].items(), key=lambda item: (-item[1]["value"], item[0]))
+    ids = [fact_id for fact_id, _ in ordered]
+    return ids.index(row["support_fact_ids"][0]) + 1
+
+
+def retention_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Retained / cases per scenario (rows) and policy x capacity (columns), with a total row."""
+    grouped = frame.groupby(["scenario", "policy", "capacity"], sort=False)["support_retained"]
+    counts = grouped.agg(["sum", "count"])
+    cells = (counts["sum"].astype(int).astype(str) + "/" + counts["count"].astype(str)).unstack(["policy", "capacity"])
+    totals = frame.groupby(["policy", "capacity"], sort=False)["support_retained"].agg(["sum", "count"])
+    cells.loc["total"] = (totals["sum"].astype(int).astype(str) + "/" + totals["count"].astype(str))
+    return cells

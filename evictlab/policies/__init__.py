@@ -1,0 +1,88 @@
+"""Capacity policies: one module each, registered by name.
+
+Importing this package imports every module in it, so a new policy is one new file that
+decorates its class with :func:`register`. :func:`select` is evictlab's own entry point; it
+rejects duplicate fact ids, which the DeerMem-compatible :mod:`evictlab.deermem` accepts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import pkgutil
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import ContractError
+from .base import (
+    Decision,
+    EvictedFact,
+    Policy,
+    PolicyParams,
+    Reservation,
+    Score,
+    SelectionContext,
+    select_by_rank,
+)
+from .registry import get_policy, known_policies, register
+from .signals import fact_key, resolve_now
+
+_INFRASTRUCTURE = {"base", "registry", "signals"}
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in _INFRASTRUCTURE and not _module.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+DEERMEM_POLICIES = ("confidence", "hybrid-v1")
+
+
+def select(
+    policy: str,
+    facts: Sequence[Mapping[str, Any]],
+    capacity: int,
+    *,
+    usage: Mapping[str, Any] | None = None,
+    now: _dt.datetime | None = None,
+    params: PolicyParams | None = None,
+    support_fact_ids: Iterable[str] = (),
+    seed: int = 0,
+) -> Decision:
+    """Run the policy called ``policy`` on ``facts`` at ``capacity``.
+
+    Raises :class:`ContractError` for duplicate fact ids or a negative capacity and
+    :class:`~evictlab.errors.UnknownPolicyError` for an unknown name.
+    """
+    selector = get_policy(policy)
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
+    seen: set[str] = set()
+    for index, fact in enumerate(facts):
+        key = fact_key(fact, index)
+        if key in seen:
+            raise ContractError(f"duplicate fact id {key!r} at position {index}")
+        seen.add(key)
+    context = SelectionContext(
+        now=resolve_now(now),
+        usage=usage or {},
+        params=params or PolicyParams(),
+        support_fact_ids=frozenset(support_fact_ids),
+        seed=seed,
+    )
+    return selector.select(facts, capacity, context)
+
+
+__all__ = [
+    "DEERMEM_POLICIES",
+    "Decision",
+    "EvictedFact",
+    "Policy",
+    "PolicyParams",
+    "Reservation",
+    "Score",
+    "SelectionContext",
+    "get_policy",
+    "known_policies",
+    "register",
+    "select",
+    "select_by_rank",
+]

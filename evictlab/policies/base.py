@@ -1,0 +1,235 @@
+"""The selector contract shared by every policy.
+
+A policy scores each fact of a snapshot; :func:`select_by_rank` turns scores into a decision
+exactly as DeerMem does (spec 1.4): rank by score descending with the input position as the
+only tie-break, optionally reserve slots for one category, keep in rank order, and list the
+evicted facts from the lowest rank up.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import ContractError
+from .signals import fact_key, is_category, reported_category, resolve_now
+
+WEIGHT_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """Validated parameters of the scoring policies (DeerMem's defaults).
+
+    ``hybrid-v1`` reads all of them; ``confidence`` reads none. Construction fails with a
+    :class:`ContractError` naming the first field that breaks its bound.
+    """
+
+    confidence_weight: float = 0.65
+    confirmation_weight: float = 0.25
+    access_weight: float = 0.10
+    confirmation_half_life_days: float = 90
+    access_half_life_days: float = 30
+    correction_reserved_fraction: float = 0.10
+    correction_reserved_max: int = 10
+
+    def __post_init__(self) -> None:
+        for name in (
+            "confidence_weight",
+            "confirmation_weight",
+            "access_weight",
+            "confirmation_half_life_days",
+            "access_half_life_days",
+            "correction_reserved_fraction",
+        ):
+            object.__setattr__(self, name, _require_real(name, getattr(self, name)))
+        object.__setattr__(
+            self,
+            "correction_reserved_max",
+            _require_count("correction_reserved_max", self.correction_reserved_max),
+        )
+        for name in ("confidence_weight", "confirmation_weight", "access_weight"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ContractError(f"{name} must be in [0, 1], got {value!r}")
+        # Summed left to right, as DeerMem's config validator does.
+        total = self.confidence_weight + self.confirmation_weight + self.access_weight
+        if abs(total - 1.0) > WEIGHT_TOLERANCE:
+            raise ContractError(
+                "weights must sum to 1.0 within 1e-9: confidence_weight + confirmation_weight"
+                f" + access_weight = {total!r}"
+            )
+        for name in ("confirmation_half_life_days", "access_half_life_days"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ContractError(f"{name} must be > 0, got {value!r}")
+        fraction = self.correction_reserved_fraction
+        if not 0.0 <= fraction <= 1.0:
+            raise ContractError(f"correction_reserved_fraction must be in [0, 1], got {fraction!r}")
+
+    @property
+    def weights(self) -> tuple[float, float, float]:
+        return (self.confidence_weight, self.confirmation_weight, self.access_weight)
+
+    def replace(self, **changes: Any) -> "PolicyParams":
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        unknown = sorted(set(changes) - set(values))
+        if unknown:
+            raise ContractError(
+                f"unknown policy parameter(s) {', '.join(unknown)}; known: {', '.join(values)}"
+            )
+        values.update(changes)
+        return PolicyParams(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _require_real(name: str, value: Any) -> int | float:
+    """A finite real number as a plain Python ``int`` or ``float`` (numpy scalars included)."""
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        try:
+            as_float = float(value)
+        except OverflowError:  # an int beyond the double range
+            as_float = math.inf
+        if math.isfinite(as_float):
+            return int(value) if isinstance(value, numbers.Integral) else as_float
+    raise ContractError(f"{name} must be a finite number, got {value!r}")
+
+
+def _require_count(name: str, value: Any) -> int:
+    """A non-negative integer as a plain Python ``int`` (numpy integers included, booleans not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ContractError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A fact's score and the components it was computed from."""
+
+    value: float
+    components: dict[str, float]
+
+
+@dataclass(frozen=True)
+class EvictedFact:
+    fact_id: str
+    category: str
+    score: float
+    components: dict[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fact_id": self.fact_id,
+            "category": self.category,
+            "score": self.score,
+            "components": dict(self.components),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a selector decided for one snapshot at one capacity."""
+
+    kept: list[Any]
+    evicted: list[EvictedFact]
+    scores: dict[str, Score]
+    policy: str
+    reserved_correction_slots: int = 0
+    ranking: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def kept_ids(self) -> list[str]:
+        return [str(fact["id"]) for fact in self.kept]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Slots held for one category: ``min(maximum, ceil(capacity * fraction))``."""
+
+    category: str
+    fraction: float
+    maximum: int
+
+    def slots(self, capacity: int) -> int:
+        return min(self.maximum, math.ceil(capacity * self.fraction))
+
+
+@dataclass(frozen=True)
+class SelectionContext:
+    """Everything a policy may read besides the facts themselves."""
+
+    now: _dt.datetime
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    params: PolicyParams = field(default_factory=PolicyParams)
+    # Only bounds such as ``oracle`` read these; deployable policies must not.
+    support_fact_ids: frozenset[str] = frozenset()
+    seed: int = 0
+
+
+class Policy:
+    """Base class of a capacity policy. Subclasses set ``name`` and implement :meth:`score`.
+
+    A policy whose selection is not "rank by score" overrides :meth:`select` instead.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    component_names: ClassVar[tuple[str, ...]] = ()
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        raise NotImplementedError
+
+    def reservation(self, context: SelectionContext) -> Reservation | None:
+        return None
+
+    def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
+        scores = self.score(facts, context)
+        return select_by_rank(facts, scores, capacity, self.reservation(context), self.name)
+
+
+def select_by_rank(
+    facts: Sequence[Any],
+    scores: Sequence[Score],
+    capacity: int,
+    reservation: Reservation | None,
+    policy_name: str,
+) -> Decision:
+    """DeerMem's selection (spec 1.4) over precomputed per-position scores."""
+    keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
+    by_id: dict[str, Score] = {}
+    for key, score in zip(keys, scores):
+        by_id[key] = score  # a later duplicate id overwrites the earlier score, as in DeerMem
+    # Score descending, then input position: the only tie-break.
+    ranked = sorted(range(len(facts)), key=lambda index: (-by_id[keys[index]].value, index))
+    if len(facts) <= capacity:
+        # Under the cap the snapshot comes back unchanged, in input order.
+        return Decision(list(facts), [], by_id, policy_name, 0, tuple(ranked))
+    limit = max(0, capacity)
+    selected: set[int] = set()
+    reserved = 0
+    if reservation is not None and capacity > 0:
+        candidates = [index for index in ranked if is_category(facts[index], reservation.category)]
+        reserved = max(0, min(reservation.slots(capacity), len(candidates), capacity))
+        selected.update(candidates[:reserved])
+    for index in ranked:
+        if len(selected) >= limit:
+            break
+        selected.add(index)
+    kept = [facts[index] for index in ranked if index in selected]
+    evicted = [
+        EvictedFact(
+            keys[index],
+            reported_category(facts[index]),
+            by_id[keys[index]].value,
+            dict(by_id[keys[index]].components),
+        )
+        for index in reversed(ranked)
+        if index not in selected
+    ]
+    return Decision(kept, evicted, by_id, policy_name, reserved, tuple(ranked))

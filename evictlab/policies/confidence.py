@@ -1,0 +1,25 @@
+"""``confidence``: DeerMem's historical policy, rank by bounded confidence alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import Policy, Score, SelectionContext
+from .registry import register
+from .signals import fact_fields, read_confidence
+
+
+def confidence_score(fact: Any) -> Score:
+    value = read_confidence(fact_fields(fact).get("confidence"))
+    return Score(value, {"confidence": value})
+
+
+@register
+class ConfidencePolicy(Policy):
+    name = "confidence"
+    summary = "DeerMem's historical default: keep the facts with the highest confidence."
+    component_names = ("confidence",)
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        return [confidence_score(fact) for fact in facts]

@@ -1,0 +1,237 @@
+"""The 45 prepared cases: pools of 10 facts with scenario metadata (spec 2.4, 2.7-2.9, 7).
+
+A case's pool is its support fact plus 9 distractors drawn from the bank at an offset derived
+from the case id. Metadata (confidence, timestamps, confirmations, access heat) follows the
+scenario tables of spec 2.9; confidences are computed in doubles exactly as written there.
+Facts are sorted by id before they reach a selector, so the selector's tie-break by input
+position is a tie-break by fact id.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dataset import BankRecord, Dataset, answer_text, build_bank, check_selection, render_evidence, select_official
+from .errors import DatasetError
+from .protocol import Protocol, Variant
+
+CONFIRMED_DAYS_AGO = 7
+OLD_DAYS = 180
+RECENT_DAYS = 30
+ACCESS_HEAT = 8.0
+ACCESS_COUNT = 8
+FACT_SOURCE_PREFIX = "deermem-eviction-eval:"
+SYNTHETIC_QUESTION_TYPE = "synthetic-correction"
+
+
+def offset_for(namespace: str, case_id: str, bank_size: int) -> int:
+    """First 4 bytes of SHA-256 of ``{namespace}:{case_id}``, big-endian, modulo the bank size."""
+    digest = hashlib.sha256(f"{namespace}:{case_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "big") % bank_size
+
+
+def draw(bank: tuple[Any, ...], offset: int, count: int) -> list[Any]:
+    """``bank[(offset + i) mod len(bank)]`` for i = 0..count-1, in draw order."""
+    return [bank[(offset + i) % len(bank)] for i in range(count)]
+
+
+def iso_z(moment: _dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One prepared case: the question, its reference answer and the 10-fact pool."""
+
+    case_id: str
+    source: str  # "longmemeval" or "synthetic"
+    scenario: str
+    question_type: str
+    question: str
+    answer: str  # the reference answer, stringified, not stripped
+    question_date: str | None
+    loss_rank: int
+    offset: int
+    facts: tuple[dict[str, Any], ...]  # sorted by id
+    usage: dict[str, dict[str, Any]]
+    support_fact_ids: tuple[str, ...]
+    distractor_sources: tuple[str, ...]  # source question ids in draw order
+    fact_sources: dict[str, str] = field(repr=False, default_factory=dict)  # fact id -> source record id
+
+    @property
+    def outranking_count(self) -> int:
+        return self.loss_rank - 1
+
+    @property
+    def fact_ids(self) -> list[str]:
+        return [fact["id"] for fact in self.facts]
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """A fact's scenario metadata before it gets an id and content."""
+
+    confidence: float
+    created_days_ago: int = OLD_DAYS
+    confirmed: bool = False
+    heated: bool = False
+
+
+def support_spec(scenario: str) -> FactSpec:
+    return {
+        "confirmation_help": FactSpec(0.70, confirmed=True),
+        "access_help": FactSpec(0.70, heated=True),
+        "confidence_control": FactSpec(0.95, created_days_ago=RECENT_DAYS),
+        "noisy_signal_control": FactSpec(0.90),
+        "correction_reserve": FactSpec(0.65),
+    }[scenario]
+
+
+def distractor_spec(scenario: str, i: int, k: int) -> FactSpec:
+    """Metadata of distractor ``i`` (draw order) with ``k`` = loss rank - 1 outrankers (spec 2.9)."""
+    if scenario in ("confirmation_help", "access_help"):
+        return FactSpec(0.94 - 0.02 * i if i < k else 0.68 - 0.02 * (i - k))
+    if scenario == "confidence_control":
+        if i < 5:
+            return FactSpec(0.94 - 0.02 * i)
+        return FactSpec(0.70, confirmed=i % 2 == 1, heated=i % 2 == 0)
+    if scenario == "noisy_signal_control":
+        noisy = i < k
+        return FactSpec(0.70, confirmed=noisy and i % 2 == 1, heated=noisy and i % 2 == 0)
+    if scenario == "correction_reserve":
+        return FactSpec(0.90 - 0.03 * i if i < k else 0.60 - 0.02 * (i - k))
+    raise DatasetError(f"unknown scenario {scenario!r}")
+
+
+def build_fact(
+    fact_id: str, content: str, category: str, spec: FactSpec, source_id: str, clock: _dt.datetime
+) -> dict[str, Any]:
+    fact: dict[str, Any] = {
+        "id": fact_id,
+        "content": content,
+        "category": category,
+        "confidence": spec.confidence,
+        "createdAt": iso_z(clock - _dt.timedelta(days=spec.created_days_ago)),
+        "source": FACT_SOURCE_PREFIX + source_id,
+    }
+    if spec.confirmed:
+        fact["lastConfirmedAt"] = iso_z(clock - _dt.timedelta(days=CONFIRMED_DAYS_AGO))
+        fact["confirmationCount"] = 1
+    return fact
+
+
+def usage_entry(clock: _dt.datetime) -> dict[str, Any]:
+    # Accessed exactly at the clock, so the heat is not decayed at scoring time.
+    return {"accessHeat": ACCESS_HEAT, "accessCount": ACCESS_COUNT, "lastAccessedAt": iso_z(clock)}
+
+
+def fact_ids_for(case_id: str, draws: list[BankRecord], scheme: str) -> tuple[str, list[str]]:
+    """Support and distractor ids: ``gold_``/``d_`` (``protocol``) or the source ids (``raw``)."""
+    if scheme == "protocol":
+        return f"gold_{case_id}", [f"d_{case_id}_{i}_{record.question_id}" for i, record in enumerate(draws)]
+    return case_id, [record.question_id for record in draws]
+
+
+def build_pool(
+    *,
+    case_id: str,
+    scenario: str,
+    loss_rank: int,
+    support_content: str,
+    support_category: str,
+    bank: tuple[BankRecord, ...],
+    protocol: Protocol,
+    variant: Variant,
+) -> tuple[int, tuple[dict[str, Any], ...], dict[str, dict[str, Any]], str, tuple[str, ...], dict[str, str]]:
+    pool = protocol.config.pool
+    clock = protocol.evaluation_time
+    offset = offset_for(pool.offset_namespace, case_id, len(bank))
+    draws = draw(bank, offset, pool.distractors)
+    sources = [case_id] + [record.question_id for record in draws]
+    if len(set(sources)) != len(sources):
+        raise DatasetError(f"case {case_id}: the pool would contain a source record twice: {sources}")
+    support_id, distractor_ids = fact_ids_for(case_id, draws, variant.fact_ids)
+    support = support_spec(scenario)
+    facts = [build_fact(support_id, support_content, support_category, support, case_id, clock)]
+    usage = {support_id: usage_entry(clock)} if support.heated else {}
+    fact_sources = {support_id: case_id}
+    for i, (fact_id, record) in enumerate(zip(distractor_ids, draws)):
+        spec = distractor_spec(scenario, i, loss_rank - 1)
+        category = "preference" if record.question_type == "single-session-preference" else "context"
+        facts.append(build_fact(fact_id, record.evidence, category, spec, record.question_id, clock))
+        fact_sources[fact_id] = record.question_id
+        if spec.heated:
+            usage[fact_id] = usage_entry(clock)
+    if len({fact["id"] for fact in facts}) != len(facts):
+        raise DatasetError(f"case {case_id}: fact ids are not unique under fact_ids={variant.fact_ids}")
+    facts.sort(key=lambda fact: fact["id"])
+    return offset, tuple(facts), usage, support_id, tuple(r.question_id for r in draws), fact_sources
+
+
+@dataclass(frozen=True)
+class PoolSet:
+    """The prepared cases of one (protocol, dataset, variant), in build order, and the bank they drew from."""
+
+    protocol: Protocol
+    dataset: Dataset
+    variant: Variant
+    bank: tuple[BankRecord, ...]
+    cases: tuple[Case, ...]
+
+    def case(self, case_id: str) -> Case:
+        for case in self.cases:
+            if case.case_id == case_id:
+                return case
+        raise DatasetError(f"no case {case_id!r}; known cases: {', '.join(c.case_id for c in self.cases)}")
+
+
+def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolSet:
+    """Recompute the selection, check it against the manifest and build all cases in build order."""
+    header = variant.evidence_header
+    selection = select_official(dataset, protocol.official.scenario_order, header)
+    check_selection(selection, protocol.official, protocol.files.official_manifest)
+    bank = build_bank(dataset, protocol.config.pool, header)
+    cases = []
+    for scenario in protocol.official.scenario_order:
+        rows = sorted(
+            (dataset.by_id[case_id] for case_id in protocol.official.scenarios[scenario]),
+            key=lambda row: (row["question_type"], row["question_id"]),
+        )
+        for row, loss_rank in zip(rows, protocol.official.loss_ranks):
+            case_id = row["question_id"]
+            offset, facts, usage, support_id, draws, sources = build_pool(
+                case_id=case_id,
+                scenario=scenario,
+                loss_rank=loss_rank,
+                support_content=render_evidence(row, header),
+                support_category="context",
+                bank=bank,
+                protocol=protocol,
+                variant=variant,
+            )
+            date = row.get("question_date")
+            cases.append(
+                Case(case_id, "longmemeval", scenario, row["question_type"], row["question"],
+                     answer_text(row), date if date else None, loss_rank, offset, facts, usage,
+                     (support_id,), draws, sources)
+            )
+    for item in protocol.synthetic.cases:
+        offset, facts, usage, support_id, draws, sources = build_pool(
+            case_id=item.case_id,
+            scenario=protocol.synthetic.scenario,
+            loss_rank=item.loss_rank,
+            support_content=item.support_fact,
+            support_category="correction",
+            bank=bank,
+            protocol=protocol,
+            variant=variant,
+        )
+        cases.append(
+            Case(item.case_id, "synthetic", protocol.synthetic.scenario, SYNTHETIC_QUESTION_TYPE,
+                 item.question, item.answer, None, item.loss_rank, offset, facts, usage,
+                 (support_id,), draws, sources)
+        )
+    return PoolSet(protocol, dataset, variant, bank, tuple(cases))
