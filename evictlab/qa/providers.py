@@ -1,0 +1,244 @@
+"""Answer providers: the OpenAI-compatible chat-completions client (spec 3.4 and 3.5).
+
+Any server that speaks the OpenAI chat-completions API works, hosted or local: llama.cpp's
+``llama-server``, vLLM's OpenAI server, or Ollama's ``/v1`` endpoint. For a local server, set
+the base-URL variable to the API root, for example ``http://127.0.0.1:8080/v1`` (the client
+appends ``/chat/completions``), and the key variable to any non-empty string::
+
+    export DEERMEM_EVAL_ANSWER_BASE_URL=http://127.0.0.1:8080/v1
+    export DEERMEM_EVAL_ANSWER_API_KEY=local
+
+The client uses only the standard library. Error messages never contain the API key, request
+headers or response bodies: at most the HTTP status and a short reason.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ContractError, EvictlabError
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one successful call yields.
+
+    ``prediction`` is the answer text verbatim (not stripped); ``attempts`` the number of the
+    attempt that succeeded; ``response_model`` the body's ``model`` when it is a string;
+    ``usage`` the body's integer ``usage`` entries (``{}`` when there are none).
+    """
+
+    prediction: str
+    attempts: int
+    response_model: str | None
+    usage: dict[str, int]
+
+
+class ProviderError(EvictlabError):
+    """A provider call failed; the message holds at most an HTTP status and a short reason."""
+
+
+class _RetryableFailure(Exception):
+    """An attempt failed in a way that another attempt may fix (transport, 429, 5xx)."""
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    # A redirect would resend the bearer key to wherever it points; treat it as a plain
+    # non-200 status instead.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class OpenAICompatibleProvider:
+    """Client for ``POST {base_url}/chat/completions`` with a bearer key.
+
+    :meth:`complete` makes up to ``max_attempts`` attempts, sleeping ``retry_delay_seconds``
+    (fixed, no backoff) before every attempt after the first. Transport errors (timeouts
+    included), HTTP 429 and statuses >= 500 are retried; any other non-200 status and a 200
+    whose body is not JSON or lacks a string ``choices[0].message.content`` fail at once.
+    ``timeout_seconds`` bounds connecting and each read or write. Instances hold no
+    per-call state, so several threads may call :meth:`complete` at once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout_seconds: float = 120,
+        max_attempts: int = 3,
+        retry_delay_seconds: float = 2.0,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> None:
+        if not isinstance(base_url, str) or not _is_http_url(base_url):
+            raise ContractError("provider base URL must be an http:// or https:// URL with a host")
+        if not _is_header_token(api_key):
+            raise ContractError("provider API key must be a non-empty printable ASCII string")
+        if not (_is_finite_number(timeout_seconds) and timeout_seconds > 0):
+            raise ContractError(f"timeout_seconds must be > 0, got {timeout_seconds!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ContractError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        if not (_is_finite_number(retry_delay_seconds) and retry_delay_seconds >= 0):
+            raise ContractError(f"retry_delay_seconds must be >= 0, got {retry_delay_seconds!r}")
+        self.base_url = base_url
+        self.url = f"{base_url.rstrip('/')}/chat/completions"
+        self.timeout_seconds = timeout_seconds
+        self.max_attempts = max_attempts
+        self.retry_delay_seconds = retry_delay_seconds
+        self._api_key = api_key
+        self._sleep = sleep
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={self.base_url!r},"
+            f" timeout_seconds={self.timeout_seconds!r}, max_attempts={self.max_attempts!r},"
+            f" retry_delay_seconds={self.retry_delay_seconds!r})"
+        )
+
+    def complete(self, payload: dict[str, Any]) -> Completion:
+        """Send ``payload`` as the JSON body and return the answer, or raise ProviderError."""
+        # The wire body is the client's own serialisation; the request fingerprint is computed
+        # separately from the payload (evictlab.qa.prompt), so the two never need to agree.
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        last_failure = ""
+        for attempt in range(1, self.max_attempts + 1):
+            if attempt > 1:
+                self._sleep(self.retry_delay_seconds)
+            try:
+                document = self._post(body)
+            except _RetryableFailure as failure:
+                last_failure = str(failure)
+                continue
+            return _completion(document, attempt)
+        raise ProviderError(f"failed after {self.max_attempts} attempts (last: {last_failure})")
+
+    def _post(self, body: bytes) -> Any:
+        """One attempt: the parsed JSON body of a 200 response."""
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self._api_key}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with self._opener.open(request, timeout=self.timeout_seconds) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            error.close()
+            status, raw = error.code, b""
+        except (OSError, http.client.HTTPException) as error:
+            raise _RetryableFailure(_transport_reason(error)) from None
+        if status == 429 or status >= 500:
+            raise _RetryableFailure(f"HTTP {status}")
+        if status != 200:
+            raise ProviderError(f"HTTP {status} (not retryable)")
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ProviderError("HTTP 200 but the body is not JSON") from None
+
+
+def _transport_reason(error: BaseException) -> str:
+    # urllib wraps connection failures in URLError; the cause says what actually happened.
+    cause = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(cause, TimeoutError):
+        return "timed out"
+    return f"transport error ({type(cause).__name__})"
+
+
+def _completion(document: Any, attempt: int) -> Completion:
+    content = _message_content(document)
+    model = document.get("model")
+    return Completion(
+        prediction=content,
+        attempts=attempt,
+        response_model=model if isinstance(model, str) else None,
+        usage=_integer_usage(document.get("usage")),
+    )
+
+
+def _message_content(document: Any) -> str:
+    choices = document.get("choices") if isinstance(document, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ProviderError("HTTP 200 but the body has no string choices[0].message.content")
+    return content
+
+
+def _integer_usage(usage: Any) -> dict[str, int]:
+    if not isinstance(usage, dict):
+        return {}
+    # bool is a subclass of int in Python but true/false are not token counts.
+    return {
+        key: value
+        for key, value in usage.items()
+        if isinstance(value, int) and not isinstance(value, bool)
+    }
+
+
+def _is_finite_number(value: Any) -> bool:
+    return (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    )
+
+
+def _is_header_token(api_key: Any) -> bool:
+    # The key travels in a header; a space, line break or non-ASCII character would break it
+    # (and http.client's complaint would quote the value).
+    return (
+        isinstance(api_key, str)
+        and bool(api_key)
+        and api_key.isascii()
+        and api_key.isprintable()
+        and " " not in api_key
+    )
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def missing_credentials(
+    api_key_env: str, base_url_env: str, *, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Names of the credential variables that are unset or blank once stripped, in order."""
+    values = os.environ if environ is None else environ
+    return [name for name in (api_key_env, base_url_env) if not values.get(name, "").strip()]
+
+
+def provider_from_environment(
+    api_key_env: str,
+    base_url_env: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **options: Any,
+) -> OpenAICompatibleProvider:
+    """A provider from the key and base-URL variables (values stripped).
+
+    Raises :class:`ContractError` naming every missing or blank variable, never a value.
+    ``options`` are passed to :class:`OpenAICompatibleProvider`.
+    """
+    values = os.environ if environ is None else environ
+    missing = missing_credentials(api_key_env, base_url_env, environ=values)
+    if missing:
+        raise ContractError("missing or empty environment variable(s): " + ", ".join(missing))
+    return OpenAICompatibleProvider(
+        values[base_url_env].strip(), values[api_key_env].strip(), **options
+    )
