@@ -1,0 +1,156 @@
+"""``evictlab qa ...``: offline steps of the live QA comparison.
+
+The ``qa`` group is shared: another command module adds a subcommand to it with
+``qa_subparsers(subparsers).add_parser(NAME, ...)`` inside its own ``register``. The group is
+created by whichever module asks first, so module import order does not matter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import weakref
+
+from ..errors import ContractError
+from ..qa.grading import GRADER_VERSION
+from ..qa.stats import (
+    ALPHA,
+    BOOTSTRAP_ITERATIONS,
+    BOOTSTRAP_SEED,
+    QA_CAPACITY,
+    STATS_FILE,
+    SUMMARY_FILE,
+    load_graded_rows,
+    suite_report_lines,
+    write_stats_files,
+)
+
+# The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
+_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def qa_subparsers(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The subparsers of the ``qa`` group under ``subparsers``, creating the group once."""
+    if subparsers not in _GROUPS:
+        group = subparsers.add_parser(
+            "qa",
+            help="offline steps of the live QA comparison (see: evictlab qa --help)",
+            description="Offline steps of the live QA comparison between confidence and hybrid-v1.",
+            epilog="Run 'evictlab qa SUBCOMMAND --help' for the options of one subcommand.",
+        )
+        group.set_defaults(handler=lambda args: _print_help(group))
+        _GROUPS[subparsers] = group.add_subparsers(dest="qa_command", metavar="SUBCOMMAND")
+    return _GROUPS[subparsers]
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = qa_subparsers(subparsers).add_parser(
+        "stats",
+        help=f"recompute {SUMMARY_FILE} and {STATS_FILE} from graded rows",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            f"Recompute {SUMMARY_FILE} (accuracy per source, scenario and policy) and\n"
+            f"{STATS_FILE} (exact McNemar test and seeded paired bootstrap of the accuracy\n"
+            "difference hybrid-v1 - confidence, for the official, synthetic and overall\n"
+            "suites) from a graded qa.rows.jsonl file. No provider and no dataset are needed.\n"
+            "\n"
+            "Each row needs case_id, source, scenario, policy and grade_correct; every case\n"
+            "needs one confidence and one hybrid-v1 row. A suite without cases (for example\n"
+            "no synthetic rows) is left out of the statistics. Existing output files are\n"
+            "never overwritten."
+        ),
+        epilog=(
+            "example: evictlab qa stats \\\n"
+            "  --rows data/reference/deerflow-pr4810/v3/qa.rows.jsonl \\\n"
+            "  --protocol-id deermem-hybrid-v1-pr4789-reproduction-v1 --output-dir results/v3-stats"
+        ),
+    )
+    parser.add_argument("--rows", required=True, metavar="FILE", help="graded rows (JSONL)")
+    parser.add_argument(
+        "--protocol-id", required=True, metavar="ID", help="protocol id written into both files"
+    )
+    parser.add_argument(
+        "--output-dir", required=True, metavar="DIR", help="folder for the two files (created)"
+    )
+    parser.add_argument(
+        "--grader-version",
+        default=GRADER_VERSION,
+        metavar="V",
+        help="grader version the rows were graded with (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--qa-capacity",
+        type=_positive_int,
+        default=QA_CAPACITY,
+        metavar="N",
+        help="capacity the rows were answered at (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=BOOTSTRAP_SEED,
+        metavar="N",
+        help="bootstrap seed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=_positive_int,
+        default=BOOTSTRAP_ITERATIONS,
+        metavar="N",
+        help="bootstrap iterations (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=_open_unit_interval,
+        default=ALPHA,
+        metavar="A",
+        help="two-sided level of the bootstrap interval (default: %(default)s)",
+    )
+    parser.set_defaults(handler=run_stats)
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    """``evictlab qa stats``: read the rows, write both files, print one line per suite."""
+    rows = load_graded_rows(args.rows)
+    try:
+        _, stats = write_stats_files(
+            args.output_dir,
+            rows,
+            protocol_id=args.protocol_id,
+            grader_version=args.grader_version,
+            seed=args.seed,
+            iterations=args.iterations,
+            alpha=args.alpha,
+            qa_capacity=args.qa_capacity,
+        )
+    except ContractError as error:
+        # Row errors say "row N", which is line N of the file.
+        raise ContractError(f"{args.rows}: {error}") from None
+    for line in suite_report_lines(stats):
+        print(line)
+    print(f"wrote {SUMMARY_FILE} and {STATS_FILE} to {args.output_dir}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def _open_unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1, got {value}")
+    return value
