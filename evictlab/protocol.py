@@ -24,6 +24,7 @@ import yaml
 from .errors import ContractError
 from .policies import PolicyParams
 from .policies.signals import as_utc
+from .qa.grading import GRADER_VERSION  # the grader is a leaf module; its version is part of the contract
 from .schema import HEX40, HEX64, Section
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -35,7 +36,6 @@ DEFAULT_OFFICIAL_MANIFEST = PROTOCOL_DIR / "manifests" / "longmemeval-pr4789-v1.
 DEFAULT_SYNTHETIC_MANIFEST = PROTOCOL_DIR / "manifests" / "synthetic-corrections-pr4789-v1.json"
 
 PROTOCOL_POLICY_VERSION = "hybrid-v1"
-GRADER_VERSION = "deterministic-overlap-v1"
 PROVIDER = "openai-compatible"
 SCENARIO_ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
 SYNTHETIC_SCENARIO = "correction_reserve"

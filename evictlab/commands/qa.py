@@ -11,6 +11,7 @@ import argparse
 import weakref
 
 from ..errors import ContractError
+from ._common import positive_int
 from ..qa.grading import GRADER_VERSION
 from ..qa.stats import (
     ALPHA,
@@ -84,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--qa-capacity",
-        type=_positive_int,
+        type=positive_int,
         default=QA_CAPACITY,
         metavar="N",
         help="capacity the rows were answered at (default: %(default)s)",
@@ -98,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--iterations",
-        type=_positive_int,
+        type=positive_int,
         default=BOOTSTRAP_ITERATIONS,
         metavar="N",
         help="bootstrap iterations (default: %(default)s)",
@@ -134,16 +135,6 @@ def run_stats(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {SUMMARY_FILE} and {STATS_FILE} to {args.output_dir}")
     return 0
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def _open_unit_interval(text: str) -> float:

@@ -1,0 +1,160 @@
+"""``grade-qa``: grade a finished ``run-qa`` folder without calling any provider (spec 3.8).
+
+The checks run in the spec's order: the tasks are rebuilt from the current protocol and
+dataset; the run marker must exist and match the five current input hashes; every one of the
+response rows must be present and completed; each row must answer exactly its recomputed task
+(identity, kept facts, capacity, policy and request fingerprint). Only then is each prediction
+graded, blindly, against the reference answer of the recomputed case (never anything stored in
+the row), and the three result files are written. Existing result files are never overwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ContractError
+from ..pools import PoolSet
+from ..results import refuse_existing, write_jsonl
+from .grading import GRADER_VERSION, grade_answer
+from .runner import (
+    RESPONSE_FIELDS,
+    RESPONSES_DIR,
+    check_marker,
+    expected_value,
+    load_completed,
+    mismatched_fields,
+    response_path,
+)
+from .stats import STATS_FILE, SUMMARY_FILE, write_stats_files
+from .tasks import QATask, build_tasks
+
+ROWS_FILE = "qa.rows.jsonl"
+GRADED_FILES = (ROWS_FILE, SUMMARY_FILE, STATS_FILE)
+GRADED_SCHEMA_VERSION = 1
+
+#: Fields that tie a stored row to its task, checked in this order.
+IDENTITY_FIELDS = (
+    "row_id", "case_id", "source", "scenario", "kept_fact_ids", "capacity", "policy",
+    "request_fingerprint",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The graded rows (sorted by row id), the summary and the statistics that were written."""
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    stats: dict[str, Any]
+
+
+def grade_run(pool_set: PoolSet, output_dir: str | Path) -> GradeResult:
+    """Check the stored rows of ``output_dir`` against ``pool_set`` and write the graded files."""
+    protocol = pool_set.protocol
+    if protocol.config.qa.grader_version != GRADER_VERSION:
+        raise ContractError(
+            f"{protocol.files.config}: qa.grader_version {protocol.config.qa.grader_version!r}"
+            f" is not the committed grader {GRADER_VERSION!r}"
+        )
+    tasks = sorted(build_tasks(pool_set), key=lambda task: task.row_id)
+    check_marker(output_dir, pool_set, action="grade")
+    stored = load_responses(output_dir, tasks)
+    check_identities(output_dir, tasks, stored)
+    rows = [graded_row(task, stored[task.row_id]) for task in tasks]
+    folder = Path(output_dir)
+    refuse_existing(folder / name for name in GRADED_FILES)
+    statistics = protocol.config.statistics
+    summary, stats = write_stats_files(
+        folder,
+        rows,
+        protocol_id=protocol.protocol_id,
+        grader_version=GRADER_VERSION,
+        seed=statistics.bootstrap_seed,
+        iterations=statistics.bootstrap_iterations,
+        alpha=statistics.alpha,
+        qa_capacity=protocol.config.pool.qa_capacity,
+    )
+    write_jsonl(folder / ROWS_FILE, rows)
+    return GradeResult(rows, summary, stats)
+
+
+def load_responses(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str, dict[str, Any]]:
+    """Every task's stored row, or an error listing each missing or invalid one."""
+    rows, problems = {}, []
+    for task in tasks:
+        path = response_path(output_dir, task.row_id)
+        row = load_completed(path)
+        problem = _response_problem(path, row)
+        if problem:
+            problems.append(f"{task.row_id} ({problem})")
+        else:
+            rows[task.row_id] = row
+    if problems:
+        raise ContractError(
+            f"{Path(output_dir) / RESPONSES_DIR}: {len(problems)} of {len(tasks)} response rows are"
+            f" missing or invalid: {', '.join(problems)}; run run-qa again to complete them"
+        )
+    return rows
+
+
+def _response_problem(path: Path, row: Mapping[str, Any] | None) -> str | None:
+    if row is None:
+        return "not a completed response row" if path.exists() else "missing"
+    absent = [name for name in RESPONSE_FIELDS if name not in row]
+    return f"no field {', '.join(absent)}" if absent else None
+
+
+def check_identities(
+    output_dir: str | Path, tasks: Sequence[QATask], stored: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Every stored row must answer its recomputed task; the error names each row and field."""
+    problems = [
+        f"{response_path(output_dir, task.row_id)}: {name} is {stored[task.row_id].get(name)!r},"
+        f" expected {expected_value(task, name)!r}"
+        for task in tasks
+        for name in mismatched_fields(stored[task.row_id], task, IDENTITY_FIELDS)
+    ]
+    if problems:
+        raise ContractError(
+            "stored rows do not match the tasks recomputed from the current protocol and dataset;"
+            " refusing to grade:\n  " + "\n  ".join(problems)
+        )
+
+
+def graded_row(task: QATask, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``qa.rows.jsonl`` row: the 19 fields of spec 3.8.
+
+    Case metadata comes from the recomputed task; attempts, fingerprint, model and usage are
+    copied from the stored row. The grader sees only the prediction and the reference answer.
+    """
+    try:
+        grade = grade_answer(stored["prediction"], task.case.answer)
+    except ContractError:
+        # The grader's message quotes the reference answer, which must not reach any log.
+        raise ContractError(
+            f"{task.row_id}: the reference answer of case {task.case.case_id} has no tokens to grade against"
+        ) from None
+    return {
+        "schema_version": GRADED_SCHEMA_VERSION,
+        "row_id": task.row_id,
+        "case_id": task.case.case_id,
+        "source": task.case.source,
+        "scenario": task.case.scenario,
+        "question_type": task.case.question_type,
+        "policy": task.policy,
+        "capacity": task.capacity,
+        "kept_fact_ids": list(task.kept_fact_ids),
+        "support_all_retained": task.support_all_retained,
+        "support_recall": task.support_recall,
+        "prediction": stored["prediction"],
+        "grade_correct": grade.correct,
+        "grade_rule": grade.rule,
+        "grader_version": GRADER_VERSION,
+        "attempts": stored["attempts"],
+        "request_fingerprint": stored["request_fingerprint"],
+        "response_model": stored["response_model"],
+        "usage": stored["usage"],
+    }

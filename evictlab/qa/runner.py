@@ -1,0 +1,327 @@
+"""``run-qa``: answer the 90 tasks through a provider, one response file per row (spec 3.4-3.7).
+
+An output folder holds the run marker ``qa_run.json`` and ``responses/{row_id}.json``. The
+marker is written once, before the first call, and records the hashes of the five inputs;
+a later run in the same folder resumes only when every hash still matches. A response file
+is written atomically as soon as its call succeeds, so an interrupted run keeps every row it
+finished. On resume a stored row is reused only when it answers exactly the task recomputed
+from the current protocol; any other task is called again and its file overwritten.
+
+Nothing written here contains the API key, a question, a reference answer or memory text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..errors import ContractError, EvictlabError
+from ..pools import PoolSet
+from ..results import git_state, utc_now_iso, write_json
+from .providers import Completion, OpenAICompatibleProvider, ProviderError
+from .tasks import QATask, build_tasks
+
+MARKER_FILE = "qa_run.json"
+RESPONSES_DIR = "responses"
+MARKER_SCHEMA_VERSION = 2
+RESPONSE_SCHEMA_VERSION = 1
+
+#: The fields of a response row (spec 3.6), as :func:`response_row` writes them.
+RESPONSE_FIELDS = (
+    "schema_version", "row_id", "case_id", "source", "scenario", "policy", "capacity",
+    "kept_fact_ids", "prediction", "attempts", "request_fingerprint", "response_model", "usage",
+    "created_at",
+)  # fmt: skip
+
+#: The fields of a stored row that must equal the recomputed task for the row to be reused.
+REUSE_FIELDS = ("row_id", "policy", "capacity", "kept_fact_ids", "request_fingerprint")
+
+
+class QARunInterrupted(EvictlabError):
+    """Ctrl-C during ``run-qa``: no new calls were started; finished rows are on disk."""
+
+    exit_code = 130
+
+
+# --------------------------------------------------------------------------- the run marker
+
+
+def run_artifacts(pool_set: PoolSet) -> dict[str, str]:
+    """The five artifact hashes of a QA run: the four protocol files and the dataset."""
+    return {**pool_set.protocol.artifact_hashes(), "dataset_sha256": pool_set.dataset.sha256}
+
+
+def marker_record(pool_set: PoolSet, *, preset: str | None) -> dict[str, Any]:
+    """``qa_run.json``, schema 2 (spec 3.7), plus evictlab's ``preset`` and ``variant``.
+
+    The ``qa`` block restates the config's QA settings; a ``--workers`` override of one
+    invocation does not change the run and is not recorded.
+    """
+    protocol = pool_set.protocol
+    qa = protocol.config.qa
+    return {
+        "schema_version": MARKER_SCHEMA_VERSION,
+        "protocol_id": protocol.protocol_id,
+        "created_at": utc_now_iso(),
+        "git": git_state(),
+        "dataset": pool_set.dataset.record(),
+        "artifacts": run_artifacts(pool_set),
+        "qa": {
+            "capacity": protocol.config.pool.qa_capacity,
+            "model": qa.model,
+            "temperature": qa.temperature,
+            "max_tokens": qa.max_tokens,
+            "stream": qa.stream,
+            "timeout_seconds": _plain_number(qa.timeout_seconds),
+            "max_attempts": qa.max_attempts,
+            "workers": qa.workers,
+            "grader_version": qa.grader_version,
+            "api_key_env": qa.api_key_env,
+            "base_url_env": qa.base_url_env,
+        },
+        "preset": preset,
+        "variant": pool_set.variant.as_dict(),
+    }
+
+
+def _plain_number(value: float) -> int | float:
+    # The config's "timeout_seconds: 120" is parsed as a float; DeerFlow's markers write 120.
+    return int(value) if float(value).is_integer() else value
+
+
+def check_marker(output_dir: str | Path, pool_set: PoolSet, *, action: str) -> None:
+    """Raise unless ``qa_run.json`` exists and matches the current inputs (read-only).
+
+    The error names every changed artifact (and a changed protocol variant) and says that
+    ``action`` is refused.
+    """
+    path = Path(output_dir) / MARKER_FILE
+    if not path.is_file():
+        raise ContractError(
+            f"{path}: no run marker; run run-qa into this folder first; refusing to {action}"
+        )
+    marker = _read_marker(path, action)
+    problems = [
+        f"{name.removesuffix('_sha256')} (recorded {marker['artifacts'].get(name)}, now {value})"
+        for name, value in sorted(run_artifacts(pool_set).items())
+        if marker["artifacts"].get(name) != value
+    ]
+    variant = pool_set.variant.as_dict()
+    # Markers written by DeerFlow have no variant; their rows are checked one by one instead.
+    if "variant" in marker and marker["variant"] != variant:
+        problems.append(
+            f"protocol variant (recorded {marker['variant']}, now {variant};"
+            " pass the run's --preset and --variant)"
+        )
+    if problems:
+        raise ContractError(
+            f"{path}: the inputs changed since this run started: {'; '.join(problems)};"
+            f" refusing to {action} (use a new output directory)"
+        )
+
+
+def _read_marker(path: Path, action: str) -> dict[str, Any]:
+    try:
+        marker = json.loads(path.read_bytes())
+    except (OSError, ValueError) as error:
+        raise ContractError(f"{path}: unreadable run marker ({error}); refusing to {action}") from None
+    if not isinstance(marker, dict) or marker.get("schema_version") != MARKER_SCHEMA_VERSION:
+        found = marker.get("schema_version") if isinstance(marker, dict) else type(marker).__name__
+        raise ContractError(
+            f"{path}: expected a run marker with schema_version {MARKER_SCHEMA_VERSION}, got {found!r};"
+            f" refusing to {action}"
+        )
+    if not isinstance(marker.get("artifacts"), dict):
+        raise ContractError(f"{path}: the run marker has no artifacts object; refusing to {action}")
+    return marker
+
+
+def ensure_marker(output_dir: str | Path, pool_set: PoolSet, *, preset: str | None) -> Path:
+    """Write ``qa_run.json`` when absent, else check that it matches the current inputs."""
+    path = Path(output_dir) / MARKER_FILE
+    if path.exists():
+        check_marker(output_dir, pool_set, action="resume")
+    else:
+        write_json(path, marker_record(pool_set, preset=preset))
+    return path
+
+
+# --------------------------------------------------------------------------- response rows
+
+
+def response_path(output_dir: str | Path, row_id: str) -> Path:
+    """``{output_dir}/responses/{row_id}.json``; a row id must be a plain file name."""
+    if not row_id or row_id.startswith(".") or "/" in row_id or "\\" in row_id:
+        raise ContractError(f"row id {row_id!r} cannot name a response file")
+    return Path(output_dir) / RESPONSES_DIR / f"{row_id}.json"
+
+
+def response_row(task: QATask, completion: Completion) -> dict[str, Any]:
+    """A ``responses/{row_id}.json`` document: exactly the fields of spec 3.6."""
+    return {
+        "schema_version": RESPONSE_SCHEMA_VERSION,
+        "row_id": task.row_id,
+        "case_id": task.case.case_id,
+        "source": task.case.source,
+        "scenario": task.case.scenario,
+        "policy": task.policy,
+        "capacity": task.capacity,
+        "kept_fact_ids": list(task.kept_fact_ids),
+        "prediction": completion.prediction,
+        "attempts": completion.attempts,
+        "request_fingerprint": task.request_fingerprint,
+        "response_model": completion.response_model,
+        "usage": completion.usage,
+        "created_at": utc_now_iso(),
+    }
+
+
+def load_completed(path: Path) -> dict[str, Any] | None:
+    """The stored row at ``path`` if it is completed (spec 3.6), else None.
+
+    Completed: the file exists, parses as a JSON object, has ``schema_version`` 1 and a
+    string ``prediction``.
+    """
+    try:
+        row = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(row, dict) or row.get("schema_version") != RESPONSE_SCHEMA_VERSION:
+        return None
+    return row if isinstance(row.get("prediction"), str) else None
+
+
+def expected_value(task: QATask, name: str) -> Any:
+    """The value field ``name`` of a stored row must have for ``task`` (JSON types)."""
+    values = {
+        "row_id": task.row_id,
+        "case_id": task.case.case_id,
+        "source": task.case.source,
+        "scenario": task.case.scenario,
+        "policy": task.policy,
+        "capacity": task.capacity,
+        "kept_fact_ids": list(task.kept_fact_ids),
+        "request_fingerprint": task.request_fingerprint,
+    }
+    return values[name]
+
+
+def mismatched_fields(row: Mapping[str, Any], task: QATask, names: Iterable[str]) -> list[str]:
+    """The fields among ``names`` whose stored value differs from the task's."""
+    return [name for name in names if not _same(row.get(name), expected_value(task, name))]
+
+
+def _same(stored: Any, expected: Any) -> bool:
+    # The type as well: JSON true equals 1 in Python and would pass for a capacity of 1.
+    return type(stored) is type(expected) and stored == expected
+
+
+def is_reusable(row: Mapping[str, Any] | None, task: QATask) -> bool:
+    return row is not None and not mismatched_fields(row, task, REUSE_FIELDS)
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one ``run-qa`` invocation did; ``failures`` maps row id -> error."""
+
+    reused: int
+    called: int
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def summary_line(self) -> str:
+        return f"answer rows: {self.reused} reused, {self.called} called, {len(self.failures)} failed"
+
+    @property
+    def failure_lines(self) -> list[str]:
+        return [f"{row_id}: {error}" for row_id, error in sorted(self.failures.items())]
+
+
+def run_qa(
+    pool_set: PoolSet,
+    provider: OpenAICompatibleProvider,
+    output_dir: str | Path,
+    *,
+    workers: int | None = None,
+    preset: str | None = None,
+    progress: bool = True,
+) -> RunReport:
+    """Answer every task not already answered in ``output_dir``; see the module docstring.
+
+    ``workers`` defaults to the config's ``qa.workers``. Raises :class:`QARunInterrupted` on
+    Ctrl-C after the calls in flight have finished and been stored.
+    """
+    workers = workers or pool_set.protocol.config.qa.workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ContractError(f"workers must be an integer >= 1, got {workers!r}")
+    tasks = build_tasks(pool_set)
+    ensure_marker(output_dir, pool_set, preset=preset)
+    pending = [
+        task for task in tasks
+        if not is_reusable(load_completed(response_path(output_dir, task.row_id)), task)
+    ]
+    with tqdm(total=len(pending), desc="answer calls", unit="row", disable=not (progress and pending)) as bar:
+        called, failures = call_tasks(pending, provider, output_dir, workers=workers, on_done=bar.update)
+    return RunReport(reused=len(tasks) - len(pending), called=called, failures=failures)
+
+
+def call_tasks(
+    tasks: Sequence[QATask],
+    provider: OpenAICompatibleProvider,
+    output_dir: str | Path,
+    *,
+    workers: int,
+    on_done: Callable[[int], Any] = lambda count: None,
+) -> tuple[int, dict[str, str]]:
+    """Call ``tasks`` on a pool of ``workers`` threads, storing each answer as it arrives.
+
+    Returns (rows answered, {row id: error} of failed rows). At most ``workers`` calls are
+    started ahead of their results, so an interrupt (Ctrl-C, or any unexpected error) starts
+    nothing new: the calls in flight finish and are stored, then the error propagates
+    (Ctrl-C as :class:`QARunInterrupted`).
+    """
+    queue = iter(tasks)
+    running: dict[Future, QATask] = {}
+    called, failures = 0, {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run-qa") as executor:
+        try:
+            while True:
+                while len(running) < workers and (task := next(queue, None)) is not None:
+                    running[executor.submit(_answer, task, provider, output_dir)] = task
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    task = running.pop(future)
+                    try:
+                        future.result()
+                        called += 1
+                    except ProviderError as error:
+                        failures[task.row_id] = str(error)
+                    on_done(1)
+        except KeyboardInterrupt:
+            print(
+                f"\ninterrupted: starting no new calls; waiting for {len(running)} call(s) in flight"
+                " to finish and be stored",
+                file=sys.stderr,
+            )
+            raise QARunInterrupted(
+                f"interrupted after {called} new row(s) in this run; every finished row is kept in"
+                f" {Path(output_dir) / RESPONSES_DIR}; run the same command again to resume"
+            ) from None
+    return called, failures
+
+
+def _answer(task: QATask, provider: OpenAICompatibleProvider, output_dir: str | Path) -> None:
+    completion = provider.complete(task.payload)
+    write_json(response_path(output_dir, task.row_id), response_row(task, completion))

@@ -1,0 +1,493 @@
+"""`evictlab run-qa` end to end against a real scripted HTTP server (spec 3.4-3.7).
+
+The stub server plays a model that reads only its prompt: it answers the case's reference
+answer when the case's support fact is shown and ``INSUFFICIENT`` otherwise. The answer is
+sent in swapped letter case, which the grader accepts (it lower-cases) while the exact bytes of
+the reference answer never reach any output, so the privacy checks below stay meaningful.
+
+This module also holds the harness that ``test_grade_qa`` imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+from openai_stub import OpenAIStub, Reply, error_reply, raw_reply, stalled_reply
+
+from evictlab.cli import main
+from evictlab.commands._common import add_pool_options, pool_set_from
+from evictlab.errors import ContractError
+from evictlab.protocol import DEFAULT_CONFIG, DEFAULT_SYNTHETIC_MANIFEST, sha256_file
+from evictlab.qa.prompt import request_fingerprint
+from evictlab.qa.providers import OpenAICompatibleProvider
+from evictlab.qa.runner import QARunInterrupted, response_path, run_qa
+from evictlab.qa.tasks import QATask, build_tasks
+from evictlab.results import json_document
+
+API_KEY = "sk-test-SECRET"
+KEY_ENV = "DEERMEM_EVAL_ANSWER_API_KEY"
+URL_ENV = "DEERMEM_EVAL_ANSWER_BASE_URL"
+PROMPT = DEFAULT_CONFIG.parent.parent / "prompts" / "answer-v1.txt"
+RESPONSE_FIELDS = [
+    "attempts", "capacity", "case_id", "created_at", "kept_fact_ids", "policy", "prediction",
+    "request_fingerprint", "response_model", "row_id", "scenario", "schema_version", "source", "usage",
+]  # fmt: skip
+MARKER_FIELDS = ["artifacts", "created_at", "dataset", "git", "preset", "protocol_id", "qa", "schema_version", "variant"]
+QA_FIELDS = [
+    "api_key_env", "base_url_env", "capacity", "grader_version", "max_attempts", "max_tokens",
+    "model", "stream", "temperature", "timeout_seconds", "workers",
+]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- harness
+
+
+def demo_pool_set(*options: str):
+    parser = argparse.ArgumentParser()
+    add_pool_options(parser)
+    return pool_set_from(parser.parse_args(list(options)))
+
+
+def model_answer(task: QATask, user_content: str) -> str:
+    """What the scripted model says: the reference (case swapped) iff the support fact is shown."""
+    shown = all(f"[{fact_id}]\n" in user_content for fact_id in task.case.support_fact_ids)
+    return task.case.answer.swapcase() if shown else "INSUFFICIENT"
+
+
+class Responder:
+    """The stub's answer function: scripted faults per request fingerprint first, then the model.
+
+    The fingerprint is recomputed from the JSON body that arrived, so a body that is not the
+    task's payload finds no task and the stub reports the failure when it stops.
+    """
+
+    def __init__(self, tasks: Iterable[QATask], faults: Mapping[str, Iterable[Reply]] = ()) -> None:
+        self.tasks = {task.request_fingerprint: task for task in tasks}
+        self.faults = {fingerprint: deque(replies) for fingerprint, replies in dict(faults).items()}
+        self.lock = threading.Lock()
+
+    def __call__(self, body) -> Reply | str:
+        fingerprint = request_fingerprint(body)
+        with self.lock:
+            queue = self.faults.get(fingerprint)
+            if queue:
+                return queue.popleft()
+        return model_answer(self.tasks[fingerprint], body["messages"][1]["content"])
+
+
+def fingerprints_of(stub: OpenAIStub, since: int = 0) -> list[str]:
+    return [request_fingerprint(request.json) for request in stub.requests[since:]]
+
+
+def run_qa_cli(output_dir: Path, *options: str) -> int:
+    return main(["run-qa", "--output-dir", str(output_dir), "--retry-delay", "0", *options])
+
+
+def grade_cli(output_dir: Path, *options: str) -> int:
+    return main(["grade-qa", "--output-dir", str(output_dir), *options])
+
+
+def protocol_copy(folder: Path, *, config_edits: Mapping[str, str] = (), prompt_edits: Mapping[str, str] = ()) -> list[str]:
+    """A copy of the config (and prompt) with text replacements; returns the CLI options for it.
+
+    The copied prompt's hash is written into the copied config, so the pair loads.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    prompt = folder / "answer.txt"
+    prompt.write_bytes(_edited(PROMPT.read_text(encoding="utf-8"), prompt_edits).encode("utf-8"))
+    config_text = _edited(DEFAULT_CONFIG.read_text(encoding="utf-8"), config_edits)
+    config_text = config_text.replace(sha256_file(PROMPT), sha256_file(prompt))
+    config = folder / "config.yaml"
+    config.write_text(config_text, encoding="utf-8")
+    return ["--config", str(config), "--answer-prompt", str(prompt)]
+
+
+def _edited(text: str, edits: Mapping[str, str]) -> str:
+    for old, new in dict(edits).items():
+        assert old in text, f"{old!r} not found"
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.fixture
+def credentials(monkeypatch):
+    """Set the credential variables for a stub: ``credentials(stub)``."""
+
+    def point_at(stub: OpenAIStub) -> None:
+        monkeypatch.setenv(KEY_ENV, API_KEY)
+        monkeypatch.setenv(URL_ENV, stub.base_url)
+
+    return point_at
+
+
+@pytest.fixture(scope="module")
+def demo_tasks():
+    return build_tasks(demo_pool_set())
+
+
+@pytest.fixture(scope="module")
+def answering_stub(demo_tasks):
+    """One stub for a whole module, answering as the model, with the credentials set."""
+    with OpenAIStub(fallback=Responder(demo_tasks)) as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEY_ENV, API_KEY)
+        patch.setenv(URL_ENV, stub.base_url)
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def completed_run(tmp_path_factory, answering_stub):
+    """A finished run-qa folder on the demo (all 90 rows answered); copy it before changing it."""
+    output = tmp_path_factory.mktemp("qa") / "run"
+    assert run_qa_cli(output) == 0
+    return output
+
+
+def copy_run(source: Path, destination: Path) -> Path:
+    shutil.copytree(source, destination)
+    return destination
+
+
+def unique_tasks(tasks: list[QATask]) -> list[QATask]:
+    """Tasks whose fingerprint no other task shares (confidence and hybrid keep different facts)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.request_fingerprint] = counts.get(task.request_fingerprint, 0) + 1
+    return [task for task in tasks if counts[task.request_fingerprint] == 1]
+
+
+def private_texts(tasks: Iterable[QATask]) -> set[str]:
+    """Questions, reference answers and memory contents that must never be written or printed.
+
+    Reference answers without letters (e.g. "12") cannot be told apart from a correct
+    prediction, which is stored by design; they are left out, as are very short ones.
+    """
+    texts = set()
+    for task in tasks:
+        texts.add(task.case.question)
+        texts.update(fact["content"] for fact in task.case.facts)
+        if task.case.answer != task.case.answer.swapcase() and len(task.case.answer) >= 4:
+            texts.add(task.case.answer)
+    return texts
+
+
+def assert_nothing_private(folder: Path, tasks: Iterable[QATask], *outputs: str) -> None:
+    texts = private_texts(tasks) | {API_KEY}
+    files = [path for path in folder.rglob("*") if path.is_file()]
+    assert files
+    for path in files:
+        content = path.read_text(encoding="utf-8")
+        leaked = [text for text in texts if text in content]
+        assert not leaked, f"{path} contains private text {leaked[:1]!r}"
+    for output in outputs:
+        assert not [text for text in texts if text in output]
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_faults_then_resume_then_grade(tmp_path, credentials, capsys, demo_tasks):
+    timeouts = protocol_copy(tmp_path / "protocol", config_edits={"timeout_seconds: 120": "timeout_seconds: 2"})
+    tasks = build_tasks(demo_pool_set(*timeouts))
+    limited, repeated_500, slow, malformed, refused = unique_tasks(tasks)[:5]
+    faults = {
+        limited.request_fingerprint: [error_reply(429)],
+        repeated_500.request_fingerprint: [error_reply(500)] * 3,
+        slow.request_fingerprint: [stalled_reply(30)],
+        malformed.request_fingerprint: [raw_reply("{not json")],
+        refused.request_fingerprint: [error_reply(401)],
+    }
+    output = tmp_path / "run"
+
+    with OpenAIStub(fallback=Responder(tasks, faults)) as stub:
+        credentials(stub)
+        assert run_qa_cli(output, *timeouts) == 1
+        requests = stub.requests
+    first = capsys.readouterr()
+    assert "answer rows: 0 reused, 87 called, 3 failed" in first.out
+    failed = sorted([repeated_500, malformed, refused], key=lambda task: task.row_id)
+    reasons = {
+        repeated_500.row_id: "failed after 3 attempts (last: HTTP 500)",
+        malformed.row_id: "HTTP 200 but the body is not JSON",
+        refused.row_id: "HTTP 401 (not retryable)",
+    }
+    lines = [line for line in first.err.splitlines() if line.split(":")[0] in reasons]
+    assert lines == [f"{task.row_id}: {reasons[task.row_id]}" for task in failed]
+    # Every row once, plus the retries: 429 -> 1, three 500s -> 2, the timeout -> 1.
+    assert len(requests) == 90 + 1 + 2 + 1
+    assert {request.headers["authorization"] for request in requests} == {f"Bearer {API_KEY}"}
+    stored = {path.stem for path in (output / "responses").iterdir()}
+    assert stored == {task.row_id for task in tasks} - set(reasons)
+    assert _load(output, limited)["attempts"] == 2 and _load(output, slow)["attempts"] == 2
+    assert {_load(output, task)["attempts"] for task in tasks if task.row_id in stored - {limited.row_id, slow.row_id}} == {1}
+
+    with OpenAIStub(fallback=Responder(tasks)) as stub:
+        credentials(stub)
+        assert run_qa_cli(output, *timeouts) == 0
+        assert sorted(fingerprints_of(stub)) == sorted(task.request_fingerprint for task in failed)
+    second = capsys.readouterr()
+    assert "answer rows: 87 reused, 3 called, 0 failed" in second.out
+
+    with OpenAIStub() as stub:  # any call would be answered 400 and fail the run
+        credentials(stub)
+        assert run_qa_cli(output, *timeouts) == 0
+        assert stub.requests == []
+    third = capsys.readouterr()
+    assert "answer rows: 90 reused, 0 called, 0 failed" in third.out
+
+    assert grade_cli(output, *timeouts) == 0  # the retried rows grade like any other
+    graded = capsys.readouterr()
+    assert "overall: confidence 27/45, hybrid-v1 45/45, exact McNemar p=0.000008" in graded.out
+    outputs = [first, second, third, graded]
+    assert_nothing_private(output, tasks, *(captured.out + captured.err for captured in outputs))
+
+
+def _load(output: Path, task: QATask) -> dict:
+    return json.loads(response_path(output, task.row_id).read_text(encoding="utf-8"))
+
+
+def test_response_files_hold_exactly_the_spec_fields(completed_run, demo_tasks):
+    for task in demo_tasks:
+        path = response_path(completed_run, task.row_id)
+        row = json.loads(path.read_text(encoding="utf-8"))
+        assert sorted(row) == RESPONSE_FIELDS
+        assert path.read_text(encoding="utf-8") == json_document(row)
+        assert row["schema_version"] == 1
+        assert (row["row_id"], row["case_id"], row["policy"]) == (task.row_id, task.case.case_id, task.policy)
+        assert (row["source"], row["scenario"], row["capacity"]) == (task.case.source, task.case.scenario, 7)
+        assert row["kept_fact_ids"] == list(task.kept_fact_ids)
+        assert row["request_fingerprint"] == task.request_fingerprint
+        assert row["prediction"] == model_answer(task, task.payload["messages"][1]["content"])
+        assert (row["attempts"], row["response_model"]) == (1, "stub-model")
+        assert row["usage"] == {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}
+        assert row["created_at"].endswith("Z")
+    assert sorted(path.name for path in completed_run.iterdir()) == ["qa_run.json", "responses"]
+    assert len(list((completed_run / "responses").iterdir())) == 90  # no temporary files left
+
+
+def test_marker_records_the_five_inputs_and_the_qa_settings(completed_run):
+    pool_set = demo_pool_set()
+    marker = json.loads((completed_run / "qa_run.json").read_text(encoding="utf-8"))
+    assert (completed_run / "qa_run.json").read_text(encoding="utf-8") == json_document(marker)
+    assert sorted(marker) == MARKER_FIELDS
+    assert marker["schema_version"] == 2
+    assert marker["protocol_id"] == "deermem-hybrid-v1-pr4789-reproduction-v1"
+    files = pool_set.protocol.files
+    assert marker["artifacts"] == {
+        "answer_prompt_sha256": sha256_file(files.answer_prompt),
+        "config_sha256": sha256_file(files.config),
+        "dataset_sha256": sha256_file(pool_set.dataset.path),
+        "official_manifest_sha256": sha256_file(files.official_manifest),
+        "synthetic_manifest_sha256": sha256_file(DEFAULT_SYNTHETIC_MANIFEST),
+    }
+    assert marker["dataset"] == pool_set.dataset.record()
+    assert marker["qa"] == {
+        "api_key_env": KEY_ENV, "base_url_env": URL_ENV, "capacity": 7,
+        "grader_version": "deterministic-overlap-v1", "max_attempts": 3, "max_tokens": 2048,
+        "model": "deepseek-v4-flash", "stream": False, "temperature": 0.0, "timeout_seconds": 120,
+        "workers": 3,
+    }  # fmt: skip
+    assert sorted(marker["qa"]) == QA_FIELDS
+    assert isinstance(marker["qa"]["temperature"], float)
+    assert sorted(marker["git"]) == ["dirty", "head"]
+    assert marker["created_at"].endswith("Z")
+    assert (marker["preset"], marker["variant"]) == ("pr4810-final", pool_set.variant.as_dict())
+
+
+def test_the_marker_has_the_layout_of_deerflows_schema_2_markers(completed_run):
+    published = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810" / "v3" / "qa_run.json"
+    theirs = json.loads(published.read_text(encoding="utf-8"))
+    ours = json.loads((completed_run / "qa_run.json").read_text(encoding="utf-8"))
+    assert set(ours) - {"preset", "variant"} == set(theirs)
+    for block in ("artifacts", "dataset", "git", "qa"):
+        assert set(ours[block]) - {"pinned"} == set(theirs[block]), block  # "pinned" only when false
+    assert ours["qa"] == {**theirs["qa"]}
+
+
+# --------------------------------------------------------------------------- reuse rules
+
+REUSE_TAMPERING = {
+    "row_id": lambda row: row["row_id"].replace("__confidence", "__hybrid-v1"),
+    "policy": lambda row: "hybrid-v1",
+    "capacity": lambda row: 5,
+    "kept_fact_ids": lambda row: list(reversed(row["kept_fact_ids"])),
+    "request_fingerprint": lambda row: "0" * 64,
+}
+IDENTITY_TAMPERING = {
+    "case_id": lambda row: "someone_else",
+    "source": lambda row: "synthetic" if row["source"] == "longmemeval" else "longmemeval",
+    "scenario": lambda row: "access_help" if row["scenario"] != "access_help" else "confirmation_help",
+}
+TAMPERING = {**REUSE_TAMPERING, **IDENTITY_TAMPERING}
+
+
+def tamper(output: Path, task: QATask, name: str) -> None:
+    path = response_path(output, task.row_id)
+    row = json.loads(path.read_text(encoding="utf-8"))
+    row[name] = TAMPERING[name](row)
+    path.write_text(json_document(row), encoding="utf-8")
+
+
+def tampered_task(tasks: list[QATask]) -> QATask:
+    """A confidence row that lost its support fact, so its kept set is its own."""
+    return next(task for task in unique_tasks(tasks) if task.policy == "confidence")
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERING))
+def test_run_qa_calls_again_exactly_the_rows_that_do_not_match(name, tmp_path, completed_run, answering_stub, demo_tasks, capsys):
+    output = copy_run(completed_run, tmp_path / "run")
+    task = tampered_task(demo_tasks)
+    tamper(output, task, name)
+    before = len(answering_stub.requests)
+    assert run_qa_cli(output) == 0
+    called = fingerprints_of(answering_stub, before)
+    if name in REUSE_TAMPERING:
+        assert called == [task.request_fingerprint]
+        assert "answer rows: 89 reused, 1 called, 0 failed" in capsys.readouterr().out
+        assert _load(output, task)[name] == _load(completed_run, task)[name]
+    else:  # not part of the reuse rule (spec 3.6); grade-qa refuses such a row instead
+        assert called == []
+        assert "answer rows: 90 reused, 0 called, 0 failed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{truncated", "[1, 2]", '{"schema_version": 2, "prediction": "x"}', '{"schema_version": 1, "prediction": null}'],
+)
+def test_rows_that_are_not_completed_are_called_again(content, tmp_path, completed_run, answering_stub, demo_tasks):
+    output = copy_run(completed_run, tmp_path / "run")
+    task = demo_tasks[-1]
+    response_path(output, task.row_id).write_text(content, encoding="utf-8")
+    before = len(answering_stub.requests)
+    assert run_qa_cli(output) == 0
+    assert fingerprints_of(answering_stub, before) == [task.request_fingerprint]
+    assert _load(output, task) | {"created_at": None} == _load(completed_run, task) | {"created_at": None}
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "edits, changed",
+    [
+        ({"config_edits": {"workers: 3": "workers: 2"}}, ["config"]),
+        ({"prompt_edits": {"shortest answer": "briefest answer"}}, ["answer_prompt", "config"]),
+    ],
+)
+def test_a_changed_protocol_file_stops_resume_and_grading(edits, changed, tmp_path, completed_run, answering_stub, capsys):
+    output = copy_run(completed_run, tmp_path / "run")
+    options = protocol_copy(tmp_path / "protocol", **edits)
+    before = len(answering_stub.requests)
+    for command, action in ((run_qa_cli, "resume"), (grade_cli, "grade")):
+        assert command(output, *options) == 2
+        error = capsys.readouterr().err
+        assert re.findall(r"(\w+) \(recorded", error) == changed, error
+        assert f"refusing to {action} (use a new output directory)" in error
+    assert len(answering_stub.requests) == before
+    assert sorted(path.name for path in output.iterdir()) == ["qa_run.json", "responses"]
+
+
+def test_another_protocol_variant_stops_resume(tmp_path, completed_run, answering_stub, capsys):
+    output = copy_run(completed_run, tmp_path / "run")
+    before = len(answering_stub.requests)
+    assert run_qa_cli(output, "--variant", "memory_joiner=newline") == 2
+    error = capsys.readouterr().err
+    assert "protocol variant" in error and "refusing to resume" in error
+    assert len(answering_stub.requests) == before
+
+
+def test_a_broken_marker_is_refused(tmp_path, completed_run, answering_stub, capsys):
+    output = copy_run(completed_run, tmp_path / "run")
+    (output / "qa_run.json").write_text('{"schema_version": 1, "artifacts": {}}\n', encoding="utf-8")
+    assert run_qa_cli(output) == 2
+    assert "schema_version 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("unset", [[KEY_ENV, URL_ENV], [KEY_ENV], [URL_ENV]])
+def test_missing_credentials_fail_before_the_dataset_is_read(unset, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    monkeypatch.setenv(URL_ENV, "http://127.0.0.1:9/v1")
+    for name in unset:
+        if name == URL_ENV:
+            monkeypatch.setenv(name, "   ")  # blank once stripped counts as missing
+        else:
+            monkeypatch.delenv(name)
+    output = tmp_path / "run"
+    assert run_qa_cli(output, "--dataset", str(tmp_path / "no-such-dataset.json")) == 2
+    error = capsys.readouterr().err
+    assert error.strip().endswith("missing or empty environment variable(s): " + ", ".join(unset))
+    assert "dataset" not in error and API_KEY not in error
+    assert not output.exists()
+
+
+# --------------------------------------------------------------------------- interruption
+
+
+class InterruptingProvider(OpenAICompatibleProvider):
+    """The real client, with Ctrl-C arriving during its ``interrupt_at``-th call."""
+
+    def __init__(self, *args, interrupt_at: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.interrupt_at = interrupt_at
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def complete(self, payload):
+        with self.lock:
+            self.calls += 1
+            number = self.calls
+        if number == self.interrupt_at:
+            raise KeyboardInterrupt
+        return super().complete(payload)
+
+
+def test_interrupt_keeps_finished_rows_and_starts_nothing_new(tmp_path, answering_stub, demo_tasks, capsys):
+    output = tmp_path / "run"
+    provider = InterruptingProvider(answering_stub.base_url, API_KEY, retry_delay_seconds=0, interrupt_at=11)
+    before = len(answering_stub.requests)
+    with pytest.raises(QARunInterrupted, match="run the same command again to resume") as raised:
+        run_qa(demo_pool_set(), provider, output, workers=1, progress=False)
+    assert raised.value.exit_code == 130
+    assert "starting no new calls" in capsys.readouterr().err
+    stored = sorted(path.stem for path in (output / "responses").iterdir())
+    assert stored == sorted(task.row_id for task in demo_tasks[:10])
+    assert provider.calls == 11 and len(answering_stub.requests) - before == 10
+
+    assert run_qa_cli(output) == 0
+    assert "answer rows: 10 reused, 80 called, 0 failed" in capsys.readouterr().out
+
+
+def test_interrupt_with_several_workers_loses_no_answered_call(tmp_path, answering_stub, demo_tasks):
+    output = tmp_path / "run"
+    provider = InterruptingProvider(answering_stub.base_url, API_KEY, retry_delay_seconds=0, interrupt_at=8)
+    before = len(answering_stub.requests)
+    with pytest.raises(QARunInterrupted):
+        run_qa(demo_pool_set(), provider, output, workers=3, progress=False)
+    answered = fingerprints_of(answering_stub, before)
+    stored = [json.loads(path.read_text(encoding="utf-8")) for path in (output / "responses").iterdir()]
+    assert sorted(row["request_fingerprint"] for row in stored) == sorted(answered)
+    assert 7 <= len(stored) < 90
+
+
+@pytest.mark.parametrize("option", [["--workers", "0"], ["--workers", "two"], ["--retry-delay", "-1"]])
+def test_bad_options_are_usage_errors(option, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["run-qa", "--output-dir", str(tmp_path / "run"), *option])
+    assert exited.value.code == 2
+    assert option[0] in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_response_files_need_a_plain_row_id(tmp_path):
+    for bad in ("../escape__confidence", ".hidden", "a/b", ""):
+        with pytest.raises(ContractError):
+            response_path(tmp_path, bad)
+    assert response_path(tmp_path, "x__hybrid-v1") == tmp_path / "responses" / "x__hybrid-v1.json"
+
