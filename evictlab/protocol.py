@@ -474,6 +474,12 @@ class Protocol:
         )
 
 
+def load_config(path: str | Path | None = None) -> Config:
+    """Parse one config file strictly (evictlab's own by default), without the other protocol files."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    return parse_config(_read_yaml(path), file=str(path))
+
+
 def load_protocol(
     config: str | Path | None = None,
     official_manifest: str | Path | None = None,
@@ -486,7 +492,7 @@ def load_protocol(
     (DeerFlow's layout) unless ``answer_prompt`` is given.
     """
     config_path = Path(config) if config else DEFAULT_CONFIG
-    parsed = parse_config(_read_yaml(config_path), file=str(config_path))
+    parsed = load_config(config_path)
     prompt_path = (
         Path(answer_prompt) if answer_prompt
         else config_path.resolve().parent.parent / parsed.qa.answer_prompt_path

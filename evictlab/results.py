@@ -29,6 +29,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
