@@ -171,6 +171,27 @@ def load_demo(protocol: Protocol | None = None, *, path: str | Path | None = Non
     return dataset
 
 
+def open_dataset(
+    protocol: Protocol,
+    path: str | Path | None = None,
+    *,
+    allow_unpinned: bool = False,
+    keep_official_manifest: bool = False,
+) -> tuple[Protocol, Dataset]:
+    """The dataset a command or notebook works on, and the protocol that goes with it.
+
+    With ``path``, the file checked against the config's pin (an unpinned file only with
+    ``allow_unpinned``; the returned dataset then says ``pinned = False`` and callers warn).
+    Without it, the embedded demo, with the demo's own official manifest unless
+    ``keep_official_manifest`` (the user named a manifest explicitly).
+    """
+    if path is None:
+        if not keep_official_manifest:
+            protocol = demo_protocol(protocol)
+        return protocol, load_demo(protocol)
+    return protocol, load_dataset(Path(path), protocol.config.dataset, allow_unpinned=allow_unpinned)
+
+
 def committed_problems(protocol: Protocol) -> list[str]:
     """How the committed demo files differ from what the generator makes now (empty when they agree)."""
     problems = []

@@ -24,7 +24,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -34,6 +33,7 @@ import yaml
 
 from .errors import ContractError
 from .policies import PolicyParams
+from .demo import open_dataset
 from .pools import PoolSet, build_pools
 from .protocol import (
     ARTIFACT_NAMES,
@@ -399,19 +399,10 @@ def build_pool_set(
     spec: RunSpec, dataset_path: str | Path | None = None, *, allow_unpinned: bool = False
 ) -> PoolSet:
     """The spec's 45 pools on the dataset at ``dataset_path`` (the embedded demo when None)."""
-    protocol, dataset = _open_dataset(spec, dataset_path, allow_unpinned)
-    return build_pools(protocol, dataset, spec.variant)
-
-
-def _open_dataset(spec: RunSpec, dataset_path: str | Path | None, allow_unpinned: bool):
-    # The demo-or-file rule (and the demo's own official manifest) lives in the command
-    # layer's dataset_from; reuse it rather than restate it. A library-level function for it
-    # would remove this upward import.
-    from .commands._common import dataset_from
-
-    args = types.SimpleNamespace(
-        dataset=None if dataset_path is None else str(dataset_path),
+    protocol, dataset = open_dataset(
+        spec.load_protocol(),
+        dataset_path,
         allow_unpinned=allow_unpinned,
-        official_manifest=spec.files["official_manifest"] if spec.names_official_manifest else None,
+        keep_official_manifest=spec.names_official_manifest,
     )
-    return dataset_from(args, spec.load_protocol())
+    return build_pools(protocol, dataset, spec.variant)

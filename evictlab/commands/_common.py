@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from ..dataset import Dataset, load_dataset
+from ..dataset import Dataset
+from ..demo import DEMO_PIN, open_dataset
 from ..pools import PoolSet, build_pools
 from ..protocol import DEFAULT_PRESET, PRESETS, VARIANT_VALUES, Protocol, Variant, load_protocol, resolve_variant
 
@@ -81,23 +81,30 @@ def variant_from(args: argparse.Namespace) -> Variant:
 
 def dataset_from(args: argparse.Namespace, protocol: Protocol) -> tuple[Protocol, Dataset]:
     """Load ``--dataset``, or the embedded demo (with its own manifest) when none is given."""
-    if args.dataset is None:
-        from .. import demo
+    protocol, dataset = open_dataset(
+        protocol,
+        args.dataset,
+        allow_unpinned=args.allow_unpinned,
+        keep_official_manifest=args.official_manifest is not None,
+    )
+    report_dataset(dataset, protocol)
+    return protocol, dataset
 
-        if args.official_manifest is None:
-            protocol = demo.demo_protocol(protocol)
-        print(f"using the embedded demo dataset ({demo.DEMO_DATASET.name}); pass --dataset for LongMemEval",
-              file=sys.stderr)
-        return protocol, demo.load_demo(protocol)
-    dataset = load_dataset(Path(args.dataset), protocol.config.dataset, allow_unpinned=args.allow_unpinned)
-    if not dataset.pinned:
+
+DEMO_NOTICE = "using the embedded demo dataset (data/demo/); pass --dataset for LongMemEval"
+
+
+def report_dataset(dataset: Dataset, protocol: Protocol) -> None:
+    """One line on stderr naming the demo, or a warning for an unpinned file."""
+    if dataset.pin == DEMO_PIN:
+        print(DEMO_NOTICE, file=sys.stderr)
+    elif not dataset.pinned:
         print(
             f"warning: {dataset.path} has SHA-256 {dataset.sha256}, not the pinned"
             f" {protocol.config.dataset.sha256}; continuing because of --allow-unpinned"
             " (recorded as \"pinned\": false)",
             file=sys.stderr,
         )
-    return protocol, dataset
 
 
 def pool_set_from(args: argparse.Namespace) -> PoolSet:

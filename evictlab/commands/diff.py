@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..diff import CASES_FILE, DIFF_FILES, RUN_FILE, SUMMARY_FILE, diff_specs, summary_lines, write_diff
 from ..protocol import PRESETS
 from ..results import refuse_existing, utc_now_iso
 from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, parse_spec
-from ._common import add_dataset_options
+from ._common import DEMO_NOTICE, add_dataset_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     started_at = utc_now_iso()
     refuse_existing(args.output_dir / name for name in DIFF_FILES)  # before any work
     before, after = parse_spec(args.from_spec), parse_spec(args.to_spec)
+    if args.dataset is None:
+        print(DEMO_NOTICE, file=sys.stderr)
     result = diff_specs(before, after, args.dataset, allow_unpinned=args.allow_unpinned)
     write_diff(args.output_dir, result, started_at=started_at)
     for line in summary_lines(result.summary):

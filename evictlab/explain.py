@@ -1,0 +1,471 @@
+"""Why a fact was kept or evicted (policies.md section 2 item 1).
+
+:func:`explain` runs a policy on one snapshot and reports, for every fact, its rank, whether it
+was kept or held by a reserved slot, its score and components, its margin to the cut line and,
+for an evicted fact, the kept fact that displaced it. For DeerMem's scoring policies
+(``confidence`` and ``hybrid-v1``) it also finds, exactly, the smallest change of one signal
+that would have kept an evicted fact:
+
+* ``min_confidence``: the smallest double x such that confidence = x keeps it (both policies);
+* ``confirm_within_days``: the largest whole number of days d such that a confirmation d days
+  before the clock keeps it, i.e. "kept if confirmed within d days" (``hybrid-v1`` only; a
+  confirmation d days old has freshness ``2^(-d / H)``);
+* ``min_access_heat``: the smallest whole heat h such that a usage entry with ``accessHeat`` h
+  accessed at the clock keeps it (``hybrid-v1`` only; the component is
+  ``min(1, ln(1 + h) / ln 9)``, so h never needs to exceed 8).
+
+Each is ``None`` when no such change exists (confidence 1.0, a confirmation at the clock or a
+saturated heat is still not enough), and ``None`` for kept facts. For every other policy (the
+zoo, modified specs) only rank, score, margin and displacer are reported
+(``Explanation.counterfactual_signals`` is empty).
+
+How the changes are found: with the other facts' scores fixed, raising one fact's score can
+only move it up, so an evicted fact is kept after a change exactly when its new score ranks
+above its displacer's under DeerMem's order (higher score first, the earlier input position on
+equal scores). Each signal is searched over every value it can take (every double for
+confidence, every whole day back to year 1, every whole heat unit) with that test, scoring the
+changed fact with the policy's own scoring code (both policies score each fact on its own), and
+the answer is then confirmed by re-running the real selector on the changed snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from .errors import ContractError
+from .policies import Decision, Policy, PolicyParams, SelectionContext
+from .policies.modifiers import resolve_policy
+from .policies.signals import UTC, fact_key, is_category, read_confidence, resolve_now
+
+CONFIDENCE = "confidence"
+CONFIRMATION = "confirmation"
+ACCESS = "access"
+COUNTERFACTUAL_SIGNALS = {
+    "confidence": (CONFIDENCE,),
+    "hybrid-v1": (CONFIDENCE, CONFIRMATION, ACCESS),
+}
+SATURATING_HEAT = 8  # ln(1 + 8) / ln 9 = 1: more heat changes nothing
+EARLIEST = _dt.datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FactExplanation:
+    """One fact's place in a decision.
+
+    ``margin``: for a kept fact, its score minus the score of the first evicted fact (the
+    highest-ranked one), ``None`` when nothing was evicted; for an evicted fact, its score
+    minus its displacer's score, ``None`` without a displacer. ``displaced_by``: for an
+    evicted fact, the lowest-ranked kept fact whose place it would take if it ranked above it:
+    the lowest-ranked kept fact that holds no reserved slot or, for a fact of the reserved
+    category, the lowest-ranked kept fact of all (it could take a reserved slot too); ``None``
+    when every kept fact holds a reserved slot it cannot take, or nothing is kept. Margins
+    compare scores, so for policies whose order is not score-descending (ties by LRU, tiers,
+    modifiers) a margin may have either sign. The three counterfactual fields are described
+    in the module docstring.
+    """
+
+    fact_id: str
+    position: int
+    rank: int
+    kept: bool
+    reserved: bool
+    score: float
+    components: dict[str, float]
+    margin: float | None
+    displaced_by: str | None
+    min_confidence: float | None = None
+    confirm_within_days: int | None = None
+    min_access_heat: int | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Every fact of one snapshot explained, best rank first."""
+
+    policy: str
+    capacity: int
+    reserved_slots: int
+    counterfactual_signals: tuple[str, ...]
+    facts: tuple[FactExplanation, ...] = ()
+
+    def fact(self, fact_id: str) -> FactExplanation:
+        for item in self.facts:
+            if item.fact_id == fact_id:
+                return item
+        raise KeyError(fact_id)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per fact in rank order; each score component is a column of its own name."""
+        rows = []
+        for item in self.facts:
+            row = {
+                "fact_id": item.fact_id,
+                "position": item.position,
+                "rank": item.rank,
+                "kept": item.kept,
+                "reserved": item.reserved,
+                "score": item.score,
+                "margin": item.margin,
+                "displaced_by": item.displaced_by,
+                "min_confidence": item.min_confidence,
+                "confirm_within_days": item.confirm_within_days,
+                "min_access_heat": item.min_access_heat,
+            }
+            rows.append({**row, **item.components})
+        frame = pd.DataFrame(rows, columns=_frame_columns(self.facts))
+        return frame.astype(
+            {
+                "margin": "float64",
+                "min_confidence": "float64",
+                "confirm_within_days": "Int64",
+                "min_access_heat": "Int64",
+            }
+        )
+
+    def render(self) -> str:
+        """A human summary for the command line: scores and margins rounded, thresholds exact."""
+        kept = sum(item.kept for item in self.facts)
+        lines = [
+            f"{self.policy} at capacity {self.capacity}: kept {kept} of {len(self.facts)}"
+            f" ({self.reserved_slots} reserved)",
+            f"{'rank':>4}  {'fact':<32} {'status':<8} {'score':>10} {'margin':>10}",
+        ]
+        for item in self.facts:
+            status = "reserved" if item.reserved else ("kept" if item.kept else "evicted")
+            lines.append(
+                f"{item.rank:>4}  {item.fact_id:<32} {status:<8} {item.score:>10.4f}"
+                f" {_signed(item.margin):>10}"
+            )
+        evicted = [item for item in self.facts if not item.kept]
+        if evicted:
+            lines.append("why evicted:")
+            lines.extend(f"  {item.fact_id}: {self._reasons(item)}" for item in evicted)
+        return "\n".join(lines)
+
+    def _reasons(self, item: FactExplanation) -> str:
+        if item.displaced_by is None:
+            parts = ["no kept fact it could displace"]
+        else:
+            parts = [f"displaced by {item.displaced_by} (margin {_signed(item.margin)})"]
+        if CONFIDENCE in self.counterfactual_signals:
+            parts.append(
+                f"kept if confidence >= {item.min_confidence!r}"
+                if item.min_confidence is not None
+                else "no confidence keeps it"
+            )
+        if CONFIRMATION in self.counterfactual_signals:
+            parts.append(
+                f"kept if confirmed within {item.confirm_within_days} days"
+                if item.confirm_within_days is not None
+                else "no confirmation keeps it"
+            )
+        if ACCESS in self.counterfactual_signals:
+            parts.append(
+                f"kept if access heat >= {item.min_access_heat}"
+                if item.min_access_heat is not None
+                else "no access heat keeps it"
+            )
+        return "; ".join(parts)
+
+
+def _frame_columns(facts: Iterable[FactExplanation]) -> list[str]:
+    columns = [
+        "fact_id", "position", "rank", "kept", "reserved", "score", "margin", "displaced_by",
+        "min_confidence", "confirm_within_days", "min_access_heat",
+    ]  # fmt: skip
+    for item in facts:
+        columns.extend(name for name in item.components if name not in columns)
+    return columns
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
+
+
+# --- explain -------------------------------------------------------------------------------
+
+
+def explain(
+    facts: Sequence[Mapping[str, Any]],
+    capacity: int,
+    *,
+    policy: str | Policy = "hybrid-v1",
+    usage: Mapping[str, Any] | None = None,
+    now: _dt.datetime | None = None,
+    params: PolicyParams | None = None,
+    support_fact_ids: Iterable[str] = (),
+    seed: int = 0,
+) -> Explanation:
+    """Explain the decision of ``policy`` (a policy spec or object) on ``facts`` at ``capacity``.
+
+    The arguments are those of :func:`evictlab.policies.select`; ``policy`` may also carry
+    modifiers (:func:`~evictlab.policies.modifiers.resolve_policy`). Raises
+    :class:`ContractError` for duplicate fact ids or a negative capacity.
+    """
+    selector = resolve_policy(policy) if isinstance(policy, str) else policy
+    _check_snapshot(facts, capacity)
+    context = SelectionContext(
+        now=resolve_now(now),
+        usage=usage or {},
+        params=params or PolicyParams(),
+        support_fact_ids=frozenset(support_fact_ids),
+        seed=seed,
+    )
+    decision = selector.select(facts, capacity, context)
+    signals = COUNTERFACTUAL_SIGNALS.get(selector.name, ())
+    cut = _CutLine(facts, decision, selector, context)
+    explained = []
+    for place, index in enumerate(decision.ranking, start=1):
+        key = fact_key(facts[index], index)
+        score = decision.scores[key]
+        displacer = cut.displacer(index)
+        explained.append(
+            FactExplanation(
+                fact_id=key,
+                position=index,
+                rank=place,
+                kept=index in cut.kept,
+                reserved=index in cut.reserved,
+                score=score.value,
+                components=dict(score.components),
+                margin=cut.margin(index),
+                displaced_by=None if displacer is None else fact_key(facts[displacer], displacer),
+                **_counterfactuals(
+                    signals, selector, facts, capacity, context, index, displacer, cut.values
+                ),
+            )
+        )
+    return Explanation(
+        policy=selector.name,
+        capacity=capacity,
+        reserved_slots=decision.reserved_correction_slots,
+        counterfactual_signals=signals,
+        facts=tuple(explained),
+    )
+
+
+def _check_snapshot(facts: Sequence[Any], capacity: int) -> None:
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
+    seen: set[str] = set()
+    for index, fact in enumerate(facts):
+        key = fact_key(fact, index)
+        if key in seen:
+            raise ContractError(f"duplicate fact id {key!r} at position {index}")
+        seen.add(key)
+
+
+class _CutLine:
+    """Where a decision cut the ranking: kept and reserved positions, displacers, margins."""
+
+    def __init__(
+        self, facts: Sequence[Any], decision: Decision, policy: Policy, context: SelectionContext
+    ) -> None:
+        self.facts = facts
+        keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
+        self.values = [decision.scores[key].value for key in keys]
+        evicted_ids = {item.fact_id for item in decision.evicted}
+        ranked_kept = [index for index in decision.ranking if keys[index] not in evicted_ids]
+        self.kept = set(ranked_kept)
+        self.first_evicted = next(
+            (index for index in decision.ranking if keys[index] in evicted_ids), None
+        )
+        self.category: str | None = None
+        self.reserved: set[int] = set()
+        reservation = policy.reservation(context)
+        if reservation is not None:
+            self.category = reservation.category
+            candidates = [
+                index for index in decision.ranking if is_category(facts[index], self.category)
+            ]
+            self.reserved = set(candidates[: decision.reserved_correction_slots])
+        open_kept = [index for index in ranked_kept if index not in self.reserved]
+        self.lowest_open = open_kept[-1] if open_kept else None
+        self.lowest_kept = ranked_kept[-1] if ranked_kept else None
+
+    def displacer(self, index: int) -> int | None:
+        """The kept fact an evicted fact would replace (see :class:`FactExplanation`)."""
+        if index in self.kept:
+            return None
+        if self.category is not None and is_category(self.facts[index], self.category):
+            return self.lowest_kept
+        return self.lowest_open
+
+    def margin(self, index: int) -> float | None:
+        reference = self.first_evicted if index in self.kept else self.displacer(index)
+        return None if reference is None else self.values[index] - self.values[reference]
+
+
+# --- counterfactuals -------------------------------------------------------------------------
+
+
+def _counterfactuals(
+    signals: tuple[str, ...],
+    policy: Policy,
+    facts: Sequence[Mapping[str, Any]],
+    capacity: int,
+    context: SelectionContext,
+    index: int,
+    displacer: int | None,
+    cut_values: Sequence[float],
+) -> dict[str, Any]:
+    if not signals or displacer is None:
+        return {}
+    change = _Change(policy, facts, capacity, context, index, displacer, cut_values[displacer])
+    found: dict[str, Any] = {}
+    if CONFIDENCE in signals:
+        current = read_confidence(facts[index].get("confidence"))
+        found["min_confidence"] = change.find(
+            change.confidence, lambda test: _smallest_double(test, current, 1.0)
+        )
+    if CONFIRMATION in signals:
+        # A confirmation cannot be dated before year 1: the search stops there.
+        limit = (context.now - EARLIEST).days
+        found["confirm_within_days"] = change.find(
+            change.confirmation, lambda test: _largest_int(test, limit)
+        )
+    if ACCESS in signals:
+        found["min_access_heat"] = change.find(
+            change.heat, lambda test: _first(test, range(1, SATURATING_HEAT + 1))
+        )
+    return found
+
+
+Changed = tuple[list[Mapping[str, Any]], SelectionContext]
+
+
+class _Change:
+    """Single-signal changes of one evicted fact, tested against its displacer."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        facts: Sequence[Mapping[str, Any]],
+        capacity: int,
+        context: SelectionContext,
+        index: int,
+        displacer: int,
+        target: float,
+    ) -> None:
+        self.policy = policy
+        self.facts = facts
+        self.capacity = capacity
+        self.context = context
+        self.index = index
+        self.key = fact_key(facts[index], index)
+        self.displacer = displacer
+        self.target = target  # the displacer's score
+
+    def confidence(self, value: float) -> Changed:
+        return self._with_fact(confidence=value)
+
+    def confirmation(self, days: int) -> Changed:
+        return self._with_fact(lastConfirmedAt=_iso(self.context.now - _dt.timedelta(days=days)))
+
+    def heat(self, heat: int) -> Changed:
+        entry = {"accessHeat": heat, "lastAccessedAt": _iso(self.context.now)}
+        return list(self.facts), replace(self.context, usage={**self._usage(), self.key: entry})
+
+    def find(
+        self, build: Callable[[Any], Changed], search: Callable[[Callable[[Any], bool]], Any]
+    ) -> Any:
+        """``search`` a signal's domain with the rank test; confirm the answer with the selector."""
+        value = search(lambda candidate: self._ranks_above_target(build(candidate)))
+        if value is not None and not self._kept(build(value)):
+            raise RuntimeError(
+                f"explain: changing {self.key!r} to {value!r} does not keep it under"
+                f" {self.policy.name}: the rank test and the selector disagree"
+            )
+        return value
+
+    def _ranks_above_target(self, changed: Changed) -> bool:
+        facts, context = changed
+        fact = facts[self.index]
+        # Scored alone, the fact sits at position 0: give it its entry under that key.
+        entry = _usage_of(context).get(self.key)
+        alone = replace(context, usage={} if entry is None else {fact_key(fact, 0): entry})
+        value = self.policy.score([fact], alone)[0].value
+        # DeerMem's order: the higher score first; on equal scores the earlier input position.
+        return value > self.target or (value == self.target and self.index < self.displacer)
+
+    def _kept(self, changed: Changed) -> bool:
+        facts, context = changed
+        decision = self.policy.select(facts, self.capacity, context)
+        return self.key not in {item.fact_id for item in decision.evicted}
+
+    def _with_fact(self, **changes: Any) -> Changed:
+        facts = list(self.facts)
+        facts[self.index] = {**facts[self.index], **changes}
+        return facts, self.context
+
+    def _usage(self) -> Mapping[str, Any]:
+        return _usage_of(self.context)
+
+
+def _usage_of(context: SelectionContext) -> Mapping[str, Any]:
+    return context.usage if isinstance(context.usage, Mapping) else {}
+
+
+def _iso(moment: _dt.datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- searches over ordered domains -------------------------------------------------------------
+
+
+def _smallest_double(
+    keeps: Callable[[float], bool], current: float, ceiling: float
+) -> float | None:
+    """The smallest double x in (current, ceiling] with ``keeps(x)``; ``keeps`` is monotone.
+
+    Non-negative doubles sort like their bit patterns, so this bisects over the integers
+    between the two patterns and visits every double in the range.
+    """
+    if not keeps(ceiling):
+        return None
+    low, high = _bits(current), _bits(ceiling)  # keeps(current) is false: the fact was evicted
+    while high - low > 1:
+        middle = (low + high) // 2
+        if keeps(_double(middle)):
+            high = middle
+        else:
+            low = middle
+    return _double(high)
+
+
+def _bits(value: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", abs(value)))[0]
+
+
+def _double(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", bits))[0]
+
+
+def _largest_int(keeps: Callable[[int], bool], limit: int) -> int | None:
+    """The largest integer d in [0, limit] with ``keeps(d)``, for ``keeps`` true up to a point.
+
+    Doubles from 1 until ``keeps`` fails (or ``limit`` is reached), then bisects.
+    """
+    if not keeps(0):
+        return None
+    low, high = 0, 1
+    while high <= limit and keeps(high):
+        low, high = high, high * 2
+    high = min(high, limit + 1)  # keeps(high) is false, or high is past the limit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if keeps(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _first(keeps: Callable[[int], bool], candidates: Iterable[int]) -> int | None:
+    return next((value for value in candidates if keeps(value)), None)

@@ -1,0 +1,190 @@
+"""Helpers shared by the policies beyond DeerMem (the "zoo", policies.md section 1).
+
+They read the extra signals those policies use from DeerMem-shaped facts and usage entries,
+never raising on malformed values (like :mod:`.signals`), deal seeded per-case randomness,
+and select along a rank order that is not plain "score descending, then input position".
+
+Time rules common to every zoo policy: ages are fractional days ``(now - ts) / 86400 s``; a
+timestamp in the future counts as now (age 0), as DeerMem's decay does; a fact with no
+readable timestamp is infinitely old (age ``inf``), so every decayed term of it is 0 and it is
+the oldest under FIFO and LRU.
+
+This module starts with an underscore, so the package does not import it as a policy module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .base import (
+    Decision,
+    EvictedFact,
+    Policy,
+    Reservation,
+    Score,
+    SelectionContext,
+    select_by_rank,
+)
+from .signals import elapsed_days, fact_fields, fact_key, parse_timestamp
+
+RankKey = tuple[float, ...]
+
+
+# --- reading signals --------------------------------------------------------------------------
+
+
+def usage_entries(facts: Sequence[Any], context: SelectionContext) -> list[Mapping[str, Any]]:
+    """Each fact's usage entry (looked up by :func:`fact_key`); ``{}`` when absent or malformed."""
+    usage = context.usage if isinstance(context.usage, Mapping) else {}
+    entries = []
+    for index, fact in enumerate(facts):
+        entry = usage.get(fact_key(fact, index))
+        entries.append(entry if isinstance(entry, Mapping) else {})
+    return entries
+
+
+def read_count(value: Any) -> int:
+    """A counter as DeerMem reads one (spec 1.7, 1.9): a non-negative non-boolean int, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def access_count(entry: Mapping[str, Any]) -> int:
+    """``accessCount`` of a usage entry: the number of searches that returned the fact."""
+    return read_count(entry.get("accessCount"))
+
+
+def confirmation_count(fact: Any) -> int:
+    """``confirmationCount`` of a fact: the number of explicit user confirmations."""
+    return read_count(fact_fields(fact).get("confirmationCount"))
+
+
+def days_since(now: _dt.datetime, *values: Any) -> float:
+    """Days from the first readable timestamp among ``values`` (a fallback chain) to ``now``.
+
+    A future timestamp gives 0; ``inf`` when none of the values is a readable timestamp.
+    """
+    for value in values:
+        moment = parse_timestamp(value)
+        if moment is not None:
+            return max(0.0, elapsed_days(now, moment))
+    return math.inf
+
+
+def days_since_latest(now: _dt.datetime, *values: Any) -> float:
+    """Days since the most recent readable timestamp among ``values``; ``inf`` when none reads."""
+    return min((days_since(now, value) for value in values), default=math.inf)
+
+
+def last_access_days(fact: Any, entry: Mapping[str, Any], now: _dt.datetime) -> float:
+    """Days since the usage entry's ``lastAccessedAt``, falling back to the fact's ``createdAt``.
+
+    A fact never returned by a search counts as last accessed when it was created.
+    """
+    return days_since(now, entry.get("lastAccessedAt"), fact_fields(fact).get("createdAt"))
+
+
+def min_max(values: Sequence[float]) -> list[float]:
+    """Min-max normalisation into [0, 1] over the pool; a constant term normalises to 0."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if high == low:
+        return [0.0] * len(values)
+    return [(value - low) / (high - low) for value in values]
+
+
+def flag(condition: bool) -> float:
+    """A yes/no signal as a component value (components dicts hold floats)."""
+    return 1.0 if condition else 0.0
+
+
+# --- seeded randomness --------------------------------------------------------------------------
+
+
+def seeded_draws(namespace: str, facts: Sequence[Any], seed: int) -> list[float]:
+    """One uniform draw in [0, 1) per fact, fixed by ``namespace``, ``seed`` and the fact ids.
+
+    The generator is seeded with the first 8 bytes of SHA-256 over the JSON list
+    ``[namespace, seed, sorted fact ids]`` (never Python's ``hash()``, which is salted per
+    process), and the draws are dealt in sorted-id order, so a fact's draw follows its id and
+    not its position in the input.
+    """
+    keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
+    material = json.dumps([namespace, seed, sorted(keys)], ensure_ascii=False)
+    digest = hashlib.sha256(material.encode("utf-8")).digest()
+    generator = random.Random(int.from_bytes(digest[:8], "big"))
+    by_key = {key: generator.random() for key in sorted(keys)}
+    return [by_key[key] for key in keys]
+
+
+# --- selection along a rank order ------------------------------------------------------------
+
+
+def rank_positions(keys: Sequence[RankKey]) -> list[int]:
+    """Input positions sorted by their key, ascending; the input position breaks every tie."""
+    return sorted(range(len(keys)), key=lambda index: (*keys[index], index))
+
+
+def select_in_order(
+    facts: Sequence[Any],
+    scores: Sequence[Score],
+    ranked: Sequence[int],
+    capacity: int,
+    reservation: Reservation | None,
+    policy_name: str,
+) -> Decision:
+    """DeerMem's selection (spec 1.4 steps 2 and 4 to 8) along a given rank order.
+
+    ``ranked`` lists every input position once, best first. :func:`select_by_rank` does the
+    selection on ordinal scores that reproduce ``ranked`` exactly, so the reservation, the
+    walk, the kept order and the evicted order are the shared ones; the decision then reports
+    the real ``scores``. Fact ids must be unique (as :func:`evictlab.policies.select` ensures).
+    """
+    place = {index: order for order, index in enumerate(ranked)}
+    ordinals = [Score(-float(place[index]), {}) for index in range(len(facts))]
+    decision = select_by_rank(facts, ordinals, capacity, reservation, policy_name)
+    by_id = {fact_key(fact, index): score for index, (fact, score) in enumerate(zip(facts, scores))}
+    evicted = [
+        EvictedFact(
+            item.fact_id,
+            item.category,
+            by_id[item.fact_id].value,
+            dict(by_id[item.fact_id].components),
+        )
+        for item in decision.evicted
+    ]
+    return dataclasses.replace(decision, evicted=evicted, scores=by_id)
+
+
+class KeyedPolicy(Policy):
+    """A policy ranked by :meth:`rank_key` of each score (ascending), then input position.
+
+    The default key is ``(-value,)``, DeerMem's order; a subclass puts tiers in front of it
+    (for example "expired facts last") or a tie-break after it, read from the components.
+    """
+
+    def rank_key(self, score: Score) -> RankKey:
+        return (-score.value,)
+
+    def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
+        scores = self.score(facts, context)
+        ranked = rank_positions([self.rank_key(score) for score in scores])
+        return select_in_order(
+            facts, scores, ranked, capacity, self.reservation(context), self.name
+        )
+
+
+def rank_key_of(policy: Policy, score: Score) -> RankKey:
+    """``policy.rank_key(score)`` for a keyed policy, DeerMem's ``(-value,)`` for any other."""
+    if isinstance(policy, KeyedPolicy):
+        return policy.rank_key(score)
+    return (-score.value,)

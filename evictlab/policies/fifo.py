@@ -1,0 +1,30 @@
+"""``fifo``: oldest-first, the order a plain append-only store forgets in.
+
+Score = ``createdAt``, represented as minus its age in days (so newer is higher); the oldest
+fact is evicted first. A fact with no readable ``createdAt`` is the oldest (score ``-inf``);
+a future ``createdAt`` counts as now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._zoo import days_since
+from .base import Policy, Score, SelectionContext
+from .registry import register
+from .signals import fact_fields
+
+
+@register
+class FifoPolicy(Policy):
+    name = "fifo"
+    summary = "Oldest-first: evict the facts created longest ago."
+    component_names = ("createdAgeDays",)
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        scores = []
+        for fact in facts:
+            age = days_since(context.now, fact_fields(fact).get("createdAt"))
+            scores.append(Score(-age, {"createdAgeDays": age}))
+        return scores

@@ -1,0 +1,68 @@
+"""``generative-agents``: the retrieval score of Generative Agents, used for eviction.
+
+score = w_r * recency + w_i * importance + w_q * relevance, each term min-max normalised over
+the pool (a term that is equal for every fact normalises to 0); the lowest score is evicted.
+
+* recency = ``0.995 ** hours since the last access`` (true time decay, not the rank form),
+  last access = the usage entry's ``lastAccessedAt``, falling back to ``createdAt``;
+* importance = ``1 + 9 * confidence`` (the 1-10 poignancy scale, from the bounded confidence
+  in place of an LLM rating);
+* relevance = 0 for every fact: the pools carry no probe queries (the question is held out),
+  so the term is constant and drops out.
+
+Weights: the paper's (1, 1, 1) for ``generative-agents``; the released code's
+(w_r, w_q, w_i) = (0.5, 3, 2) for ``generative-agents-code``. The components are the three
+normalised terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._zoo import last_access_days, min_max, usage_entries
+from .base import Policy, Score, SelectionContext
+from .registry import register
+from .signals import fact_fields, read_confidence
+
+RECENCY_DECAY_PER_HOUR = 0.995
+HOURS_PER_DAY = 24
+
+
+@register
+class GenerativeAgentsPolicy(Policy):
+    name = "generative-agents"
+    summary = "Generative Agents retrieval score (recency + importance + relevance), paper weights."
+    component_names = ("recency", "importance", "relevance")
+    recency_weight = 1.0
+    importance_weight = 1.0
+    relevance_weight = 1.0
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        recency = [
+            RECENCY_DECAY_PER_HOUR ** (HOURS_PER_DAY * last_access_days(fact, entry, context.now))
+            for fact, entry in zip(facts, usage_entries(facts, context))
+        ]
+        importance = [
+            1 + 9 * read_confidence(fact_fields(fact).get("confidence")) for fact in facts
+        ]
+        relevance = [0.0] * len(facts)
+        scores = []
+        for terms in zip(min_max(recency), min_max(importance), min_max(relevance)):
+            recent, important, relevant = terms
+            value = (
+                self.recency_weight * recent
+                + self.importance_weight * important
+                + self.relevance_weight * relevant
+            )
+            scores.append(Score(value, dict(zip(self.component_names, terms))))
+        return scores
+
+
+@register
+class GenerativeAgentsCodePolicy(GenerativeAgentsPolicy):
+    name = "generative-agents-code"
+    summary = "Generative Agents retrieval score with the released code's weights (0.5, 3, 2)."
+    recency_weight = 0.5
+    importance_weight = 2.0
+    relevance_weight = 3.0

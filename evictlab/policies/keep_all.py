@@ -1,0 +1,24 @@
+"""``keep-all``: the no-eviction bound (infinite capacity), a reference point.
+
+It is meant for capacity >= the pool size, where it keeps every fact, in input order. Under a
+smaller capacity it keeps the first k facts in input order (every score is 0, so the input
+position decides), which is a well-defined but arbitrary choice, not a bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import Policy, Score, SelectionContext
+from .registry import register
+
+
+@register
+class KeepAllPolicy(Policy):
+    name = "keep-all"
+    summary = "Bound: keep everything (meant for capacity >= pool size; otherwise the first k)."
+    component_names = ()
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        return [Score(0.0, {}) for _ in facts]

@@ -1,0 +1,30 @@
+"""``lru``: least recently used goes first.
+
+Score = last access, represented as minus the days since it (so more recent is higher). Last
+access is the usage entry's ``lastAccessedAt`` (the last search that returned the fact),
+falling back to ``createdAt`` for a fact no search returned; neither readable -> score
+``-inf``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._zoo import last_access_days, usage_entries
+from .base import Policy, Score, SelectionContext
+from .registry import register
+
+
+@register
+class LruPolicy(Policy):
+    name = "lru"
+    summary = "Least recently used: evict the facts whose last search hit is oldest."
+    component_names = ("accessAgeDays",)
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        scores = []
+        for fact, entry in zip(facts, usage_entries(facts, context)):
+            age = last_access_days(fact, entry, context.now)
+            scores.append(Score(-age, {"accessAgeDays": age}))
+        return scores

@@ -1,0 +1,92 @@
+"""``memorybank`` and ``memorybank-seeded``: MemoryBank's Ebbinghaus forgetting curve.
+
+Retention R = exp(-days since the last recall / S) with strength S = 1 + min(recalls, 2),
+mapped onto the pools as:
+
+* recalls = ``accessCount`` (searches that returned the fact) + ``confirmationCount``
+  (explicit user confirmations): both are moments the memory was brought back;
+* last recall = the latest of ``lastAccessedAt``, ``lastConfirmedAt`` and ``createdAt``
+  (``inf`` days, so R = 0, when none is readable).
+
+A fact not recalled for 30 days or more ("expired", at whatever strength it has) is dropped
+before any other fact. ``memorybank`` then evicts the lowest R. ``memorybank-seeded`` is the
+faithful, probabilistic form: each fact survives a seeded draw with probability R (draws as in
+``random``, see :func:`._zoo.seeded_draws`); survivors rank before non-survivors, each group
+in the deterministic order, so the k kept facts are the survivors trimmed by R, or all of
+them refilled by R.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._zoo import (
+    KeyedPolicy,
+    RankKey,
+    access_count,
+    confirmation_count,
+    days_since_latest,
+    flag,
+    seeded_draws,
+    usage_entries,
+)
+from .base import Score, SelectionContext
+from .registry import register
+from .signals import fact_fields
+
+MAX_STRENGTH_GAIN = 2
+EXPIRY_DAYS = 30
+
+
+def memorybank_score(fact: Any, entry: Mapping[str, Any], context: SelectionContext) -> Score:
+    fields = fact_fields(fact)
+    recalls = access_count(entry) + confirmation_count(fact)
+    strength = 1 + min(recalls, MAX_STRENGTH_GAIN)
+    age = days_since_latest(
+        context.now,
+        entry.get("lastAccessedAt"),
+        fields.get("lastConfirmedAt"),
+        fields.get("createdAt"),
+    )
+    retention = math.exp(-age / strength)
+    components = {
+        "strength": float(strength),
+        "recallAgeDays": age,
+        "expired": flag(age >= EXPIRY_DAYS),
+    }
+    return Score(retention, components)
+
+
+@register
+class MemoryBankPolicy(KeyedPolicy):
+    name = "memorybank"
+    summary = (
+        "MemoryBank forgetting curve: drop facts unrecalled for 30 days, then the lowest retention."
+    )
+    component_names = ("strength", "recallAgeDays", "expired")
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        entries = usage_entries(facts, context)
+        return [memorybank_score(fact, entry, context) for fact, entry in zip(facts, entries)]
+
+    def rank_key(self, score: Score) -> RankKey:
+        return (score.components["expired"], -score.value)
+
+
+@register
+class MemoryBankSeededPolicy(MemoryBankPolicy):
+    name = "memorybank-seeded"
+    summary = "MemoryBank forgetting curve, faithful form: each fact survives with probability R."
+    component_names = (*MemoryBankPolicy.component_names, "survived")
+
+    def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
+        draws = seeded_draws(self.name, facts, context.seed)
+        return [
+            Score(score.value, {**score.components, "survived": flag(draw < score.value)})
+            for score, draw in zip(super().score(facts, context), draws)
+        ]
+
+    def rank_key(self, score: Score) -> RankKey:
+        return (-score.components["survived"], *super().rank_key(score))
