@@ -38,8 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import ContractError
-from .policies import Decision, Policy, PolicyParams, SelectionContext
+from .policies import Decision, Policy, PolicyParams, SelectionContext, check_snapshot
 from .policies.modifiers import resolve_policy
 from .policies.signals import UTC, fact_key, is_category, read_confidence, resolve_now
 
@@ -209,7 +208,7 @@ def explain(
     :class:`ContractError` for duplicate fact ids or a negative capacity.
     """
     selector = resolve_policy(policy) if isinstance(policy, str) else policy
-    _check_snapshot(facts, capacity)
+    check_snapshot(facts, capacity)
     context = SelectionContext(
         now=resolve_now(now),
         usage=usage or {},
@@ -248,17 +247,6 @@ def explain(
         counterfactual_signals=signals,
         facts=tuple(explained),
     )
-
-
-def _check_snapshot(facts: Sequence[Any], capacity: int) -> None:
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
-    seen: set[str] = set()
-    for index, fact in enumerate(facts):
-        key = fact_key(fact, index)
-        if key in seen:
-            raise ContractError(f"duplicate fact id {key!r} at position {index}")
-        seen.add(key)
 
 
 class _CutLine:

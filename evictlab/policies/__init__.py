@@ -36,6 +36,18 @@ for _module in pkgutil.iter_modules(__path__):
 DEERMEM_POLICIES = ("confidence", "hybrid-v1")
 
 
+def check_snapshot(facts: Sequence[Mapping[str, Any]], capacity: int) -> None:
+    """evictlab's own entry points refuse a negative capacity and duplicate fact ids."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
+    seen: set[str] = set()
+    for index, fact in enumerate(facts):
+        key = fact_key(fact, index)
+        if key in seen:
+            raise ContractError(f"duplicate fact id {key!r} at position {index}")
+        seen.add(key)
+
+
 def select(
     policy: str,
     facts: Sequence[Mapping[str, Any]],
@@ -53,14 +65,7 @@ def select(
     :class:`~evictlab.errors.UnknownPolicyError` for an unknown name.
     """
     selector = get_policy(policy)
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
-    seen: set[str] = set()
-    for index, fact in enumerate(facts):
-        key = fact_key(fact, index)
-        if key in seen:
-            raise ContractError(f"duplicate fact id {key!r} at position {index}")
-        seen.add(key)
+    check_snapshot(facts, capacity)
     context = SelectionContext(
         now=resolve_now(now),
         usage=usage or {},
@@ -79,6 +84,7 @@ __all__ = [
     "PolicyParams",
     "Reservation",
     "Score",
+    "check_snapshot",
     "SelectionContext",
     "get_policy",
     "known_policies",
