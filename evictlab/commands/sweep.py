@@ -1,0 +1,242 @@
+"""``evictlab sweep``: support retention over a grid of hybrid-v1 settings, capacities and presets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ContractError
+from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
+from ..protocol import DEFAULT_PRESET, PRESETS, Config
+from ..sweep import (
+    MANIFEST_FILE,
+    ROWS_FILE,
+    SUMMARY_FILE,
+    SweepGrid,
+    SweepResult,
+    check_capacities,
+    check_output_dir,
+    check_presets,
+    default_settings,
+    extreme_settings,
+    make_grid,
+    parse_weights,
+    pools_for_presets,
+    write_sweep,
+)
+from ._common import add_pool_options, dataset_from, parse_csv, protocol_from
+
+EXAMPLE = (
+    "example:\n"
+    "  evictlab sweep --weights-step 0.05 --confirmation-half-lives 30,90,180 \\\n"
+    "    --access-half-lives 7,30,90 --capacities 5,7,9 --output-dir results/sweep-simplex"
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="support retention over a grid of weights, half-lives, reservations, capacities and presets",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Evaluate support retention on the 45 pools for every setting of a grid: weight\n"
+            "triples (the simplex at --weights-step and/or explicit --weights) x confirmation\n"
+            "half-lives x access half-lives x reservation fractions x reservation maxima, at\n"
+            "each capacity, for each policy and preset. Lists left out take the config's value.\n"
+            "confidence and hybrid-v1 run on the vectorised engine (identical decisions to the\n"
+            "scalar selector); other registered policies run on the scalar selector.\n"
+            "\n"
+            f"Writes {MANIFEST_FILE} (parameters, provenance, status), {ROWS_FILE} (one row per\n"
+            f"preset x policy x setting x case x capacity) and {SUMMARY_FILE} to --output-dir.\n"
+            "A finished sweep is never overwritten; an interrupted or failed one is rerun in place."
+        ),
+        epilog=EXAMPLE,
+    )
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three files")
+    grid = parser.add_argument_group("grid")
+    grid.add_argument(
+        "--weights-step",
+        type=float,
+        metavar="STEP",
+        help="every (confidence, confirmation, access) weight triple on the simplex at STEP;"
+        " STEP must divide 1 (0.05 gives 231 triples, 0.01 gives 5,151)",
+    )
+    grid.add_argument(
+        "--weights",
+        metavar="W;W;...",
+        help="explicit weight triples, e.g. '0.65,0.25,0.10;0.5,0.3,0.2' (added to --weights-step's)",
+    )
+    grid.add_argument(
+        "--confirmation-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        help="confirmation half-lives in days (default: the config's, 90)",
+    )
+    grid.add_argument(
+        "--access-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        help="access half-lives in days (default: the config's, 30)",
+    )
+    grid.add_argument(
+        "--reserved-fractions", type=lambda text: parse_csv(text, float), metavar="F,F,...",
+        help="correction reservation fractions (default: the config's, 0.1)",
+    )
+    grid.add_argument(
+        "--reserved-max", type=lambda text: parse_csv(text, int), metavar="N,N,...",
+        help="correction reservation maxima (default: the config's, 10)",
+    )
+    grid.add_argument(
+        "--capacities", type=lambda text: parse_csv(text, int), metavar="K,K,...",
+        help="capacities, each in [1, pool size - 1] (default: the config's, 5,7,9)",
+    )
+    grid.add_argument(
+        "--policies",
+        type=parse_csv,
+        default=list(DEERMEM_POLICIES),
+        metavar="A,B,...",
+        help=f"policies (default: {','.join(DEERMEM_POLICIES)}; known: {', '.join(known_policies())})",
+    )
+    grid.add_argument(
+        "--presets",
+        type=parse_csv,
+        metavar="P,P,...",
+        help=f"sweep over several presets, building pools for each (instead of --preset; known: {', '.join(PRESETS)})",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    add_pool_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``evictlab sweep``: check everything cheap first, then build pools and sweep."""
+    check_output_dir(args.output_dir)
+    protocol = protocol_from(args)
+    grid = grid_from(args, protocol.config)
+    check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
+    presets = presets_from(args)
+    protocol, dataset = dataset_from(args, protocol)
+    pools = pools_for_presets(protocol, dataset, presets, args.variant)
+    result = write_sweep(
+        args.output_dir,
+        pools,
+        grid,
+        progress=False if args.no_progress else None,
+        arguments=_recorded(args),
+    )
+    for line in report_lines(result):
+        print(line)
+    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE} and {SUMMARY_FILE} to {args.output_dir}")
+    return 0
+
+
+def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
+    """The grid of the options; a list left out takes the config's value."""
+    defaults = config.hybrid
+    weights: list[Any] = list(parse_weights(args.weights)) if args.weights else []
+    if args.weights_step is None and not weights:
+        weights = [defaults.weights]
+    return make_grid(
+        weights_step=args.weights_step,
+        weights=weights,
+        confirmation_half_lives=args.confirmation_half_lives or (defaults.confirmation_half_life_days,),
+        access_half_lives=args.access_half_lives or (defaults.access_half_life_days,),
+        reserved_fractions=args.reserved_fractions or (defaults.correction_reserved_fraction,),
+        reserved_maxima=args.reserved_max or (defaults.correction_reserved_max,),
+        capacities=args.capacities or config.pool.capacities,
+        policies=args.policies,
+    )
+
+
+def presets_from(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--presets``, or the one ``--preset`` (the default preset when neither is given)."""
+    if args.presets and args.preset:
+        raise ContractError("give either --preset or --presets, not both")
+    return check_presets(args.presets or [args.preset or DEFAULT_PRESET])
+
+
+def _recorded(args: argparse.Namespace) -> dict[str, Any]:
+    """The options as given, JSON-ready, for the manifest."""
+    return {
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in vars(args).items()
+        if name != "handler"
+    }
+
+
+def number(text: str) -> int | float:
+    """``"90"`` -> 90, ``"7.5"`` -> 7.5 (named so, as parse_csv's errors name the type)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+# --------------------------------------------------------------------------- the printed summary
+
+
+def report_lines(result: SweepResult) -> list[str]:
+    """What the command prints: the size of the sweep, DeerMem's default setting if it is in
+    the grid, and the best and worst setting per scenario."""
+    grid = result.grid
+    summary = result.summary
+    capacities = ",".join(str(capacity) for capacity in grid.capacities)
+    lines = [
+        f"swept {_plural(len(result.presets), 'preset')} x {_plural(len(grid.policies), 'policy', 'policies')}"
+        f" x {_plural(len(grid.settings), 'setting')} x capacities {capacities}:"
+        f" {len(result.rows):,} decisions"
+    ]
+    for preset in result.presets:
+        mine = summary[summary["preset"] == preset]
+        for index in default_settings(grid):
+            lines += ["", f"DeerMem default, {describe(grid.settings[index], index)}, preset {preset}:"]
+            lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
+        lines += [
+            "",
+            f"best and worst setting per scenario, preset {preset} (support retained summed over"
+            f" capacities {capacities}; ties go to the first setting in grid order):",
+        ]
+        extremes = extreme_settings(mine)
+        for policy in grid.policies:
+            rows = extremes[extremes["policy"] == policy]
+            if (rows["tied"] == rows["settings"]).all():
+                lines.append(f"  {policy}: every setting retains the same number of supports in every scenario")
+                continue
+            lines.append(f"  {policy}:")
+            for _, row in rows.iterrows():
+                setting = grid.settings[int(row["setting"])]
+                tie = f", {row['tied']:,} settings tie" if row["tied"] > 1 else ""
+                retained = f"{row['support_retained']}/{row['cases']}"
+                lines.append(
+                    f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}"
+                    f"  {describe(setting, int(row['setting']))}{tie}"
+                )
+    return lines
+
+
+def describe(setting: PolicyParams, index: int) -> str:
+    weights = "/".join(f"{weight:g}" for weight in setting.weights)
+    return (
+        f"setting {index} (weights {weights}, half-lives {setting.confirmation_half_life_days:g}"
+        f"/{setting.access_half_life_days:g} d, reserve {setting.correction_reserved_fraction:g}"
+        f"/{setting.correction_reserved_max})"
+    )
+
+
+def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Retained/cases per scenario (rows) and policy/capacity (columns), with a total row."""
+    cells = summary.assign(
+        scenario=summary["scenario"].astype(str),
+        column=summary["policy"].astype(str) + "/" + summary["capacity"].astype(str),
+        cell=summary["support_retained"].astype(str) + "/" + summary["cases"].astype(str),
+    )
+    table = cells.pivot(index="scenario", columns="column", values="cell")
+    table = table.reindex(index=list(dict.fromkeys(cells["scenario"])), columns=list(dict.fromkeys(cells["column"])))
+    totals = cells.groupby("column", sort=False)[["support_retained", "cases"]].sum()
+    table.loc["total"] = totals["support_retained"].astype(str) + "/" + totals["cases"].astype(str)
+    table.index.name = None
+    table.columns.name = None
+    return table
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else (plural or word + 's')}"

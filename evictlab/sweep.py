@@ -1,0 +1,669 @@
+"""Parameter sweeps: grids of settings, run over the engine, as tidy tables and run folders.
+
+A grid is the product weights x confirmation half-lives x access half-lives x reservation
+fractions x reservation maxima (the *settings*, in that nesting order), crossed with
+capacities, policies and presets. :func:`run_sweep` returns one row per preset x policy x
+setting x case x capacity (in that nesting order, cases in build order). ``confidence`` and
+``hybrid-v1`` go through :mod:`evictlab.engine`; another registered policy goes through the
+scalar selector once per row, which is slow but exact. The ``confidence`` policy ignores the
+setting, so its rows repeat one decision for every setting: each setting keeps its baseline.
+
+:func:`write_sweep` writes a run folder (``sweep.json``, ``rows.parquet``,
+``scenario_summary.csv``) and refuses to overwrite a finished one; a folder whose manifest
+says ``running`` or ``error`` (an interrupted or failed sweep) is rerun in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import numbers
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
+from .errors import ContractError, OutputExistsError
+from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
+from .policies.base import WEIGHT_TOLERANCE
+from .dataset import Dataset
+from .pools import PoolSet, build_pools
+from .protocol import Protocol, preset_variant, resolve_variant
+from .results import atomic_write_bytes, provenance, utc_now_iso, write_json
+
+SCHEMA_VERSION = 1
+MANIFEST_FILE = "sweep.json"
+ROWS_FILE = "rows.parquet"
+SUMMARY_FILE = "scenario_summary.csv"
+
+WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
+SETTING_COLUMNS = (
+    *WEIGHT_COLUMNS,
+    "confirmation_half_life_days",
+    "access_half_life_days",
+    "correction_reserved_fraction",
+    "correction_reserved_max",
+)
+ROW_COLUMNS = (
+    "preset",
+    "policy",
+    "setting",  # index into the grid's settings
+    *SETTING_COLUMNS,
+    "case_id",
+    "scenario",
+    "source",
+    "capacity",
+    "support_retained",
+    "support_rank",
+    "reserved_correction_slots",
+    "support_margin",
+)
+SUMMARY_COLUMNS = (
+    "preset",
+    "policy",
+    "setting",
+    *SETTING_COLUMNS,
+    "source",
+    "scenario",
+    "capacity",
+    "support_retained",
+    "cases",
+    "support_retained_rate",
+)
+DEERMEM_DEFAULT = PolicyParams()
+
+
+# --------------------------------------------------------------------------- grids
+
+
+def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
+    """Every (confidence, confirmation, access) weight triple on the simplex at ``step``.
+
+    ``step`` must divide 1 (within 1e-9): 0.05 gives 231 points, 0.01 gives 5,151. Points are
+    built from integer counts, ``i / n``, so each weight is the double nearest the decimal
+    value (``13 / 20 == 0.65``) and DeerMem's default lies exactly on the 0.05 grid. Order:
+    confidence weight descending, then confirmation weight descending.
+    """
+    if isinstance(step, bool) or not isinstance(step, numbers.Real) or not math.isfinite(step):
+        raise ContractError(f"weight step must be a number, got {step!r}")
+    if not 0 < step <= 1:
+        raise ContractError(f"weight step must be in (0, 1], got {step!r}")
+    divisions = round(1 / step)
+    if abs(divisions * step - 1) > WEIGHT_TOLERANCE:
+        raise ContractError(
+            f"weight step {step!r} does not divide 1 (1 / step = {1 / step!r}); use e.g. 0.1, 0.05 or 0.01"
+        )
+    return tuple(
+        (i / divisions, j / divisions, (divisions - i - j) / divisions)
+        for i in range(divisions, -1, -1)
+        for j in range(divisions - i, -1, -1)
+    )
+
+
+def check_weights(triples: Sequence[Sequence[float]]) -> tuple[tuple[float, float, float], ...]:
+    """Explicit weight triples, each on the simplex: three numbers in [0, 1] summing to 1 ± 1e-9."""
+    checked = []
+    for number, triple in enumerate(triples, start=1):
+        values = tuple(triple)
+        if len(values) != 3:
+            raise ContractError(
+                f"weights #{number} {values!r}: expected three numbers (confidence, confirmation, access)"
+            )
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+                raise ContractError(f"weights #{number} {values!r}: each weight must be a number in [0, 1]")
+        # Summed left to right, as DeerMem's validator does.
+        total = values[0] + values[1] + values[2]
+        if abs(total - 1) > WEIGHT_TOLERANCE:
+            raise ContractError(
+                f"weights #{number} {values!r} are off the simplex: they sum to {total!r}, not 1 within 1e-9"
+            )
+        checked.append(tuple(float(value) for value in values))
+    return tuple(checked)
+
+
+def parse_weights(text: str) -> tuple[tuple[float, float, float], ...]:
+    """``"0.65,0.25,0.10;0.5,0.3,0.2"`` -> two checked triples."""
+    triples = []
+    for number, item in enumerate((part for part in text.split(";") if part.strip()), start=1):
+        try:
+            triples.append(tuple(float(value) for value in item.split(",")))
+        except ValueError:
+            raise ContractError(f"weights #{number} {item.strip()!r}: expected three comma-separated numbers") from None
+    if not triples:
+        raise ContractError(f"no weights in {text!r}; expected e.g. '0.65,0.25,0.10;0.5,0.3,0.2'")
+    return check_weights(triples)
+
+
+@dataclass(frozen=True)
+class SweepGrid:
+    """A validated sweep grid; build it with :func:`make_grid`."""
+
+    weights: tuple[tuple[float, float, float], ...]
+    confirmation_half_lives: tuple[float, ...]
+    access_half_lives: tuple[float, ...]
+    reserved_fractions: tuple[float, ...]
+    reserved_maxima: tuple[int, ...]
+    capacities: tuple[int, ...]
+    policies: tuple[str, ...]
+    weights_step: float | None = None
+
+    @cached_property
+    def settings(self) -> tuple[PolicyParams, ...]:
+        """Every setting, weights outermost and reservation maximum innermost."""
+        return tuple(
+            PolicyParams(w_conf, w_confirm, w_access, confirm, access, fraction, maximum)
+            for w_conf, w_confirm, w_access in self.weights
+            for confirm in self.confirmation_half_lives
+            for access in self.access_half_lives
+            for fraction in self.reserved_fractions
+            for maximum in self.reserved_maxima
+        )
+
+    def settings_frame(self) -> pd.DataFrame:
+        """One row per setting: ``setting`` and the seven parameters."""
+        frame = pd.DataFrame([s.as_dict() for s in self.settings], columns=list(SETTING_COLUMNS))
+        frame = frame.astype({name: "float64" for name in SETTING_COLUMNS[:-1]})
+        frame = frame.astype({"correction_reserved_max": "int64"})
+        frame.insert(0, "setting", np.arange(len(frame), dtype=np.int64))
+        return frame
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "weights_step": self.weights_step,
+            "weights": [list(triple) for triple in self.weights],
+            "confirmation_half_lives": list(self.confirmation_half_lives),
+            "access_half_lives": list(self.access_half_lives),
+            "reserved_fractions": list(self.reserved_fractions),
+            "reserved_maxima": list(self.reserved_maxima),
+            "capacities": list(self.capacities),
+            "policies": list(self.policies),
+            "settings": len(self.settings),
+        }
+
+
+def make_grid(
+    *,
+    weights_step: float | None = None,
+    weights: Sequence[Sequence[float]] = (),
+    confirmation_half_lives: Sequence[float] = (DEERMEM_DEFAULT.confirmation_half_life_days,),
+    access_half_lives: Sequence[float] = (DEERMEM_DEFAULT.access_half_life_days,),
+    reserved_fractions: Sequence[float] = (DEERMEM_DEFAULT.correction_reserved_fraction,),
+    reserved_maxima: Sequence[int] = (DEERMEM_DEFAULT.correction_reserved_max,),
+    capacities: Sequence[int] = (5, 7, 9),
+    policies: Sequence[str] = DEERMEM_POLICIES,
+) -> SweepGrid:
+    """Check every list and build the grid.
+
+    Weights: the simplex at ``weights_step``, then the explicit ``weights`` not already on
+    it; DeerMem's (0.65, 0.25, 0.10) when neither is given. Capacities are checked against
+    the pools when the sweep runs.
+    """
+    triples = list(simplex_weights(weights_step)) if weights_step is not None else []
+    for triple in check_weights(weights):
+        if triple not in triples:
+            triples.append(triple)
+    if weights_step is None and not weights:
+        triples = [DEERMEM_DEFAULT.weights]
+    for name in policies:
+        get_policy(name)  # an unknown name fails here, naming the known ones
+    return SweepGrid(
+        weights=tuple(triples),
+        confirmation_half_lives=_positive_numbers("confirmation half-lives", confirmation_half_lives),
+        access_half_lives=_positive_numbers("access half-lives", access_half_lives),
+        reserved_fractions=_numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
+        reserved_maxima=_counts("reserved maxima", reserved_maxima, 0),
+        capacities=_counts("capacities", capacities, 1),
+        policies=_distinct("policies", tuple(policies)),
+        weights_step=weights_step,
+    )
+
+
+def _distinct(name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    if not values:
+        raise ContractError(f"empty grid: no {name}")
+    repeated: list[Any] = []
+    for index, value in enumerate(values):
+        if value in values[:index] and value not in repeated:
+            repeated.append(values[values.index(value)])
+    if repeated:
+        raise ContractError(f"{name}: {', '.join(map(repr, repeated))} listed more than once")
+    return values
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
+    for value in values:
+        if not _is_number(value) or value <= 0:
+            raise ContractError(f"{name} must be numbers > 0, got {value!r}")
+    return _distinct(name, tuple(values))
+
+
+def _numbers_in(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
+    for value in values:
+        if not _is_number(value) or not low <= value <= high:
+            raise ContractError(f"{name} must be numbers in [{low:g}, {high:g}], got {value!r}")
+    return _distinct(name, tuple(values))
+
+
+def _counts(name: str, values: Sequence[int], low: int) -> tuple[int, ...]:
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ContractError(f"{name} must be integers >= {low}, got {value!r}")
+    return _distinct(name, tuple(int(value) for value in values))
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The tidy rows of a sweep (columns :data:`ROW_COLUMNS`) and the grid that made them."""
+
+    grid: SweepGrid
+    presets: tuple[str, ...]
+    rows: pd.DataFrame = field(repr=False)
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        return scenario_summary(self.rows)
+
+
+def run_sweep(
+    pools: Mapping[str, PoolSet | PreparedCases],
+    grid: SweepGrid,
+    *,
+    progress: bool | None = None,
+) -> SweepResult:
+    """Evaluate ``grid`` on the pools of every preset (mapping preset name -> pools).
+
+    ``progress``: ``True`` shows a progress bar, ``False`` hides it, ``None`` shows it when
+    standard error is a terminal. Raises :class:`ContractError` for a capacity outside
+    [1, pool size - 1] and for a policy the scalar path cannot rank.
+    """
+    if not pools:
+        raise ContractError("empty grid: no presets (pools) to sweep")
+    prepared = {str(name): _prepared(item) for name, item in pools.items()}
+    for name, cases in prepared.items():
+        check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
+    settings = grid.settings
+    rows = _Rows(prepared, grid)
+    with tqdm(
+        total=rows.total,
+        desc="sweep",
+        unit=" decisions",
+        unit_scale=True,
+        leave=False,
+        disable=not (sys.stderr.isatty() if progress is None else progress),
+    ) as bar:
+        for preset, cases in prepared.items():
+            for policy in grid.policies:
+                if policy in ENGINE_POLICIES:
+                    step = cases.chunk_size(len(grid.capacities))
+                    for start in range(0, len(settings), step):
+                        batch = cases.select(policy, settings[start:start + step], grid.capacities)
+                        bar.update(rows.add(preset, policy, start, batch.outputs()))
+                else:
+                    for start in range(len(settings)):
+                        outputs = _scalar_outputs(cases, policy, settings[start], grid.capacities)
+                        bar.update(rows.add(preset, policy, start, outputs))
+    return SweepResult(grid, tuple(prepared), rows.frame())
+
+
+def pools_for_presets(
+    protocol: Protocol, dataset: Dataset, presets: Sequence[str], overrides: Sequence[str] = ()
+) -> dict[str, PoolSet]:
+    """The pools of each preset (with ``key=value`` variant overrides), ready for :func:`run_sweep`."""
+    return {name: build_pools(protocol, dataset, resolve_variant(name, overrides)) for name in check_presets(presets)}
+
+
+def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
+    """Known preset names, each once."""
+    for name in presets:
+        preset_variant(name)  # an unknown name fails here, naming the known ones
+    return _distinct("presets", tuple(presets))
+
+
+def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
+    if isinstance(item, PreparedCases):
+        return item
+    if isinstance(item, PoolSet):
+        return PreparedCases.from_pool_set(item)
+    raise ContractError(f"expected a PoolSet or PreparedCases, got {type(item).__name__}")
+
+
+def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> None:
+    """Every capacity must leave something to evict and keep something: 1 <= k <= pool size - 1."""
+    for capacity in capacities:
+        if not 1 <= capacity <= pool_size - 1:
+            raise ContractError(
+                f"capacity {capacity} is outside [1, {pool_size - 1}] (pool size {pool_size}, {where})"
+            )
+
+
+def _scalar_outputs(
+    cases: PreparedCases, policy: str, setting: PolicyParams, capacities: Sequence[int]
+) -> dict[str, np.ndarray]:
+    """The four outputs of one setting through the scalar selector, shaped (1, cases, capacities)."""
+    outcomes = [
+        [reference_outcome(case, policy, setting, capacity, cases.now) for capacity in capacities]
+        for case in cases.cases
+    ]
+
+    def grid_of(name: str, dtype: Any) -> np.ndarray:
+        return np.array([[getattr(o, name) for o in row] for row in outcomes], dtype=dtype)[None]
+
+    return {
+        "support_retained": grid_of("support_retained", bool),
+        "support_rank": grid_of("support_rank", np.int64),
+        "reserved_correction_slots": grid_of("reserved_correction_slots", np.int64),
+        "support_margin": grid_of("support_margin", np.float64),
+    }
+
+
+class _Rows:
+    """The rows of a sweep, filled part by part into preallocated columns.
+
+    Text columns are held as integer codes and decoded once, at the end, into categoricals;
+    the setting parameters are looked up from the setting index then, too.
+    """
+
+    def __init__(self, prepared: Mapping[str, PreparedCases], grid: SweepGrid) -> None:
+        self.grid = grid
+        self.presets = list(prepared)
+        self.policies = list(grid.policies)
+        self.case_ids: dict[str, int] = {}
+        self.scenarios: dict[str, int] = {}
+        self.sources: dict[str, int] = {}
+        # Per preset: each case's code in the three tables above.
+        self.codes = {
+            name: (
+                _encode(self.case_ids, cases.case_ids),
+                _encode(self.scenarios, cases.scenarios),
+                _encode(self.sources, cases.sources),
+            )
+            for name, cases in prepared.items()
+        }
+        per_case = len(grid.policies) * len(grid.settings) * len(grid.capacities)
+        self.total = sum(per_case * len(cases) for cases in prepared.values())
+        dtypes = {
+            "preset": np.int32,
+            "policy": np.int32,
+            "setting": np.int64,
+            "case_id": np.int32,
+            "scenario": np.int32,
+            "source": np.int32,
+            "capacity": np.int64,
+            "support_retained": bool,
+            "support_rank": np.int64,
+            "reserved_correction_slots": np.int64,
+            "support_margin": np.float64,
+        }
+        self.columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
+        self.filled = 0
+
+    def add(self, preset: str, policy: str, first_setting: int, outputs: Mapping[str, np.ndarray]) -> int:
+        """Append the rows of outputs shaped (settings, cases, capacities); returns their number."""
+        n_settings, n_cases, n_capacities = outputs["support_retained"].shape
+        per_setting = n_cases * n_capacities
+        count = n_settings * per_setting
+        rows = slice(self.filled, self.filled + count)
+        case_index = np.tile(np.repeat(np.arange(n_cases), n_capacities), n_settings)
+        case_codes, scenario_codes, source_codes = self.codes[preset]
+        columns = self.columns
+        columns["preset"][rows] = self.presets.index(preset)
+        columns["policy"][rows] = self.policies.index(policy)
+        columns["setting"][rows] = np.repeat(np.arange(first_setting, first_setting + n_settings), per_setting)
+        columns["case_id"][rows] = case_codes[case_index]
+        columns["scenario"][rows] = scenario_codes[case_index]
+        columns["source"][rows] = source_codes[case_index]
+        columns["capacity"][rows] = np.tile(self.grid.capacities, n_settings * n_cases)
+        for name in OUTPUTS:
+            columns[name][rows] = np.asarray(outputs[name]).reshape(-1)
+        self.filled += count
+        return count
+
+    def frame(self) -> pd.DataFrame:
+        assert self.filled == self.total, (self.filled, self.total)
+        columns: dict[str, Any] = dict(self.columns)
+        for name, categories in (
+            ("preset", self.presets),
+            ("policy", self.policies),
+            ("case_id", list(self.case_ids)),
+            ("scenario", list(self.scenarios)),
+            ("source", list(self.sources)),
+        ):
+            columns[name] = pd.Categorical.from_codes(columns[name], categories)
+        settings = self.grid.settings_frame()
+        for name in SETTING_COLUMNS:
+            columns[name] = settings[name].to_numpy()[self.columns["setting"]]
+        return pd.DataFrame({name: columns[name] for name in ROW_COLUMNS}, copy=False)
+
+
+def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:
+    """Codes of ``values`` in ``table``, adding unseen values in order of appearance."""
+    return np.array([table.setdefault(value, len(table)) for value in values], dtype=np.int32)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Support retention per preset x policy x setting x scenario x capacity (columns :data:`SUMMARY_COLUMNS`).
+
+    Groups appear in the order of the rows: scenarios in case build order, then capacities.
+    """
+    keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
+    counts = (
+        rows.groupby(keys, observed=True, sort=False)["support_retained"]
+        .agg(support_retained="sum", cases="size")
+        .reset_index()
+    )
+    counts["support_retained"] = counts["support_retained"].astype(np.int64)
+    counts["cases"] = counts["cases"].astype(np.int64)
+    counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
+    settings = rows[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
+    return counts.merge(settings, on="setting", how="left", validate="many_to_one")[list(SUMMARY_COLUMNS)]
+
+
+def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
+    """The best and the worst setting per preset x policy x scenario, by support retained
+    summed over capacities.
+
+    Ties go to the lowest setting index (the first in grid order); ``tied`` counts the
+    settings that share the extreme total (1 when it is unique).
+    """
+    keys = ["preset", "policy", "scenario"]
+    totals = (
+        summary.groupby([*keys, "setting"], observed=True, sort=True)[["support_retained", "cases"]]
+        .sum()
+        .reset_index()
+    )
+    records = []
+    for group, members in totals.groupby(keys, observed=True, sort=False):
+        retained = members["support_retained"].to_numpy()
+        for extreme, target in (("best", retained.max()), ("worst", retained.min())):
+            hits = members[retained == target]
+            first = hits.iloc[0]
+            records.append(
+                {
+                    **dict(zip(keys, group)),
+                    "extreme": extreme,
+                    "setting": int(first["setting"]),
+                    "support_retained": int(first["support_retained"]),
+                    "cases": int(first["cases"]),
+                    "tied": len(hits),
+                    "settings": len(members),
+                }
+            )
+    frame = pd.DataFrame.from_records(
+        records, columns=[*keys, "extreme", "setting", "support_retained", "cases", "tied", "settings"]
+    )
+    settings = summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
+    return frame.merge(settings, on="setting", how="left", validate="many_to_one")
+
+
+def default_settings(grid: SweepGrid) -> list[int]:
+    """Indices of the settings with DeerMem's weights and half-lives (any reservation)."""
+    default = DEERMEM_DEFAULT
+    return [
+        index
+        for index, setting in enumerate(grid.settings)
+        if setting.weights == default.weights
+        and setting.confirmation_half_life_days == default.confirmation_half_life_days
+        and setting.access_half_life_days == default.access_half_life_days
+    ]
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+def check_output_dir(output_dir: str | Path) -> None:
+    """Refuse a folder that holds a finished sweep (or files evictlab cannot account for)."""
+    output = Path(output_dir)
+    manifest = output / MANIFEST_FILE
+    if not manifest.exists():
+        existing = [str(output / name) for name in (ROWS_FILE, SUMMARY_FILE) if (output / name).exists()]
+        if existing:
+            raise OutputExistsError(
+                f"refusing to overwrite {', '.join(existing)}: no {MANIFEST_FILE} says they belong to an"
+                " unfinished sweep (choose a new --output-dir)"
+            )
+        return
+    try:
+        status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError) as error:
+        raise OutputExistsError(
+            f"{manifest}: cannot read the existing sweep manifest ({error}); refusing to overwrite"
+            " (choose a new --output-dir)"
+        ) from None
+    if status == "success":
+        raise OutputExistsError(
+            f"{manifest}: this folder holds a finished sweep; refusing to overwrite it (choose a new --output-dir)"
+        )
+    if status not in ("running", "error"):
+        raise OutputExistsError(f"{manifest}: unknown sweep status {status!r}; refusing to overwrite")
+
+
+def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]:
+    """What the manifest records about each preset's pools: protocol, dataset and hashes."""
+    record: dict[str, Any] = {}
+    for name, item in pools.items():
+        if isinstance(item, PoolSet):
+            protocol = item.protocol
+            record[str(name)] = {
+                "protocol_id": protocol.protocol_id,
+                "evaluation_time": protocol.evaluation_time.isoformat(),
+                "dataset": item.dataset.record(),
+                "artifacts": protocol.artifact_hashes(),
+                "variant": item.variant.as_dict(),
+                "cases": len(item.cases),
+            }
+        else:
+            record[str(name)] = {
+                "evaluation_time": item.now.isoformat(),
+                "cases": len(item),
+            }
+    return record
+
+
+def write_sweep(
+    output_dir: str | Path,
+    pools: Mapping[str, PoolSet | PreparedCases],
+    grid: SweepGrid,
+    *,
+    progress: bool | None = None,
+    arguments: Mapping[str, Any] | None = None,
+) -> SweepResult:
+    """Run the sweep and write ``sweep.json``, ``rows.parquet`` and ``scenario_summary.csv``.
+
+    The manifest is written first with status ``running``, then rewritten with ``success``
+    after both tables, or with ``error`` and the message if anything fails (the error is
+    re-raised). ``arguments`` (e.g. the command line's options) are recorded as given.
+    """
+    output = Path(output_dir)
+    check_output_dir(output)
+    manifest: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "sweep",
+        "status": "running",
+        "error": None,
+        "started_at": utc_now_iso(),
+        "finished_at": None,
+        "elapsed_seconds": None,
+        "provenance": provenance(),
+        "parameters": grid.as_dict(),
+        "presets": [str(name) for name in pools],
+        "inputs": input_record(pools),
+        "arguments": dict(arguments) if arguments is not None else None,
+        "outputs": None,
+    }
+    write_json(output / MANIFEST_FILE, manifest)
+    started = time.perf_counter()
+    try:
+        result = run_sweep(pools, grid, progress=progress)
+        buffer = io.BytesIO()
+        result.rows.to_parquet(buffer, index=False)
+        rows_bytes = buffer.getvalue()
+        summary_bytes = result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8")
+        atomic_write_bytes(output / ROWS_FILE, rows_bytes)
+        atomic_write_bytes(output / SUMMARY_FILE, summary_bytes)
+    except BaseException as error:
+        message = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
+        _finish(output, manifest, started, status="error", error=message)
+        raise
+    _finish(
+        output,
+        manifest,
+        started,
+        status="success",
+        outputs={
+            "rows": {"file": ROWS_FILE, "rows": len(result.rows), "sha256": hashlib.sha256(rows_bytes).hexdigest()},
+            "scenario_summary": {
+                "file": SUMMARY_FILE,
+                "rows": len(result.summary),
+                "sha256": hashlib.sha256(summary_bytes).hexdigest(),
+            },
+        },
+    )
+    return result
+
+
+def _finish(output: Path, manifest: dict[str, Any], started: float, **changes: Any) -> None:
+    manifest.update(changes, finished_at=utc_now_iso(), elapsed_seconds=round(time.perf_counter() - started, 6))
+    write_json(output / MANIFEST_FILE, manifest)
+
+
+@dataclass(frozen=True)
+class LoadedSweep:
+    manifest: dict[str, Any]
+    rows: pd.DataFrame = field(repr=False)
+    summary: pd.DataFrame = field(repr=False)
+
+
+def load_sweep(output_dir: str | Path) -> LoadedSweep:
+    """Read a finished sweep folder back; an unfinished one is an error naming its status."""
+    output = Path(output_dir)
+    path = output / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ContractError(f"{path}: cannot read the sweep manifest ({error})") from None
+    if manifest.get("status") != "success":
+        raise ContractError(
+            f"{path}: the sweep did not finish (status {manifest.get('status')!r}, error {manifest.get('error')!r})"
+        )
+    return LoadedSweep(manifest, pd.read_parquet(output / ROWS_FILE), pd.read_csv(output / SUMMARY_FILE))
