@@ -13,16 +13,13 @@ import json
 from pathlib import Path
 
 import pytest
-from test_run_qa import (  # the shared harness: a scripted model and a finished run
+from qa_harness import (  # the shared harness: a scripted model; its fixtures are in conftest.py
     KEY_ENV,
     TAMPERING,
     URL_ENV,
-    answering_stub,  # noqa: F401 (fixture)
     assert_nothing_private,
-    completed_run,  # noqa: F401 (fixture)
     copy_run,
     demo_pool_set,
-    demo_tasks,  # noqa: F401 (fixture)
     grade_cli,
     tamper,
     tampered_task,

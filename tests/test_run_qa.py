@@ -5,37 +5,46 @@ answer when the case's support fact is shown and ``INSUFFICIENT`` otherwise. The
 sent in swapped letter case, which the grader accepts (it lower-cases) while the exact bytes of
 the reference answer never reach any output, so the privacy checks below stay meaningful.
 
-This module also holds the harness that ``test_grade_qa`` imports.
+The harness (scripted model, tampering) is in ``qa_harness.py``; its fixtures in ``conftest.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import shutil
 import threading
-from collections import deque
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, Reply, error_reply, raw_reply, stalled_reply
+from openai_stub import OpenAIStub, error_reply, raw_reply, stalled_reply
+from qa_harness import (
+    API_KEY,
+    KEY_ENV,
+    REUSE_TAMPERING,
+    TAMPERING,
+    URL_ENV,
+    Responder,
+    assert_nothing_private,
+    copy_run,
+    demo_pool_set,
+    fingerprints_of,
+    grade_cli,
+    model_answer,
+    protocol_copy,
+    run_qa_cli,
+    tamper,
+    tampered_task,
+    unique_tasks,
+)
 
 from evictlab.cli import main
-from evictlab.commands._common import add_pool_options, pool_set_from
 from evictlab.errors import ContractError
-from evictlab.protocol import DEFAULT_CONFIG, DEFAULT_SYNTHETIC_MANIFEST, sha256_file
-from evictlab.qa.prompt import request_fingerprint
+from evictlab.protocol import DEFAULT_SYNTHETIC_MANIFEST, sha256_file
 from evictlab.qa.providers import OpenAICompatibleProvider
 from evictlab.qa.runner import QARunInterrupted, response_path, run_qa
 from evictlab.qa.tasks import QATask, build_tasks
 from evictlab.results import json_document
 
-API_KEY = "sk-test-SECRET"
-KEY_ENV = "DEERMEM_EVAL_ANSWER_API_KEY"
-URL_ENV = "DEERMEM_EVAL_ANSWER_BASE_URL"
-PROMPT = DEFAULT_CONFIG.parent.parent / "prompts" / "answer-v1.txt"
 RESPONSE_FIELDS = [
     "attempts", "capacity", "case_id", "created_at", "kept_fact_ids", "policy", "prediction",
     "request_fingerprint", "response_model", "row_id", "scenario", "schema_version", "source", "usage",
@@ -45,149 +54,6 @@ QA_FIELDS = [
     "api_key_env", "base_url_env", "capacity", "grader_version", "max_attempts", "max_tokens",
     "model", "stream", "temperature", "timeout_seconds", "workers",
 ]  # fmt: skip
-
-
-# --------------------------------------------------------------------------- harness
-
-
-def demo_pool_set(*options: str):
-    parser = argparse.ArgumentParser()
-    add_pool_options(parser)
-    return pool_set_from(parser.parse_args(list(options)))
-
-
-def model_answer(task: QATask, user_content: str) -> str:
-    """What the scripted model says: the reference (case swapped) iff the support fact is shown."""
-    shown = all(f"[{fact_id}]\n" in user_content for fact_id in task.case.support_fact_ids)
-    return task.case.answer.swapcase() if shown else "INSUFFICIENT"
-
-
-class Responder:
-    """The stub's answer function: scripted faults per request fingerprint first, then the model.
-
-    The fingerprint is recomputed from the JSON body that arrived, so a body that is not the
-    task's payload finds no task and the stub reports the failure when it stops.
-    """
-
-    def __init__(self, tasks: Iterable[QATask], faults: Mapping[str, Iterable[Reply]] = ()) -> None:
-        self.tasks = {task.request_fingerprint: task for task in tasks}
-        self.faults = {fingerprint: deque(replies) for fingerprint, replies in dict(faults).items()}
-        self.lock = threading.Lock()
-
-    def __call__(self, body) -> Reply | str:
-        fingerprint = request_fingerprint(body)
-        with self.lock:
-            queue = self.faults.get(fingerprint)
-            if queue:
-                return queue.popleft()
-        return model_answer(self.tasks[fingerprint], body["messages"][1]["content"])
-
-
-def fingerprints_of(stub: OpenAIStub, since: int = 0) -> list[str]:
-    return [request_fingerprint(request.json) for request in stub.requests[since:]]
-
-
-def run_qa_cli(output_dir: Path, *options: str) -> int:
-    return main(["run-qa", "--output-dir", str(output_dir), "--retry-delay", "0", *options])
-
-
-def grade_cli(output_dir: Path, *options: str) -> int:
-    return main(["grade-qa", "--output-dir", str(output_dir), *options])
-
-
-def protocol_copy(folder: Path, *, config_edits: Mapping[str, str] = (), prompt_edits: Mapping[str, str] = ()) -> list[str]:
-    """A copy of the config (and prompt) with text replacements; returns the CLI options for it.
-
-    The copied prompt's hash is written into the copied config, so the pair loads.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    prompt = folder / "answer.txt"
-    prompt.write_bytes(_edited(PROMPT.read_text(encoding="utf-8"), prompt_edits).encode("utf-8"))
-    config_text = _edited(DEFAULT_CONFIG.read_text(encoding="utf-8"), config_edits)
-    config_text = config_text.replace(sha256_file(PROMPT), sha256_file(prompt))
-    config = folder / "config.yaml"
-    config.write_text(config_text, encoding="utf-8")
-    return ["--config", str(config), "--answer-prompt", str(prompt)]
-
-
-def _edited(text: str, edits: Mapping[str, str]) -> str:
-    for old, new in dict(edits).items():
-        assert old in text, f"{old!r} not found"
-        text = text.replace(old, new)
-    return text
-
-
-@pytest.fixture
-def credentials(monkeypatch):
-    """Set the credential variables for a stub: ``credentials(stub)``."""
-
-    def point_at(stub: OpenAIStub) -> None:
-        monkeypatch.setenv(KEY_ENV, API_KEY)
-        monkeypatch.setenv(URL_ENV, stub.base_url)
-
-    return point_at
-
-
-@pytest.fixture(scope="module")
-def demo_tasks():
-    return build_tasks(demo_pool_set())
-
-
-@pytest.fixture(scope="module")
-def answering_stub(demo_tasks):
-    """One stub for a whole module, answering as the model, with the credentials set."""
-    with OpenAIStub(fallback=Responder(demo_tasks)) as stub, pytest.MonkeyPatch.context() as patch:
-        patch.setenv(KEY_ENV, API_KEY)
-        patch.setenv(URL_ENV, stub.base_url)
-        yield stub
-
-
-@pytest.fixture(scope="module")
-def completed_run(tmp_path_factory, answering_stub):
-    """A finished run-qa folder on the demo (all 90 rows answered); copy it before changing it."""
-    output = tmp_path_factory.mktemp("qa") / "run"
-    assert run_qa_cli(output) == 0
-    return output
-
-
-def copy_run(source: Path, destination: Path) -> Path:
-    shutil.copytree(source, destination)
-    return destination
-
-
-def unique_tasks(tasks: list[QATask]) -> list[QATask]:
-    """Tasks whose fingerprint no other task shares (confidence and hybrid keep different facts)."""
-    counts: dict[str, int] = {}
-    for task in tasks:
-        counts[task.request_fingerprint] = counts.get(task.request_fingerprint, 0) + 1
-    return [task for task in tasks if counts[task.request_fingerprint] == 1]
-
-
-def private_texts(tasks: Iterable[QATask]) -> set[str]:
-    """Questions, reference answers and memory contents that must never be written or printed.
-
-    Reference answers without letters (e.g. "12") cannot be told apart from a correct
-    prediction, which is stored by design; they are left out, as are very short ones.
-    """
-    texts = set()
-    for task in tasks:
-        texts.add(task.case.question)
-        texts.update(fact["content"] for fact in task.case.facts)
-        if task.case.answer != task.case.answer.swapcase() and len(task.case.answer) >= 4:
-            texts.add(task.case.answer)
-    return texts
-
-
-def assert_nothing_private(folder: Path, tasks: Iterable[QATask], *outputs: str) -> None:
-    texts = private_texts(tasks) | {API_KEY}
-    files = [path for path in folder.rglob("*") if path.is_file()]
-    assert files
-    for path in files:
-        content = path.read_text(encoding="utf-8")
-        leaked = [text for text in texts if text in content]
-        assert not leaked, f"{path} contains private text {leaked[:1]!r}"
-    for output in outputs:
-        assert not [text for text in texts if text in output]
 
 
 # --------------------------------------------------------------------------- end to end
@@ -312,33 +178,6 @@ def test_the_marker_has_the_layout_of_deerflows_schema_2_markers(completed_run):
 
 
 # --------------------------------------------------------------------------- reuse rules
-
-REUSE_TAMPERING = {
-    "row_id": lambda row: row["row_id"].replace("__confidence", "__hybrid-v1"),
-    "policy": lambda row: "hybrid-v1",
-    "capacity": lambda row: 5,
-    "kept_fact_ids": lambda row: list(reversed(row["kept_fact_ids"])),
-    "request_fingerprint": lambda row: "0" * 64,
-}
-IDENTITY_TAMPERING = {
-    "case_id": lambda row: "someone_else",
-    "source": lambda row: "synthetic" if row["source"] == "longmemeval" else "longmemeval",
-    "scenario": lambda row: "access_help" if row["scenario"] != "access_help" else "confirmation_help",
-}
-TAMPERING = {**REUSE_TAMPERING, **IDENTITY_TAMPERING}
-
-
-def tamper(output: Path, task: QATask, name: str) -> None:
-    path = response_path(output, task.row_id)
-    row = json.loads(path.read_text(encoding="utf-8"))
-    row[name] = TAMPERING[name](row)
-    path.write_text(json_document(row), encoding="utf-8")
-
-
-def tampered_task(tasks: list[QATask]) -> QATask:
-    """A confidence row that lost its support fact, so its kept set is its own."""
-    return next(task for task in unique_tasks(tasks) if task.policy == "confidence")
-
 
 @pytest.mark.parametrize("name", sorted(TAMPERING))
 def test_run_qa_calls_again_exactly_the_rows_that_do_not_match(name, tmp_path, completed_run, answering_stub, demo_tasks, capsys):

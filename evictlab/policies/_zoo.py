@@ -14,7 +14,6 @@ This module starts with an underscore, so the package does not import it as a po
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -25,9 +24,7 @@ from typing import Any
 
 from .base import (
     Decision,
-    EvictedFact,
     Policy,
-    Reservation,
     Score,
     SelectionContext,
     select_by_rank,
@@ -134,37 +131,6 @@ def rank_positions(keys: Sequence[RankKey]) -> list[int]:
     return sorted(range(len(keys)), key=lambda index: (*keys[index], index))
 
 
-def select_in_order(
-    facts: Sequence[Any],
-    scores: Sequence[Score],
-    ranked: Sequence[int],
-    capacity: int,
-    reservation: Reservation | None,
-    policy_name: str,
-) -> Decision:
-    """DeerMem's selection (spec 1.4 steps 2 and 4 to 8) along a given rank order.
-
-    ``ranked`` lists every input position once, best first. :func:`select_by_rank` does the
-    selection on ordinal scores that reproduce ``ranked`` exactly, so the reservation, the
-    walk, the kept order and the evicted order are the shared ones; the decision then reports
-    the real ``scores``. Fact ids must be unique (as :func:`evictlab.policies.select` ensures).
-    """
-    place = {index: order for order, index in enumerate(ranked)}
-    ordinals = [Score(-float(place[index]), {}) for index in range(len(facts))]
-    decision = select_by_rank(facts, ordinals, capacity, reservation, policy_name)
-    by_id = {fact_key(fact, index): score for index, (fact, score) in enumerate(zip(facts, scores))}
-    evicted = [
-        EvictedFact(
-            item.fact_id,
-            item.category,
-            by_id[item.fact_id].value,
-            dict(by_id[item.fact_id].components),
-        )
-        for item in decision.evicted
-    ]
-    return dataclasses.replace(decision, evicted=evicted, scores=by_id)
-
-
 class KeyedPolicy(Policy):
     """A policy ranked by :meth:`rank_key` of each score (ascending), then input position.
 
@@ -178,9 +144,7 @@ class KeyedPolicy(Policy):
     def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
         scores = self.score(facts, context)
         ranked = rank_positions([self.rank_key(score) for score in scores])
-        return select_in_order(
-            facts, scores, ranked, capacity, self.reservation(context), self.name
-        )
+        return select_by_rank(facts, scores, capacity, self.reservation(context), self.name, ranked)
 
 
 def rank_key_of(policy: Policy, score: Score) -> RankKey:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import ContractError
-from .signals import fact_key, is_category, reported_category, resolve_now
+from .signals import fact_key, is_category, reported_category
 
 WEIGHT_TOLERANCE = 1e-9
 
@@ -141,11 +141,13 @@ class Decision:
     scores: dict[str, Score]
     policy: str
     reserved_correction_slots: int = 0
-    ranking: tuple[int, ...] = field(default=(), repr=False)
+    ranking: tuple[int, ...] = field(default=(), repr=False)  # input positions, best first
+    kept_positions: tuple[int, ...] = field(default=(), repr=False)  # input positions of ``kept``
 
     @property
     def kept_ids(self) -> list[str]:
-        return [str(fact["id"]) for fact in self.kept]
+        """Ids of the kept facts as scores are keyed (``__missing_{index}`` for a fact without one)."""
+        return [fact_key(fact, index) for fact, index in zip(self.kept, self.kept_positions)]
 
 
 @dataclass(frozen=True)
@@ -199,17 +201,24 @@ def select_by_rank(
     capacity: int,
     reservation: Reservation | None,
     policy_name: str,
+    ranked: Sequence[int] | None = None,
 ) -> Decision:
-    """DeerMem's selection (spec 1.4) over precomputed per-position scores."""
+    """DeerMem's selection (spec 1.4) over precomputed per-position scores.
+
+    ``ranked`` (every input position once, best first) replaces the default rank order of
+    score descending, then input position, for policies that rank by more than one value.
+    """
     keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
     by_id: dict[str, Score] = {}
     for key, score in zip(keys, scores):
         by_id[key] = score  # a later duplicate id overwrites the earlier score, as in DeerMem
-    # Score descending, then input position: the only tie-break.
-    ranked = sorted(range(len(facts)), key=lambda index: (-by_id[keys[index]].value, index))
+    if ranked is None:
+        # Score descending, then input position: the only tie-break.
+        ranked = sorted(range(len(facts)), key=lambda index: (-by_id[keys[index]].value, index))
+    ranked = tuple(ranked)
     if len(facts) <= capacity:
         # Under the cap the snapshot comes back unchanged, in input order.
-        return Decision(list(facts), [], by_id, policy_name, 0, tuple(ranked))
+        return Decision(list(facts), [], by_id, policy_name, 0, ranked, tuple(range(len(facts))))
     limit = max(0, capacity)
     selected: set[int] = set()
     reserved = 0
@@ -221,7 +230,7 @@ def select_by_rank(
         if len(selected) >= limit:
             break
         selected.add(index)
-    kept = [facts[index] for index in ranked if index in selected]
+    kept_positions = tuple(index for index in ranked if index in selected)
     evicted = [
         EvictedFact(
             keys[index],
@@ -232,4 +241,5 @@ def select_by_rank(
         for index in reversed(ranked)
         if index not in selected
     ]
-    return Decision(kept, evicted, by_id, policy_name, reserved, tuple(ranked))
+    kept = [facts[index] for index in kept_positions]
+    return Decision(kept, evicted, by_id, policy_name, reserved, ranked, kept_positions)

@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ContractError
-from ._zoo import KeyedPolicy, RankKey, rank_key_of, select_in_order
-from .base import Decision, Policy, Reservation, Score, SelectionContext
+from ._zoo import KeyedPolicy, RankKey, rank_key_of
+from .base import Decision, Policy, Reservation, Score, SelectionContext, select_by_rank
 from .registry import get_policy
 from .signals import fact_fields, fact_key
 
@@ -113,7 +113,7 @@ class ReservedPolicy(ModifiedPolicy):
     def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
         reservation = self.reservation(context)
         scores, ranked = base_view(self.base, facts, capacity, context)
-        return select_in_order(facts, scores, ranked, capacity, reservation, self.name)
+        return select_by_rank(facts, scores, capacity, reservation, self.name, ranked)
 
 
 def with_category_reservation(
@@ -177,7 +177,7 @@ class RedundancyPenaltyPolicy(ModifiedPolicy):
 
     def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
         scores, order = self.rerank(facts, capacity, context)
-        return select_in_order(facts, scores, order, capacity, self.reservation(context), self.name)
+        return select_by_rank(facts, scores, capacity, self.reservation(context), self.name, order)
 
     def rerank(
         self, facts: Sequence[Any], capacity: int, context: SelectionContext

@@ -1,0 +1,42 @@
+"""Fixtures shared across test modules."""
+
+from __future__ import annotations
+
+import pytest
+from openai_stub import OpenAIStub
+from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
+
+from evictlab.qa.tasks import build_tasks
+
+
+@pytest.fixture
+def credentials(monkeypatch):
+    """Set the credential variables for a stub: ``credentials(stub)``."""
+
+    def point_at(stub: OpenAIStub) -> None:
+        monkeypatch.setenv(KEY_ENV, API_KEY)
+        monkeypatch.setenv(URL_ENV, stub.base_url)
+
+    return point_at
+
+
+@pytest.fixture(scope="module")
+def demo_tasks():
+    return build_tasks(demo_pool_set())
+
+
+@pytest.fixture(scope="module")
+def answering_stub(demo_tasks):
+    """One stub for a whole module, answering as the model, with the credentials set."""
+    with OpenAIStub(fallback=Responder(demo_tasks)) as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEY_ENV, API_KEY)
+        patch.setenv(URL_ENV, stub.base_url)
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def completed_run(tmp_path_factory, answering_stub):
+    """A finished run-qa folder on the demo (all 90 rows answered); copy it before changing it."""
+    output = tmp_path_factory.mktemp("qa") / "run"
+    assert run_qa_cli(output) == 0
+    return output
