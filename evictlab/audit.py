@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import ContractError
 from .policies.base import Decision
-from .policies.signals import as_utc, decay, elapsed_days, parse_timestamp, read_number
+from .policies.signals import as_utc, decay, elapsed_days, parse_timestamp, read_count, read_number
 from .results import atomic_write_text
 
 METADATA_DIR = ".metadata"
@@ -196,12 +196,9 @@ def update_usage(
         else:
             # Decayed at write time, so scoring later decays only from this access on.
             heat = heat * decay(elapsed_days(moment, last_accessed), access_half_life_days)
-        count = previous.get("accessCount")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            count = 0
         updated[fact_id] = {
             "accessHeat": heat + 1.0,
-            "accessCount": count + 1,
+            "accessCount": read_count(previous.get("accessCount")) + 1,
             "lastAccessedAt": stamp,
         }
     return updated

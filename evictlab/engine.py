@@ -59,16 +59,16 @@ from .policies import PolicyParams, SelectionContext, get_policy, select
 from .policies.base import Reservation
 from .policies.hybrid import CORRECTION
 from .policies.signals import (
-    LN_9,
     decay,
     elapsed_days,
     fact_fields,
     fact_key,
+    heat_component,
     is_category,
     parse_timestamp,
     read_confidence,
-    read_number,
     resolve_now,
+    usable_heat,
 )
 
 ENGINE_POLICIES = ("confidence", "hybrid-v1")
@@ -84,29 +84,6 @@ _NO_TIMESTAMP, _CONFIRMED, _CREATED = 0, 1, 2
 
 # Decay tables kept per half-life; a slider sweeping many values must not grow them forever.
 _MAX_CACHED_HALF_LIVES = 256
-
-
-def heat_component(heat: float, days: float, half_life_days: float) -> float:
-    """The access-heat component of a usable usage entry (the tail of ``signals.access_heat``).
-
-    Written exactly as the scalar function evaluates it: decay, then ``log(1 + x) / ln 9``,
-    then the cap at 1.
-    """
-    decayed = heat * decay(days, half_life_days)
-    return min(1.0, math.log(1 + decayed) / LN_9)
-
-
-def _usable_heat(entry: Any, now: _dt.datetime) -> tuple[float, float] | None:
-    """``(heat, elapsed days)`` of a usage entry, or ``None`` where ``access_heat`` gives 0.0."""
-    if not isinstance(entry, Mapping):
-        return None
-    accessed = parse_timestamp(entry.get("lastAccessedAt"))
-    if accessed is None:
-        return None
-    heat = read_number(entry.get("accessHeat"))
-    if heat is None or heat <= 0:
-        return None
-    return heat, elapsed_days(now, accessed)
 
 
 def _single_support(case: Any, keys: list[str]) -> int:
@@ -238,7 +215,7 @@ class PreparedCases:
                     self._fresh_kind[c, p] = _CONFIRMED if confirmed is not None else _CREATED
                     days = elapsed_days(self.now, stamp)
                     self._fresh_index[c, p] = _slot(fresh_slots, self._fresh_days, days)
-                pair = _usable_heat(usage.get(key), self.now)
+                pair = usable_heat(usage.get(key), self.now)
                 if pair is not None:
                     self._heat_index[c, p] = _slot(heat_slots, self._heat_pairs, pair)
         self.fact_ids = tuple(fact_ids)

@@ -29,7 +29,7 @@ from .base import (
     SelectionContext,
     select_by_rank,
 )
-from .signals import elapsed_days, fact_fields, fact_key, parse_timestamp
+from .signals import elapsed_days, fact_fields, fact_key, parse_timestamp, read_count
 
 RankKey = tuple[float, ...]
 
@@ -45,13 +45,6 @@ def usage_entries(facts: Sequence[Any], context: SelectionContext) -> list[Mappi
         entry = usage.get(fact_key(fact, index))
         entries.append(entry if isinstance(entry, Mapping) else {})
     return entries
-
-
-def read_count(value: Any) -> int:
-    """A counter as DeerMem reads one (spec 1.7, 1.9): a non-negative non-boolean int, else 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return 0
-    return value
 
 
 def access_count(entry: Mapping[str, Any]) -> int:

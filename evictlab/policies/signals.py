@@ -92,18 +92,40 @@ def confirmation_freshness(fact: Mapping[str, Any], now: _dt.datetime, half_life
     return 0.0
 
 
-def access_heat(entry: Any, now: _dt.datetime, half_life_days: float) -> float:
-    """``min(1, ln(1 + decayed heat) / ln 9)`` from a usage entry; 0.0 for anything unusable."""
+def usable_heat(entry: Any, now: _dt.datetime) -> tuple[float, float] | None:
+    """``(heat, days since lastAccessedAt)`` of a usage entry, or ``None`` when it scores no heat.
+
+    Unusable: not a mapping, no parseable ``lastAccessedAt``, a heat that is missing, boolean,
+    unreadable, non-finite or <= 0.
+    """
     if not isinstance(entry, Mapping):
-        return 0.0
+        return None
     accessed = parse_timestamp(entry.get("lastAccessedAt"))
     if accessed is None:
-        return 0.0
+        return None
     heat = read_number(entry.get("accessHeat"))
     if heat is None or heat <= 0:
-        return 0.0
-    decayed = heat * decay(elapsed_days(now, accessed), half_life_days)
+        return None
+    return heat, elapsed_days(now, accessed)
+
+
+def heat_component(heat: float, days: float, half_life_days: float) -> float:
+    """``min(1, ln(1 + heat * decay) / ln 9)``: a decayed heat of 8 saturates at exactly 1.0."""
+    decayed = heat * decay(days, half_life_days)
     return min(1.0, math.log(1 + decayed) / LN_9)
+
+
+def access_heat(entry: Any, now: _dt.datetime, half_life_days: float) -> float:
+    """The access-heat component of a usage entry; 0.0 for anything unusable."""
+    usable = usable_heat(entry, now)
+    return 0.0 if usable is None else heat_component(*usable, half_life_days)
+
+
+def read_count(value: Any) -> int:
+    """A counter as DeerMem reads one (spec 1.7, 1.9): a non-negative non-boolean int, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
 
 
 def fact_key(fact: Any, index: int) -> str:
