@@ -1,0 +1,91 @@
+"""``evictlab report``: execute the notebook suite and write a report folder (see :mod:`evictlab.report`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from ..protocol import DEFAULT_PRESET, PRESETS
+from ..report import NOTEBOOKS, RESERVED_PARAMETERS, default_name, parse_parameter_value, run_report
+from ._common import parse_csv
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="run the notebooks with papermill and write report.md, report.html and report.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            textwrap.fill("Notebooks, in order: " + ", ".join(NOTEBOOKS) + ".", width=84) + "\n\n"
+            "Execute them with papermill into <folder>/notebooks/, with their figures (PNG and\n"
+            "SVG) in <folder>/figures/, then write report.md, report.html and the manifest\n"
+            "report.json (provenance, parameters, dataset and protocol hashes, per-notebook\n"
+            "status and duration).\n"
+            "\n"
+            "The folder is results/<name>/, name defaulting to report-<preset>[-demo][-smoke].\n"
+            "A rerun replaces the previous report in that folder; a non-empty folder that is not\n"
+            "a report is refused. A failing notebook is kept up to its failing cell, named in\n"
+            "the report and the manifest (status error), and the command exits with status 1."
+        ),
+        epilog="example: evictlab report --smoke --notebooks 01,02 --output-dir /tmp/report",
+    )
+    parser.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help="LongMemEval oracle JSON file (default: the embedded demo dataset)",
+    )
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=DEFAULT_PRESET,
+        help=f"protocol variant preset passed to every notebook (default: {DEFAULT_PRESET})",
+    )
+    parser.add_argument("--output-dir", type=Path, metavar="DIR", help="the whole report folder (overrides --name)")
+    parser.add_argument("--name", metavar="NAME", help="report folder name under results/ (default: see above)")
+    parser.add_argument("--smoke", action="store_true", help="run every notebook in its quick smoke mode")
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="extra notebook parameter, repeatable (VALUE: None, True, False, a number or text),"
+        " e.g. -p qa_run_dir results/my-qa-run; "
+        + ", ".join(RESERVED_PARAMETERS) + " are set by the options above",
+    )
+    parser.add_argument(
+        "--notebooks",
+        type=parse_csv,
+        default=None,
+        metavar="A,B,...",
+        help="run only these notebooks, by number, stem or file name (e.g. 01,02)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.name or default_name(args.preset, args.dataset, args.smoke)
+    result = run_report(
+        args.output_dir,
+        name=name,
+        dataset=args.dataset,
+        preset=args.preset,
+        smoke=args.smoke,
+        parameters={key: parse_parameter_value(value) for key, value in args.parameter},
+        notebooks=args.notebooks,
+        progress=not args.no_progress,
+    )
+    for notebook in result.notebooks:
+        took = "" if notebook.duration_seconds is None else f" ({notebook.duration_seconds:.1f} s)"
+        print(f"{notebook.name}: {notebook.status}{took}")
+    if not result.ok:
+        print(f"evictlab report: error: {result.error}", file=sys.stderr)
+        print(f"partial report in {result.output_dir} (executed notebooks kept in notebooks/)", file=sys.stderr)
+        return 1
+    print(f"report: {result.markdown_path}")
+    print(f"        {result.html_path}")
+    return 0

@@ -1,0 +1,88 @@
+"""The report notebooks: committed clean and parameterised, and executable in smoke mode."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from evictlab import report
+
+REQUIRED_PARAMETERS = {"dataset": None, "preset": "pr4810-final", "smoke": False, "figures_dir": None}
+
+
+def load(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(report.NOTEBOOK_DIR / name, as_version=4)
+
+
+def parameter_cells(notebook) -> list:
+    return [cell for cell in notebook.cells if "parameters" in cell.get("metadata", {}).get("tags", [])]
+
+
+def test_the_suite_lists_exactly_the_committed_notebooks():
+    committed = sorted(path.name for path in report.NOTEBOOK_DIR.glob("*.ipynb"))
+    assert sorted(report.NOTEBOOKS) == committed
+
+
+@pytest.mark.parametrize("name", report.NOTEBOOKS)
+def test_committed_notebook_is_valid_and_has_no_outputs(name):
+    notebook = load(name)
+    nbformat.validate(notebook)
+    assert notebook.metadata["kernelspec"]["name"] == "python3"
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name} cell {index} has outputs"
+            assert cell.execution_count is None, f"{name} cell {index} has an execution count"
+        assert "papermill" not in cell.metadata, f"{name} cell {index} carries papermill metadata"
+    assert "papermill" not in notebook.metadata
+
+
+@pytest.mark.parametrize("name", report.NOTEBOOKS)
+def test_one_parameters_cell_of_commented_literals(name):
+    notebook = load(name)
+    cells = parameter_cells(notebook)
+    assert len(cells) == 1, f"{name}: expected one cell tagged 'parameters', found {len(cells)}"
+    first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    assert first_code is cells[0], f"{name}: the parameters cell must be the first code cell"
+    source = cells[0].source
+    values = {}
+    for statement in ast.parse(source).body:
+        assert isinstance(statement, ast.Assign) and len(statement.targets) == 1, ast.unparse(statement)
+        target = statement.targets[0]
+        assert isinstance(target, ast.Name), ast.unparse(statement)
+        values[target.id] = ast.literal_eval(statement.value)  # raises for anything but a plain literal
+    commented = {
+        token.start[0] for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    }
+    for number, line in enumerate(source.splitlines(), start=1):
+        if line.strip():
+            assert number in commented, f"{name}: parameter line {number} has no comment: {line!r}"
+    for parameter, default in REQUIRED_PARAMETERS.items():
+        assert parameter in values, f"{name}: missing parameter {parameter!r}"
+        assert values[parameter] == default, f"{name}: {parameter} defaults to {values[parameter]!r}"
+
+
+@pytest.mark.parametrize("name", report.NOTEBOOKS)
+def test_notebook_executes_in_smoke_mode(name, tmp_path):
+    """papermill runs the notebook on the embedded demo with smoke=True; its figures land in figures_dir."""
+    figures = tmp_path / "figures"
+    run = report.NotebookRun(name, report.NOTEBOOK_DIR / name, tmp_path / name)
+    parameters = {"dataset": None, "preset": "pr4810-final", "smoke": True, "figures_dir": str(figures)}
+    report.execute(run, parameters, figures)
+    assert run.status == report.SUCCESS, report.describe_failure(run)
+    executed = nbformat.read(run.output_path, as_version=4)
+    assert executed.metadata["papermill"]["parameters"]["smoke"] is True
+    errors = [output for cell in executed.cells if cell.cell_type == "code"
+              for output in cell.outputs if output.output_type == "error"]
+    assert errors == []
+    pngs = sorted(path.stem for path in figures.glob("*.png"))
+    svgs = sorted(path.stem for path in figures.glob("*.svg"))
+    assert pngs and pngs == svgs
+    assert sorted(path.stem for path in run.figures if path.suffix == ".png") == pngs
+    prefix = Path(name).stem.split("_")[0] + "_"
+    assert all(stem.startswith(prefix) for stem in pngs), "figure names start with the notebook number"

@@ -1,0 +1,188 @@
+"""Figures: headless, titled and labelled, consistently coloured, and saved byte for byte the same."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import matplotlib
+import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+
+from evictlab import plots, workbench
+from evictlab.dataset import MAX_EVIDENCE_CHARS
+from evictlab.qa import report as qa_report
+
+
+@pytest.fixture(scope="module")
+def pool_set():
+    return workbench.load_pool_set()
+
+
+@pytest.fixture(scope="module")
+def retention(pool_set):
+    return workbench.retention(pool_set)
+
+
+@pytest.fixture(scope="module")
+def qa_rows():
+    return qa_report.rows_frame(qa_report.load_reference_run().rows)
+
+
+@pytest.fixture(scope="module")
+def builders(pool_set, retention, qa_rows):
+    """Every figure function with real inputs: the demo pools and DeerFlow's published v3 run."""
+    cases, facts, bank = (workbench.cases_frame(pool_set), workbench.facts_frame(pool_set),
+                          workbench.bank_frame(pool_set))
+    stats = qa_report.stats_frame(qa_report.load_reference_run().stats)
+    return {
+        "pool_overview": lambda: plots.pool_overview(cases),
+        "pool_metadata": lambda: plots.pool_metadata(facts),
+        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=MAX_EVIDENCE_CHARS,
+                                                           bank_limits=(40, 700)),
+        "retention_by_scenario": lambda: plots.retention_by_scenario(retention),
+        "support_rank_distribution": lambda: plots.support_rank_distribution(retention),
+        "qa_accuracy": lambda: plots.qa_accuracy(qa_report.accuracy_frame(qa_rows)),
+        "qa_paired": lambda: plots.qa_paired(stats),
+        "qa_grade_rules": lambda: plots.qa_grade_rules(qa_rows),
+        "qa_tokens": lambda: plots.qa_tokens(qa_rows),
+    }
+
+
+FIGURES = [
+    "pool_overview", "pool_metadata", "evidence_lengths", "retention_by_scenario", "support_rank_distribution",
+    "qa_accuracy", "qa_paired", "qa_grade_rules", "qa_tokens",
+]
+
+
+def labelled(ax, axis: str) -> bool:
+    """The axes carries a label on ``axis``, or shares that axis with one that does."""
+    get = "get_xlabel" if axis == "x" else "get_ylabel"
+    shared = ax.get_shared_x_axes() if axis == "x" else ax.get_shared_y_axes()
+    return any(getattr(other, get)() for other in shared.get_siblings(ax))
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figures_have_titles_labelled_axes_and_a_legend(builders, name):
+    fig = builders[name]()
+    assert isinstance(fig, Figure)
+    assert plots.figure_title(fig), f"{name}: no figure title"
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert panels, f"{name}: no visible axes"
+    for ax in panels:
+        assert labelled(ax, "x"), f"{name}: panel {ax.get_title()!r} has no x label"
+        assert labelled(ax, "y"), f"{name}: panel {ax.get_title()!r} has no y label"
+    assert fig.legends or any(ax.get_legend() is not None for ax in fig.axes), f"{name}: no legend"
+
+
+def test_figure_functions_need_no_pyplot_and_leave_rcparams_alone():
+    # A fresh interpreter, so that no other test has imported pyplot already.
+    code = (
+        "import sys, matplotlib\n"
+        "before = {k: matplotlib.rcParams[k] for k in ('font.size', 'axes.spines.top', 'svg.hashsalt')}\n"
+        "from evictlab import plots\n"
+        "import pandas as pd\n"
+        "frame = pd.DataFrame({'case_id': ['a', 'a', 'b', 'b'], 'scenario': ['access_help'] * 4,"
+        " 'policy': ['confidence', 'hybrid-v1'] * 2, 'capacity': [7] * 4,"
+        " 'support_retained': [True, True, False, True], 'support_rank': [3, 1, 8, 2]})\n"
+        "plots.retention_by_scenario(frame); plots.support_rank_distribution(frame)\n"
+        "after = {k: matplotlib.rcParams[k] for k in before}\n"
+        "assert before == after, (before, after)\n"
+        "assert 'matplotlib.pyplot' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+
+
+def test_policies_keep_their_colour_across_figures(builders):
+    retention_fig = builders["retention_by_scenario"]()
+    accuracy_fig = builders["qa_accuracy"]()
+    hybrid = plots.policy_color("hybrid-v1")
+    assert hybrid == plots.OKABE_ITO["blue"]
+    assert plots.policy_color("confidence") == plots.OKABE_ITO["vermillion"]
+    bar_colours = {to_hex(patch.get_facecolor()).upper() for ax in retention_fig.axes for patch in ax.patches}
+    marker_colours = {to_hex(line.get_color()).upper() for ax in accuracy_fig.axes for line in ax.get_lines()}
+    assert hybrid.upper() in bar_colours and hybrid.upper() in marker_colours
+    assert plots.policy_color("confidence").upper() in bar_colours & marker_colours
+
+
+def test_unknown_policies_get_a_stable_palette_colour():
+    colour = plots.policy_color("some-new-policy")
+    assert colour in plots.OKABE_ITO.values()
+    assert colour == plots.policy_color("some-new-policy")
+
+
+def test_scenario_and_policy_order():
+    assert plots.scenario_order(["zeta", "correction_reserve", "access_help", "confirmation_help"]) == [
+        "confirmation_help", "access_help", "correction_reserve", "zeta"]
+    assert plots.policy_order(["lru", "hybrid-v1", "fifo", "confidence"]) == ["confidence", "hybrid-v1", "fifo", "lru"]
+
+
+def test_retention_bars_carry_counts(builders):
+    fig = builders["retention_by_scenario"]()
+    texts = {text.get_text() for ax in fig.axes for text in ax.texts}
+    assert {"20/45", "35/45", "27/45", "45/45"} <= texts
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles[-1] == f"{plots.ALL_CASES} (45 cases)"
+
+
+def test_missing_columns_are_named():
+    with pytest.raises(ValueError, match="support_retained"):
+        plots.retention_by_scenario(pd.DataFrame({"scenario": ["x"], "policy": ["p"], "capacity": [7]}))
+    with pytest.raises(ValueError, match="at least one row"):
+        plots.qa_tokens(pd.DataFrame(columns=["scenario", "policy", "prompt_tokens", "completion_tokens"]))
+
+
+def test_support_rank_distribution_refuses_an_absent_capacity(retention):
+    with pytest.raises(ValueError, match="capacity 6"):
+        plots.support_rank_distribution(retention, capacity=6)
+
+
+def test_save_is_byte_deterministic(builders, tmp_path):
+    first = plots.save(builders["retention_by_scenario"](), tmp_path / "a" / "figure")
+    second = plots.save(builders["retention_by_scenario"](), tmp_path / "b" / "figure")
+    assert [p.name for p in first] == ["figure.png", "figure.svg"]
+    for one, other in zip(first, second):
+        assert one.read_bytes() == other.read_bytes(), one.name
+    # Saving one figure object twice gives the same bytes as well.
+    fig = builders["qa_paired"]()
+    once = [path.read_bytes() for path in plots.save(fig, tmp_path / "c")]
+    twice = [path.read_bytes() for path in plots.save(fig, tmp_path / "d")]
+    assert once == twice
+
+
+def test_saved_files_carry_the_title_and_no_dates_or_versions(builders, tmp_path):
+    png, svg = plots.save(builders["qa_tokens"](), tmp_path / "tokens")
+    svg_text = svg.read_text(encoding="utf-8")
+    assert "<dc:date>" not in svg_text and "<dc:creator>" not in svg_text
+    assert "<dc:title>Token use of the answer requests</dc:title>" in svg_text
+    from PIL import Image
+
+    with Image.open(png) as image:
+        assert image.format == "PNG"
+        assert image.text == {"Title": "Token use of the answer requests"}
+
+
+def test_save_wants_a_path_without_suffix(builders, tmp_path):
+    with pytest.raises(ValueError, match="without a suffix"):
+        plots.save(builders["qa_tokens"](), tmp_path / "tokens.png")
+
+
+def test_save_into_writes_only_when_given_a_folder(builders, tmp_path):
+    fig = builders["qa_grade_rules"]()
+    assert plots.save_into(fig, None, "rules") is fig
+    assert not any(tmp_path.iterdir())
+    assert plots.save_into(fig, tmp_path / "figures", "rules") is fig
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["rules.png", "rules.svg"]
+
+
+def test_saving_restores_the_svg_salt(builders, tmp_path):
+    before = matplotlib.rcParams["svg.hashsalt"]
+    plots.save(builders["qa_grade_rules"](), tmp_path / "rules")
+    assert matplotlib.rcParams["svg.hashsalt"] == before
+
+
+def test_the_source_goes_under_the_title(qa_rows):
+    fig = plots.qa_grade_rules(qa_rows, source="DeerFlow's published run v3 (PR #4810)")
+    assert plots.figure_title(fig) == "Grader rule that decided each answer\nDeerFlow's published run v3 (PR #4810)"

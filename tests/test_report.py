@@ -1,0 +1,247 @@
+"""``evictlab report``: the notebook suite end to end, failures that keep their evidence, reruns."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from evictlab import cli, report
+from evictlab.commands import report as report_command
+from evictlab.errors import ContractError, OutputExistsError
+
+DEMO_DATASET = Path(report.PROJECT_ROOT) / "data" / "demo" / "longmemeval-demo.json"
+
+
+def links(path: Path) -> list[str]:
+    """Every link target of a report.md or report.html."""
+    text = path.read_text(encoding="utf-8")
+    pattern = r"\]\(([^)]+)\)" if path.suffix == ".md" else r'(?:src|href)="([^"]+)"'
+    return re.findall(pattern, text)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def smoke_report(tmp_path_factory):
+    output = tmp_path_factory.mktemp("report") / "smoke"
+    code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
+    return code, output
+
+
+def test_report_succeeds_and_executes_every_notebook(smoke_report):
+    code, output = smoke_report
+    assert code == 0
+    for name in report.NOTEBOOKS:
+        executed = nbformat.read(output / "notebooks" / name, as_version=4)
+        assert executed.metadata["papermill"]["parameters"]["figures_dir"] == str(output / "figures")
+        assert all(cell.execution_count is not None for cell in executed.cells if cell.cell_type == "code")
+
+
+def test_report_writes_png_and_svg_for_every_figure(smoke_report):
+    _, output = smoke_report
+    pngs = {path.stem for path in (output / "figures").glob("*.png")}
+    svgs = {path.stem for path in (output / "figures").glob("*.svg")}
+    assert pngs and pngs == svgs
+    manifest = json.loads((output / "report.json").read_text())
+    assert sorted(manifest["figures"]) == sorted(f"figures/{stem}{suffix}" for stem in pngs for suffix in (".png", ".svg"))
+
+
+@pytest.mark.parametrize("document", ["report.md", "report.html"])
+def test_every_link_of_the_report_resolves(smoke_report, document):
+    _, output = smoke_report
+    targets = links(output / document)
+    figures = {f"figures/{path.name}" for path in (output / "figures").iterdir()}
+    assert figures <= set(targets), "every figure file is linked"
+    assert {f"notebooks/{name}" for name in report.NOTEBOOKS} <= set(targets)
+    for target in targets:
+        assert "://" not in target and not target.startswith("/"), f"{target} is not a relative link"
+        assert (output / target).is_file(), f"{document} links to missing {target}"
+
+
+def test_report_shows_the_key_tables(smoke_report):
+    _, output = smoke_report
+    markdown = (output / "report.md").read_text(encoding="utf-8")
+    # Spec 2.10: the run-policy totals, confidence vs hybrid-v1 at capacities 5, 7 and 9.
+    assert "| total | 20/45 | 35/45 | 27/45 | 45/45 | 35/45 | 45/45 |" in markdown
+    # Spec 6.3: the published v3 statistics, recomputed from its rows.
+    assert "| official | 40 | 23/40 | 35/40 | 1 | 13 | 0.001831 | +0.300 [+0.150, +0.450] |" in markdown
+    assert "qa.summary.json: identical, qa.stats.json: identical" in markdown
+    html = (output / "report.html").read_text(encoding="utf-8")
+    assert html.count("<table") == 3 and "<td>20/45</td>" in html
+
+
+def test_report_manifest_records_provenance_and_status(smoke_report):
+    _, output = smoke_report
+    manifest = json.loads((output / "report.json").read_text())
+    assert manifest["kind"] == report.REPORT_KIND and manifest["status"] == "success" and manifest["error"] is None
+    assert {"evictlab_version", "git", "python", "packages"} <= set(manifest["provenance"])
+    assert manifest["dataset"]["embedded_demo"] is True
+    assert manifest["dataset"]["sha256"] == hashlib.sha256(DEMO_DATASET.read_bytes()).hexdigest()
+    assert set(manifest["protocol"]["artifacts"]) == {
+        "config_sha256", "official_manifest_sha256", "synthetic_manifest_sha256", "answer_prompt_sha256"}
+    assert manifest["parameters"]["smoke"] is True and manifest["parameters"]["preset"] == "pr4810-final"
+    assert [entry["name"] for entry in manifest["notebooks"]] == report.NOTEBOOKS
+    for entry in manifest["notebooks"]:
+        assert entry["status"] == "success" and entry["error"] is None
+        assert entry["duration_seconds"] > 0
+        assert (output / entry["output"]).is_file()
+    assert manifest["started_at"] <= manifest["finished_at"]
+    assert manifest["files"] == ["report.md", "report.html"]
+
+
+# --------------------------------------------------------------------------- failures and reruns
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    notebook = new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                     "language": "python"}})
+    cells = [new_code_cell(source) for source in sources]
+    cells[0].metadata["tags"] = ["parameters"]
+    for index, cell in enumerate(cells):
+        cell["id"] = f"cell-{index}"
+    notebook.cells = cells
+    nbformat.write(notebook, path)
+
+
+@pytest.fixture
+def tiny_suite(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    parameters = "dataset = None  # d\npreset = 'pr4810-final'  # p\nsmoke = False  # s\nfigures_dir = None  # f"
+    write_notebook(folder / "01_ok.ipynb", parameters, "answer = 42")
+    write_notebook(folder / "02_fail.ipynb", parameters, "before = 1",
+                   "raise RuntimeError('deliberate failure')", "after = 2")
+    return folder, ["01_ok.ipynb", "02_fail.ipynb"]
+
+
+def test_a_failing_notebook_is_kept_named_and_fails_the_command(tiny_suite, tmp_path, monkeypatch, capsys):
+    folder, names = tiny_suite
+    monkeypatch.setattr(report_command, "run_report",
+                        functools.partial(report.run_report, notebook_dir=folder, available=names))
+    output = tmp_path / "out"
+    code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "02_fail.ipynb failed at In [4]" in captured.err and "RuntimeError: deliberate failure" in captured.err
+
+    manifest = json.loads((output / "report.json").read_text())
+    assert manifest["status"] == "error"
+    assert "02_fail.ipynb failed" in manifest["error"]
+    ok, failed = manifest["notebooks"]
+    assert ok["status"] == "success"  # the other notebooks still run
+    assert failed["status"] == "error"
+    # papermill adds its injected-parameters cell after ours: the raise is the fourth cell, In [4].
+    assert failed["error"]["cell_index"] == 3 and failed["error"]["execution_count"] == 4
+    assert (failed["error"]["ename"], failed["error"]["evalue"]) == ("RuntimeError", "deliberate failure")
+    assert "raise RuntimeError" in failed["error"]["source"]
+
+    partial = nbformat.read(output / "notebooks" / "02_fail.ipynb", as_version=4)
+    outputs = [[o.output_type for o in cell.outputs] for cell in partial.cells if cell.cell_type == "code"]
+    assert "error" in outputs[3]
+    assert partial.cells[-1].execution_count is None  # the cell after the failure never ran
+    markdown = (output / "report.md").read_text(encoding="utf-8")
+    assert "Status: error." in markdown
+    assert "02_fail.ipynb failed at In [4] (cell index 3): RuntimeError: deliberate failure" in markdown
+
+    # The report is a regenerated artifact: a rerun into the same folder replaces it.
+    result = report.run_report(output, notebook_dir=folder, available=names, notebooks=["01"], progress=False)
+    assert result.ok
+    assert not (output / "notebooks" / "02_fail.ipynb").exists()
+    assert json.loads((output / "report.json").read_text())["status"] == "success"
+
+
+def test_a_foreign_folder_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "results.csv").write_text("precious\n")
+    with pytest.raises(OutputExistsError, match="holds no report.json"):
+        report.run_report(tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+
+
+def test_prepare_output_clears_only_a_previous_report(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "old.png").write_bytes(b"stale")
+    (tmp_path / "keep.txt").write_text("not generated by the report\n")
+    (tmp_path / "report.json").write_text(json.dumps({"kind": "something-else"}))
+    with pytest.raises(OutputExistsError, match="not an evictlab report manifest"):
+        report.prepare_output(tmp_path)
+    (tmp_path / "report.json").write_text(json.dumps({"kind": report.REPORT_KIND}))
+    report.prepare_output(tmp_path)
+    assert not (tmp_path / "figures").exists()
+    assert (tmp_path / "keep.txt").exists()
+
+
+# --------------------------------------------------------------------------- options and rendering
+
+
+def test_default_names_separate_demo_smoke_and_presets():
+    assert report.default_name("pr4810-final", None, False) == "report-pr4810-final-demo"
+    assert report.default_name("pr4810-run1", "/data/longmemeval_oracle.json", True) == "report-pr4810-run1-smoke"
+
+
+def test_notebooks_are_selected_by_number_stem_or_file_name():
+    available = ["01_pools.ipynb", "02_retention.ipynb", "06_qa_report.ipynb"]
+    assert report.select_notebooks(None, available) == available
+    assert report.select_notebooks(["06", "01_pools"], available) == ["01_pools.ipynb", "06_qa_report.ipynb"]
+    assert report.select_notebooks(["02_retention.ipynb"], available) == ["02_retention.ipynb"]
+    with pytest.raises(ContractError, match="no notebook '09'"):
+        report.select_notebooks(["09"], available)
+
+
+@pytest.mark.parametrize("text, value", [("None", None), ("true", True), ("False", False), ("7", 7),
+                                         ("0.25", 0.25), ("results/run", "results/run")])
+def test_parameter_values(text, value):
+    assert report.parse_parameter_value(text) == value
+
+
+def test_invalid_inputs_fail_before_anything_is_written(tmp_path):
+    with pytest.raises(ContractError, match="figures_dir.*set by the report"):
+        report.run_report(tmp_path / "a", parameters={"figures_dir": "x"}, progress=False)
+    with pytest.raises(ContractError, match="unknown preset"):
+        report.run_report(tmp_path / "b", preset="pr9999", progress=False)
+    with pytest.raises(ContractError, match="not found.*missing.ipynb"):
+        report.run_report(tmp_path / "c", notebook_dir=tmp_path, available=["missing.ipynb"], progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unusable_dataset_is_recorded_as_an_error(tmp_path, tiny_suite):
+    folder, names = tiny_suite
+    with pytest.raises(Exception, match="dataset file not found"):
+        report.run_report(tmp_path / "out", dataset=tmp_path / "absent.json", notebook_dir=folder,
+                          available=names, progress=False)
+    manifest = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert manifest["status"] == "error" and "dataset file not found" in manifest["error"]
+
+
+def test_an_unknown_kernel_is_named():
+    with pytest.raises(ContractError, match="no Jupyter kernel 'no-such-kernel'"):
+        report.check_kernel("no-such-kernel")
+    report.check_kernel(report.KERNEL_NAME)  # the venv's python3 kernel runs this interpreter
+
+
+def test_markdown_and_html_escape_cell_text():
+    frame = pd.DataFrame({"value": ["a|b", "<script>"]}, index=pd.Index(["x", "y"], name="key"))
+    assert report.markdown_table(frame) == ["| key | value |", "|---|---|", "| x | a\\|b |", "| y | <script> |"]
+    page = report.render_html([report.TableBlock(frame), report.Paragraph(("1 < 2 ", report.Link("a&b", "x.md")))],
+                              title="t")
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert '<a href="x.md">a&amp;b</a>' in page
+
+
+def test_key_tables_follow_the_qa_parameters_of_notebook_06():
+    inputs = report.describe_inputs(None, "pr4810-final")
+    v1 = Path(report.PROJECT_ROOT) / "data" / "reference" / "deerflow-pr4810" / "v1"
+    retention, stats, accuracy = report.key_tables(
+        inputs, {"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
+    assert retention.frame.loc["total", "confidence @ 7"] == "27/45"
+    assert "graded run" in stats.note and str(v1) in stats.note
+    assert tuple(stats.frame.loc["official", ["only confidence", "only hybrid-v1"]]) == (2, 14)
+    assert accuracy.title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"
