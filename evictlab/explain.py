@@ -38,9 +38,9 @@ from typing import Any
 
 import pandas as pd
 
-from .policies import Decision, Policy, PolicyParams, SelectionContext, check_snapshot
+from .policies import Decision, Policy, PolicyParams, SelectionContext, check_snapshot, selection_context
 from .policies.modifiers import resolve_policy
-from .policies.signals import UTC, fact_key, is_category, read_confidence, resolve_now
+from .policies.signals import UTC, fact_key, is_category, read_confidence
 
 CONFIDENCE = "confidence"
 CONFIRMATION = "confirmation"
@@ -209,12 +209,8 @@ def explain(
     """
     selector = resolve_policy(policy) if isinstance(policy, str) else policy
     check_snapshot(facts, capacity)
-    context = SelectionContext(
-        now=resolve_now(now),
-        usage=usage or {},
-        params=params or PolicyParams(),
-        support_fact_ids=frozenset(support_fact_ids),
-        seed=seed,
+    context = selection_context(
+        now=now, usage=usage, params=params, support_fact_ids=support_fact_ids, seed=seed
     )
     decision = selector.select(facts, capacity, context)
     signals = COUNTERFACTUAL_SIGNALS.get(selector.name, ())

@@ -48,6 +48,24 @@ def check_snapshot(facts: Sequence[Mapping[str, Any]], capacity: int) -> None:
         seen.add(key)
 
 
+def selection_context(
+    *,
+    now: _dt.datetime | None = None,
+    usage: Mapping[str, Any] | None = None,
+    params: PolicyParams | None = None,
+    support_fact_ids: Iterable[str] = (),
+    seed: int = 0,
+) -> SelectionContext:
+    """A :class:`SelectionContext` with evictlab's defaults (now in UTC, no usage, DeerMem's parameters)."""
+    return SelectionContext(
+        now=resolve_now(now),
+        usage=usage or {},
+        params=params or PolicyParams(),
+        support_fact_ids=frozenset(support_fact_ids),
+        seed=seed,
+    )
+
+
 def select(
     policy: str,
     facts: Sequence[Mapping[str, Any]],
@@ -66,12 +84,8 @@ def select(
     """
     selector = get_policy(policy)
     check_snapshot(facts, capacity)
-    context = SelectionContext(
-        now=resolve_now(now),
-        usage=usage or {},
-        params=params or PolicyParams(),
-        support_fact_ids=frozenset(support_fact_ids),
-        seed=seed,
+    context = selection_context(
+        now=now, usage=usage, params=params, support_fact_ids=support_fact_ids, seed=seed
     )
     return selector.select(facts, capacity, context)
 
@@ -91,4 +105,5 @@ __all__ = [
     "register",
     "select",
     "select_by_rank",
+    "selection_context",
 ]

@@ -163,10 +163,9 @@ def response_path(output_dir: str | Path, row_id: str) -> Path:
     return Path(output_dir) / RESPONSES_DIR / f"{row_id}.json"
 
 
-def response_row(task: QATask, completion: Completion) -> dict[str, Any]:
-    """A ``responses/{row_id}.json`` document: exactly the fields of spec 3.6."""
+def identity_fields(task: QATask) -> dict[str, Any]:
+    """The fields that tie a stored row to its task, with the values the task gives them."""
     return {
-        "schema_version": RESPONSE_SCHEMA_VERSION,
         "row_id": task.row_id,
         "case_id": task.case.case_id,
         "source": task.case.source,
@@ -174,9 +173,17 @@ def response_row(task: QATask, completion: Completion) -> dict[str, Any]:
         "policy": task.policy,
         "capacity": task.capacity,
         "kept_fact_ids": list(task.kept_fact_ids),
+        "request_fingerprint": task.request_fingerprint,
+    }
+
+
+def response_row(task: QATask, completion: Completion) -> dict[str, Any]:
+    """A ``responses/{row_id}.json`` document: exactly the fields of spec 3.6."""
+    return {
+        "schema_version": RESPONSE_SCHEMA_VERSION,
+        **identity_fields(task),
         "prediction": completion.prediction,
         "attempts": completion.attempts,
-        "request_fingerprint": task.request_fingerprint,
         "response_model": completion.response_model,
         "usage": completion.usage,
         "created_at": utc_now_iso(),
@@ -200,17 +207,7 @@ def load_completed(path: Path) -> dict[str, Any] | None:
 
 def expected_value(task: QATask, name: str) -> Any:
     """The value field ``name`` of a stored row must have for ``task`` (JSON types)."""
-    values = {
-        "row_id": task.row_id,
-        "case_id": task.case.case_id,
-        "source": task.case.source,
-        "scenario": task.case.scenario,
-        "policy": task.policy,
-        "capacity": task.capacity,
-        "kept_fact_ids": list(task.kept_fact_ids),
-        "request_fingerprint": task.request_fingerprint,
-    }
-    return values[name]
+    return identity_fields(task)[name]
 
 
 def mismatched_fields(row: Mapping[str, Any], task: QATask, names: Iterable[str]) -> list[str]:
