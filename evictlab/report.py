@@ -54,7 +54,12 @@ RESULTS_DIR = PROJECT_ROOT / "results"
 NOTEBOOKS: list[str] = [
     "01_pools.ipynb",
     "02_retention.ipynb",
+    "03_weight_sweep.ipynb",
+    "04_half_life_sweep.ipynb",
+    "05_protocol_variants.ipynb",
     "06_qa_report.ipynb",
+    "07_explorer.ipynb",
+    "08_policy_zoo.ipynb",
 ]
 
 KERNEL_NAME = "python3"

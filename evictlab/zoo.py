@@ -1,0 +1,242 @@
+"""The policy-zoo table: every registered policy x scenario x capacity on the 45 pools.
+
+Each (policy, case, capacity) is one decision of :func:`evictlab.policies.select` on the
+case's pool, with the protocol's clock and hybrid-v1 parameters (as ``evictlab run-policy``
+runs them), and the support fact ids in the context (only the ``oracle`` bound reads them).
+A row records whether the case's support facts all survived. Three kinds of policy are
+treated specially, following policies.md section 1:
+
+* **seeded policies** (:data:`SEEDED_POLICIES`: ``random``, ``memorybank-seeded``) decide
+  with a seeded draw, so a single seed is one sample, not the policy. Their row holds the
+  mean over :data:`~evictlab.policies.random_policy.RETENTION_SEEDS` (seeds 0 to 99) of
+  "support retained", a fraction in [0, 1]; ``random`` is the floor any policy should beat.
+* **bounds**: ``oracle`` keeps what the question needs first (the ceiling at each capacity),
+  and ``keep-all`` means infinite capacity, so it is evaluated with no limit
+  (``evaluated_capacity`` = the pool size); below the pool size it would keep the first k
+  facts in id order, which bounds nothing. Its rows keep the table's ``capacity`` so that
+  they line up with the others.
+* every other policy is deterministic: ``support_retained`` is 0.0 or 1.0.
+
+:func:`zoo_rows` gives the tidy per-case rows, :func:`zoo_summary` the totals per policy,
+scenario and capacity (plus all cases), and :func:`zoo_pivot` the policy x (capacity,
+scenario) table of "retained/cases" cells for the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from .errors import ContractError
+from .policies import DEERMEM_POLICIES, PolicyParams, known_policies, select
+from .policies.random_policy import RETENTION_SEEDS
+from .pools import Case, PoolSet
+from .protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+
+ZOO_CAPACITIES = (5, 7, 9)
+#: Policies whose decision depends on ``SelectionContext.seed``; reported as a mean over seeds.
+#: A test checks that every other registered policy decides the same under any seed.
+SEEDED_POLICIES = ("random", "memorybank-seeded")
+#: Reference points that are not deployable policies.
+BOUND_POLICIES = ("oracle", "keep-all")
+#: The bound evaluated with no capacity limit.
+UNLIMITED_POLICIES = ("keep-all",)
+#: The floor: a uniformly random subset.
+BASELINE_POLICIES = ("random",)
+ROLES = ("deermem", "zoo", "baseline", "bound")
+ALL_CASES = "all cases"
+
+ROW_COLUMNS = (
+    "policy", "role", "case_id", "source", "scenario", "capacity", "evaluated_capacity", "seeds",
+    "support_retained",
+)  # fmt: skip
+SUMMARY_COLUMNS = ("policy", "role", "scenario", "capacity", "retained", "cases", "retained_rate", "seeds")
+
+
+def policy_role(policy: str) -> str:
+    """``deermem`` (confidence, hybrid-v1), ``baseline`` (random), ``bound`` (oracle, keep-all) or ``zoo``."""
+    if policy in DEERMEM_POLICIES:
+        return "deermem"
+    if policy in BASELINE_POLICIES:
+        return "baseline"
+    if policy in BOUND_POLICIES:
+        return "bound"
+    return "zoo"
+
+
+def zoo_order(policies: Iterable[str]) -> list[str]:
+    """Table order: DeerMem's two policies, the zoo by name, the random floor, then the bounds."""
+    distinct = list(dict.fromkeys(policies))
+    head = [p for p in DEERMEM_POLICIES if p in distinct]
+    tail = [p for p in (*BASELINE_POLICIES, *BOUND_POLICIES) if p in distinct]
+    return head + sorted(p for p in distinct if p not in head and p not in tail) + tail
+
+
+def zoo_rows(
+    pool_set: PoolSet,
+    policies: Sequence[str] | None = None,
+    capacities: Sequence[int] = ZOO_CAPACITIES,
+    *,
+    seeds: Iterable[int] = RETENTION_SEEDS,
+    params: PolicyParams | None = None,
+) -> pd.DataFrame:
+    """One row per policy x case x capacity (columns :data:`ROW_COLUMNS`, policies in :func:`zoo_order`).
+
+    ``policies`` defaults to every registered policy; ``params`` to the protocol's hybrid-v1
+    parameters; ``seeds`` are the seeds a seeded policy is averaged over.
+    """
+    names = zoo_order(known_policies() if policies is None else policies)
+    if not names:
+        raise ContractError("no policies to evaluate")
+    known = set(known_policies())
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ContractError(f"unknown policy {unknown[0]!r}; known policies: {', '.join(sorted(known))}")
+    capacities = _check_capacities(capacities)
+    seed_list = list(seeds)
+    if not seed_list:
+        raise ContractError("no seeds to average the seeded policies over")
+    params = params or pool_set.protocol.config.hybrid
+    now = pool_set.protocol.evaluation_time
+    records = []
+    for policy in names:
+        policy_seeds = seed_list if policy in SEEDED_POLICIES else [0]
+        for case in pool_set.cases:
+            for capacity in capacities:
+                evaluated = len(case.facts) if policy in UNLIMITED_POLICIES else capacity
+                kept = [
+                    _support_retained(case, policy, evaluated, params, now, seed) for seed in policy_seeds
+                ]
+                records.append(
+                    {
+                        "policy": policy,
+                        "role": policy_role(policy),
+                        "case_id": case.case_id,
+                        "source": case.source,
+                        "scenario": case.scenario,
+                        "capacity": capacity,
+                        "evaluated_capacity": evaluated,
+                        "seeds": len(policy_seeds),
+                        "support_retained": sum(kept) / len(kept),
+                    }
+                )
+    return pd.DataFrame.from_records(records, columns=list(ROW_COLUMNS))
+
+
+def _support_retained(case: Case, policy: str, capacity: int, params: PolicyParams, now: Any, seed: int) -> float:
+    decision = select(
+        policy, case.facts, capacity, usage=case.usage, now=now, params=params,
+        support_fact_ids=case.support_fact_ids, seed=seed,
+    )
+    kept = set(decision.kept_ids)
+    return 1.0 if all(fact_id in kept for fact_id in case.support_fact_ids) else 0.0
+
+
+def _check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(capacities)
+    if not values:
+        raise ContractError("no capacities to evaluate")
+    for capacity in values:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ContractError(f"capacities must be integers >= 1, got {capacity!r}")
+    if len(set(values)) != len(values):
+        raise ContractError(f"capacities listed more than once: {list(values)}")
+    return values
+
+
+def first_evicted_case(
+    pool_set: PoolSet, policy: str, capacity: int, *, params: PolicyParams | None = None, seed: int = 0
+) -> Case | None:
+    """The first case, in build order, whose support ``policy`` evicts at ``capacity``; None if none is.
+
+    Decided as :func:`zoo_rows` decides (protocol clock, ``params`` defaulting to the
+    protocol's), at one ``seed``.
+    """
+    params = params or pool_set.protocol.config.hybrid
+    now = pool_set.protocol.evaluation_time
+    for case in pool_set.cases:
+        if not _support_retained(case, policy, capacity, params, now, seed):
+            return case
+    return None
+
+
+def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Support retained per policy x scenario x capacity, and over all cases (columns :data:`SUMMARY_COLUMNS`).
+
+    ``retained`` sums ``support_retained`` (a float: seeded policies give expected counts),
+    ``seeds`` is the number of seeds behind each decision (1 for a deterministic policy);
+    rows come policy by policy in the rows' order, scenarios in protocol order then
+    :data:`ALL_CASES`, capacities ascending.
+    """
+    missing = [column for column in ("policy", "role", "scenario", "capacity", "seeds", "support_retained")
+               if column not in rows.columns]
+    if missing:
+        raise ContractError(f"zoo_summary needs columns {', '.join(missing)}")
+    present = set(rows["scenario"])
+    scenarios = [s for s in (*SCENARIO_ORDER, SYNTHETIC_SCENARIO) if s in present]
+    scenarios += sorted(present - set(scenarios))
+    records = []
+    for policy, members in rows.groupby("policy", sort=False):
+        role = members["role"].iloc[0]
+        for scenario in [*scenarios, ALL_CASES]:
+            chosen = members if scenario == ALL_CASES else members[members["scenario"] == scenario]
+            for capacity, group in chosen.groupby("capacity", sort=True):
+                retained = float(group["support_retained"].sum())
+                records.append(
+                    {
+                        "policy": policy,
+                        "role": role,
+                        "scenario": scenario,
+                        "capacity": int(capacity),
+                        "retained": retained,
+                        "cases": len(group),
+                        "retained_rate": retained / len(group),
+                        "seeds": int(group["seeds"].max()),
+                    }
+                )
+    return pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS))
+
+
+def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True) -> pd.DataFrame:
+    """Policies (rows, in the summary's order) x (capacity, scenario) of ``"retained/cases"`` cells.
+
+    With ``scenarios=False`` only the all-cases totals, one column per capacity. Whole counts
+    are printed as integers, the expected counts of seeded policies with one decimal.
+    """
+    shown = summary if scenarios else summary[summary["scenario"] == ALL_CASES]
+    cells = shown.assign(
+        cell=[
+            (f"{retained:.1f}" if seeds > 1 else _count(retained)) + f"/{cases}"
+            for retained, cases, seeds in zip(shown["retained"], shown["cases"], shown["seeds"])
+        ]
+    )
+    policies = list(dict.fromkeys(shown["policy"]))
+    columns = list(dict.fromkeys(zip(cells["capacity"], cells["scenario"])))
+    columns.sort(key=lambda key: key[0])  # stable: scenario order kept inside each capacity
+    table = cells.pivot(index="policy", columns=["capacity", "scenario"], values="cell")
+    table = table.reindex(index=policies, columns=pd.MultiIndex.from_tuples(columns, names=["capacity", "scenario"]))
+    if not scenarios:
+        table.columns = table.columns.get_level_values("capacity")
+    table.index.name = "policy"
+    return table
+
+
+def _count(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+
+
+__all__ = [
+    "ALL_CASES",
+    "BOUND_POLICIES",
+    "ROLES",
+    "SEEDED_POLICIES",
+    "ZOO_CAPACITIES",
+    "first_evicted_case",
+    "policy_role",
+    "zoo_order",
+    "zoo_pivot",
+    "zoo_rows",
+    "zoo_summary",
+]

@@ -1,0 +1,180 @@
+"""The policy-zoo table (evictlab.zoo) on the demo's 45 pools, and the figures drawn from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from evictlab import plots, plots_explore, workbench, zoo
+from evictlab.errors import ContractError
+from evictlab.evaluate import evaluate
+from evictlab.policies import known_policies, select
+from evictlab.policies.random_policy import random_retention_mean
+
+SEEDS = range(5)  # enough to exercise the averaging; the notebooks use 100
+CAPACITIES = (5, 7, 9)
+PUBLISHED = {(5, "confidence"): 20, (7, "confidence"): 27, (9, "confidence"): 35,
+             (5, "hybrid-v1"): 35, (7, "hybrid-v1"): 45, (9, "hybrid-v1"): 45}  # spec 2.10
+
+
+@pytest.fixture(scope="module")
+def pool_set():
+    return workbench.load_pool_set()
+
+
+@pytest.fixture(scope="module")
+def rows(pool_set):
+    return zoo.zoo_rows(pool_set, capacities=CAPACITIES, seeds=SEEDS)
+
+
+@pytest.fixture(scope="module")
+def summary(rows):
+    return zoo.zoo_summary(rows)
+
+
+def retained(rows, policy, capacity):
+    chosen = rows[(rows["policy"] == policy) & (rows["capacity"] == capacity)]
+    return chosen.set_index("case_id")["support_retained"]
+
+
+def test_every_registered_policy_case_and_capacity_once_in_table_order(rows, pool_set):
+    assert list(rows.columns) == list(zoo.ROW_COLUMNS)
+    policies = list(dict.fromkeys(rows["policy"]))
+    assert sorted(policies) == known_policies()
+    assert policies[:2] == ["confidence", "hybrid-v1"]
+    assert policies[-3:] == ["random", "oracle", "keep-all"]
+    assert len(rows) == len(policies) * len(pool_set.cases) * len(CAPACITIES)
+    assert not rows.duplicated(["policy", "case_id", "capacity"]).any()
+    roles = rows.drop_duplicates("policy").set_index("policy")["role"]
+    assert roles["hybrid-v1"] == "deermem" and roles["random"] == "baseline"
+    assert roles["oracle"] == roles["keep-all"] == "bound" and roles["lru"] == "zoo"
+
+
+def test_deermem_totals_are_the_published_ones(summary):
+    totals = summary[summary["scenario"] == zoo.ALL_CASES].set_index(["capacity", "policy"])["retained"]
+    for key, expected in PUBLISHED.items():
+        assert totals[key] == expected, key
+
+
+def test_deterministic_policies_match_the_run_policy_evaluation(rows, pool_set):
+    deterministic = [p for p in known_policies() if p not in zoo.SEEDED_POLICIES and p not in zoo.UNLIMITED_POLICIES]
+    for row in evaluate(pool_set, deterministic, CAPACITIES):
+        expected = 1.0 if row["support_all_retained"] else 0.0
+        assert retained(rows, row["policy"], row["capacity"])[row["case_id"]] == expected
+    assert set(rows.loc[rows["policy"].isin(deterministic), "seeds"]) == {1}
+
+
+def test_random_is_the_mean_over_the_seeds(rows, pool_set):
+    for capacity in CAPACITIES:
+        shares = retained(rows, "random", capacity)
+        for case in pool_set.cases:
+            expected = random_retention_mean(case.facts, capacity, case.support_fact_ids, seeds=SEEDS)
+            assert shares[case.case_id] == pytest.approx(expected, abs=1e-15)
+    assert set(rows.loc[rows["policy"] == "random", "seeds"]) == {len(SEEDS)}
+    # Not a copy of one seed: some case keeps its support under some seeds only.
+    assert ((rows["policy"] == "random") & rows["support_retained"].between(0.01, 0.99)).any()
+
+
+def test_the_seeded_list_is_exactly_the_policies_that_read_the_seed(pool_set):
+    varies = {}
+    for policy in known_policies():
+        varies[policy] = any(
+            select(policy, case.facts, capacity, usage=case.usage, now=pool_set.protocol.evaluation_time,
+                   support_fact_ids=case.support_fact_ids, seed=0).kept_ids
+            != select(policy, case.facts, capacity, usage=case.usage, now=pool_set.protocol.evaluation_time,
+                      support_fact_ids=case.support_fact_ids, seed=seed).kept_ids
+            for case in pool_set.cases
+            for capacity in CAPACITIES
+            for seed in (1, 2, 3)
+        )
+    assert sorted(policy for policy, changes in varies.items() if changes) == sorted(zoo.SEEDED_POLICIES)
+
+
+def test_bounds_keep_every_support_and_keep_all_has_no_limit(rows, pool_set):
+    bounds = rows[rows["policy"].isin(zoo.BOUND_POLICIES)]
+    assert (bounds["support_retained"] == 1.0).all()
+    keep_all = rows[rows["policy"] == "keep-all"]
+    assert set(keep_all["evaluated_capacity"]) == {len(pool_set.cases[0].facts)}
+    others = rows[rows["policy"] != "keep-all"]
+    assert (others["evaluated_capacity"] == others["capacity"]).all()
+
+
+def test_summary_sums_the_rows_per_scenario_and_over_all_cases(rows, summary):
+    assert list(summary.columns) == list(zoo.SUMMARY_COLUMNS)
+    for (policy, capacity), group in rows.groupby(["policy", "capacity"]):
+        part = summary[(summary["policy"] == policy) & (summary["capacity"] == capacity)].set_index("scenario")
+        assert part.loc[zoo.ALL_CASES, "retained"] == pytest.approx(group["support_retained"].sum())
+        assert part.loc[zoo.ALL_CASES, "cases"] == len(group) == 45
+        scenarios = part.drop(index=zoo.ALL_CASES)
+        assert list(scenarios.index) == list(dict.fromkeys(group["scenario"]))
+        assert scenarios["retained"].sum() == pytest.approx(part.loc[zoo.ALL_CASES, "retained"])
+        assert (part["retained_rate"] == part["retained"] / part["cases"]).all()
+
+
+def test_pivot_cells(summary):
+    totals = zoo.zoo_pivot(summary, scenarios=False)
+    assert list(totals.columns) == list(CAPACITIES)
+    assert totals.loc["confidence", 7] == "27/45" and totals.loc["hybrid-v1", 5] == "35/45"
+    expected_random = summary[(summary["policy"] == "random") & (summary["scenario"] == zoo.ALL_CASES)
+                              & (summary["capacity"] == 7)]["retained"].iloc[0]
+    assert totals.loc["random", 7] == f"{expected_random:.1f}/45"
+    full = zoo.zoo_pivot(summary)
+    assert full.columns.names == ["capacity", "scenario"]
+    assert list(full.index) == list(dict.fromkeys(summary["policy"]))
+    assert full.loc["hybrid-v1", (5, "access_help")] == "0/10"
+    assert full.loc["hybrid-v1", (5, "correction_reserve")] == "5/5"
+    assert [capacity for capacity, _ in full.columns] == sorted(capacity for capacity, _ in full.columns)
+
+
+def test_bad_arguments_are_rejected(pool_set):
+    with pytest.raises(ContractError, match="unknown policy 'nope'"):
+        zoo.zoo_rows(pool_set, ["nope"])
+    with pytest.raises(ContractError, match="no seeds"):
+        zoo.zoo_rows(pool_set, ["random"], seeds=[])
+    with pytest.raises(ContractError, match="capacities must be integers >= 1"):
+        zoo.zoo_rows(pool_set, ["fifo"], [0])
+    with pytest.raises(ContractError, match="more than once"):
+        zoo.zoo_rows(pool_set, ["fifo"], [5, 5])
+
+
+def test_first_evicted_case(pool_set):
+    now = pool_set.protocol.evaluation_time
+    case = zoo.first_evicted_case(pool_set, "hybrid-v1", 5)
+    assert case is not None
+    assert case.support_fact_ids[0] not in select("hybrid-v1", case.facts, 5, usage=case.usage, now=now).kept_ids
+    earlier = pool_set.cases[: pool_set.cases.index(case)]
+    assert all(c.support_fact_ids[0] in select("hybrid-v1", c.facts, 5, usage=c.usage, now=now).kept_ids
+               for c in earlier)
+    assert zoo.first_evicted_case(pool_set, "oracle", 1) is None
+
+
+def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
+    fig = plots_explore.zoo_heatmap(summary)
+    assert isinstance(fig, Figure)
+    assert "Every policy" in plots.figure_title(fig) and "random: mean over 5 seeds" in plots.figure_title(fig)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() and ax.get_ylabel()
+    texts = {text.get_text() for text in ax.texts}
+    pivot = zoo.zoo_pivot(summary)
+    assert set(pivot.to_numpy().ravel()) <= texts
+    assert ax.get_yticklabels()[0].get_text() == "confidence (deermem)"
+    image = ax.get_images()[0].get_array()
+    assert image.shape == (summary["policy"].nunique(), len(CAPACITIES) * 6)
+    assert np.nanmin(image) >= 0 and np.nanmax(image) == 100
+
+
+def test_capacity_curves_draw_one_panel_per_policy_with_the_summary_values(summary):
+    fig = plots_explore.capacity_curves(summary)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    non_bounds = [p for p in dict.fromkeys(summary["policy"]) if p not in zoo.BOUND_POLICIES]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == non_bounds
+    assert fig.legends and plots.figure_title(fig)
+    hybrid = panels[non_bounds.index("hybrid-v1")]
+    line = next(line for line in hybrid.get_lines() if line.get_label().startswith(zoo.ALL_CASES))
+    expected = summary[(summary["policy"] == "hybrid-v1") & (summary["scenario"] == zoo.ALL_CASES)]
+    assert list(line.get_xdata()) == list(CAPACITIES)
+    assert np.allclose(line.get_ydata(), 100 * expected["retained_rate"].to_numpy())  # the all-cases line is not shifted
+    for ax in panels:  # labels sit on the outer panels of the shared axes
+        assert any(other.get_ylabel() for other in ax.get_shared_y_axes().get_siblings(ax))
+        assert any(other.get_xlabel() for other in ax.get_shared_x_axes().get_siblings(ax))
