@@ -39,7 +39,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import workbench
+from . import workbench, zoo
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .evaluate import retention_table
 from .pools import PoolSet
@@ -489,6 +489,17 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
         qa_report.accuracy_frame(qa_report.rows_frame(run.rows), method=method, alpha=alpha)
     )
     accuracy.index = [group for _, group in accuracy.index]
+    zoo_table = zoo.zoo_pivot(zoo.zoo_summary(zoo.zoo_rows(inputs.pool_set)), scenarios=True)
+    zoo_tables = [
+        Table(
+            f"Policy zoo at capacity {capacity}",
+            "Support fact retained / cases per scenario for every registered policy, on the same"
+            " pools and clock; random and memorybank-seeded are means over 100 seeds, keep-all is"
+            " evaluated without a cap (notebook 08 has the figure and explanations).",
+            zoo_table[capacity],
+        )
+        for capacity in zoo_table.columns.get_level_values("capacity").unique()
+    ]
     return [
         Table(
             "Support retention (selector only, no LLM)",
@@ -506,6 +517,7 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
             "Correct / cases, accuracy and interval per scenario and suite.",
             accuracy,
         ),
+        *zoo_tables,
     ]
 
 
