@@ -69,7 +69,7 @@ def load_dataset(path: str | Path, pin: DatasetPin, *, allow_unpinned: bool = Fa
         )
     try:
         data = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise DatasetError(f"{path}: not valid JSON ({error})") from None
     rows = check_rows(data, path)
     return Dataset(path, actual, pinned, pin, tuple(rows), {row["question_id"]: row for row in rows})
@@ -172,8 +172,12 @@ class Selection:
     exclusions: tuple[Exclusion, ...]
 
 
-def exclusion_reason(row: Mapping[str, Any], evidence: str) -> str | None:
-    """Why an eligible-type row is not a candidate (spec 2.3), or None."""
+def exclusion_reason(row: Mapping[str, Any], header: str = "session") -> str | None:
+    """Why an eligible-type row is not a candidate (spec 2.3), or None.
+
+    The id and answer rules come first, so a pilot or ``_abs`` row is excluded without its
+    evidence being rendered (a malformed haystack there does not stop the run).
+    """
     question_id = row["question_id"]
     if question_id in PILOT_IDS:
         return "pilot id"
@@ -186,6 +190,7 @@ def exclusion_reason(row: Mapping[str, Any], evidence: str) -> str | None:
     for phrase in EXCLUDED_ANSWER_PHRASES:
         if phrase in lowered:
             return f"answer contains {phrase!r}"
+    evidence = render_evidence(row, header)
     if not 1 <= len(evidence) <= MAX_EVIDENCE_CHARS:
         return f"evidence length {len(evidence)} outside 1..{MAX_EVIDENCE_CHARS}"
     return None
@@ -197,10 +202,10 @@ def select_official(dataset: Dataset, scenario_order: Sequence[str], header: str
     exclusions = []
     for row in dataset.rows:
         kind = row.get("question_type")
-        if kind not in eligible:
+        if not isinstance(kind, str) or kind not in eligible:
             continue
         check_candidate(row)
-        reason = exclusion_reason(row, render_evidence(row, header))
+        reason = exclusion_reason(row, header)
         if reason is None:
             eligible[kind].append(row["question_id"])
         else:

@@ -542,12 +542,12 @@ def _read_bytes(path: Path) -> bytes:
 def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(_read_bytes(path))
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, RecursionError) as error:
         raise ContractError(f"{path}: not valid YAML ({error})") from None
 
 
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(_read_bytes(path))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise ContractError(f"{path}: not valid JSON ({error})") from None

@@ -108,27 +108,58 @@ def test_answer_text_stringifies_non_strings_as_json():
     assert answer_text({"answer": {"b": 1, "a": "é"}}) == '{"a": "é", "b": 1}'
 
 
+def evidence_row(question_id, answer, evidence_chars):
+    """A row whose rendered evidence is exactly ``evidence_chars`` code points (0: no usable turn)."""
+    header = "SESSION s0 AT d\nUSER: "
+    if evidence_chars == 0:
+        sessions = [[{"role": "assistant", "content": "skipped"}]]
+    else:
+        sessions = [[{"role": "user", "content": "文" * (evidence_chars - len(header))}]]
+    return row(question_id, answer=answer, sessions=sessions, haystack_dates=["d"])
+
+
 @pytest.mark.parametrize(
-    "question_id, answer, evidence, reason",
+    "question_id, answer, evidence_chars, reason",
     [
-        ("0f05491a", "x", "e", "pilot"),
-        ("gpt4_af6db32f", "x", "e", "pilot"),
-        ("abc_abs", "x", "e", "_abs"),
-        ("q", "   ", "e", "answer length 0"),
-        ("q", "é" * 101, "e", "answer length 101"),
-        ("q", "There is NOT ENOUGH information", "e", "not enough"),
-        ("q", "It was only mentioned once", "e", "only mentioned"),
-        ("q", "x", "", "evidence length 0"),
-        ("q", "x", "文" * 2001, "evidence length 2001"),
+        ("0f05491a", "x", 50, "pilot"),
+        ("gpt4_af6db32f", "x", 50, "pilot"),
+        ("abc_abs", "x", 50, "_abs"),
+        ("q", "   ", 50, "answer length 0"),
+        ("q", "é" * 101, 50, "answer length 101"),
+        ("q", "There is NOT ENOUGH information", 50, "not enough"),
+        ("q", "It was only mentioned once", 50, "only mentioned"),
+        ("q", "x", 0, "evidence length 0"),
+        ("q", "x", 2001, "evidence length 2001"),
     ],
 )
-def test_exclusion_rules(question_id, answer, evidence, reason):
-    assert reason in exclusion_reason({"question_id": question_id, "answer": answer}, evidence)
+def test_exclusion_rules(question_id, answer, evidence_chars, reason):
+    assert reason in exclusion_reason(evidence_row(question_id, answer, evidence_chars))
 
 
 def test_lengths_are_code_points_at_the_bounds():
-    assert exclusion_reason({"question_id": "q", "answer": "é" * 100}, "文" * 2000) is None
-    assert exclusion_reason({"question_id": "q", "answer": None}, "e") is None  # "null" passes
+    assert exclusion_reason(evidence_row("q", "é" * 100, 2000)) is None
+    assert exclusion_reason(evidence_row("q", None, 50)) is None  # "null" passes
+
+
+def test_id_exclusions_come_before_rendering():
+    broken = row("0f05491a", haystack_dates=None)  # would not render
+    assert exclusion_reason(broken) == "pilot id"
+    with pytest.raises(DatasetError, match="haystack_dates"):
+        exclusion_reason(dict(broken, question_id="q"))
+
+
+def test_rows_with_a_non_string_type_are_skipped(tmp_path):
+    rows = make_selection_rows() + [row("a-odd", kind=["knowledge-update"])]
+    path = write_rows(tmp_path, rows)
+    selection = select_official(load_dataset(path, pin_for(path)), ("a", "b", "c", "d"))
+    assert "a-odd" not in selection.by_type["knowledge-update"]
+
+
+def test_deeply_nested_json_is_a_clear_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(DatasetError, match="not valid JSON"):
+        load_dataset(path, pin_for(path))
 
 
 def make_selection_rows():

@@ -150,7 +150,7 @@ def test_null_answer_passes_the_filters_but_sorts_after_the_selection(dataset, p
     (qid,) = roles["answer-null"]
     row = dataset.by_id[qid]
     assert row["answer"] is None and answer_text(row) == "null"
-    assert exclusion_reason(row, render_evidence(row)) is None
+    assert exclusion_reason(row) is None
     for extra in roles["extra-eligible"] + [qid]:
         kind = dataset.by_id[extra]["question_type"]
         assert extra not in chosen.by_type[kind]

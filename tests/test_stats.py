@@ -268,8 +268,9 @@ def test_cases_are_ordered_by_case_id_for_the_bootstrap():
     grades = [(True, False), (False, True), (False, True), (True, True), (False, False)]
     forward = [r for i, (a, b) in enumerate(grades) for r in paired(f"c{i}", a, b)]
     backward = [r for i, (a, b) in enumerate(grades) for r in paired(f"c{9 - i}", a, b)]
-    one = build_stats(forward, **LABELS, iterations=1)
-    other = build_stats(backward, **LABELS, iterations=1)
+    guard = paired("correction_x", True, True, source="synthetic")  # the synthetic suite needs a case
+    one = build_stats(forward + guard, **LABELS, iterations=1)
+    other = build_stats(backward + guard, **LABELS, iterations=1)
     rng = random.Random(4789)
     picks = [rng.randrange(5) for _ in range(5)]
     for stats, ordered in ((one, grades), (other, grades[::-1])):
@@ -277,14 +278,15 @@ def test_cases_are_ordered_by_case_id_for_the_bootstrap():
         assert stats["suites"]["official"]["bootstrap"]["lower"] == expected
 
 
-def test_suite_without_cases_is_left_out():
+def test_a_suite_without_cases_is_refused():
     rows = paired("a", True, False) + paired("b", False, True) + paired("c", False, True)
-    stats = build_stats(rows, **LABELS, **FAST)
-    assert set(stats["suites"]) == {"official", "overall"}
-    assert stats["suites"]["official"] == stats["suites"]["overall"]
+    with pytest.raises(ContractError, match="suite\\(s\\) synthetic have no cases"):
+        build_stats(rows, **LABELS, **FAST)
     synthetic_only = paired("correction_x", False, True, source="synthetic")
-    stats = build_stats(synthetic_only, **LABELS, **FAST)
-    assert set(stats["suites"]) == {"synthetic", "overall"}
+    with pytest.raises(ContractError, match="official have no cases"):
+        build_stats(synthetic_only, **LABELS, **FAST)
+    both = rows + synthetic_only
+    assert set(build_stats(both, **LABELS, **FAST)["suites"]) == {"official", "synthetic", "overall"}
 
 
 @pytest.mark.parametrize(
@@ -393,7 +395,7 @@ def test_suite_report_lines_follow_the_published_format():
 
 
 def test_write_stats_files_writes_both_documents(tmp_path):
-    rows = paired("a", False, True) + paired("b", True, True)
+    rows = paired("a", False, True) + paired("b", True, True) + paired("correction_x", True, True, source="synthetic")
     summary, stats = write_stats_files(tmp_path / "out", rows, **LABELS, **FAST)
     for name, value in (("qa.summary.json", summary), ("qa.stats.json", stats)):
         text = (tmp_path / "out" / name).read_text(encoding="utf-8")

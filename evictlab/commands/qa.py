@@ -60,9 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "suites) from a graded qa.rows.jsonl file. No provider and no dataset are needed.\n"
             "\n"
             "Each row needs case_id, source, scenario, policy and grade_correct; every case\n"
-            "needs one confidence and one hybrid-v1 row. A suite without cases (for example\n"
-            "no synthetic rows) is left out of the statistics. Existing output files are\n"
-            "never overwritten."
+            "needs one confidence and one hybrid-v1 row, and both sources (longmemeval and\n"
+            "synthetic) need at least one case: a suite without cases is refused, as in the\n"
+            "reference implementation. Existing output files are never overwritten."
         ),
         epilog=(
             "example: evictlab qa stats \\\n"

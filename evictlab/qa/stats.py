@@ -156,9 +156,8 @@ def build_stats(
 
     Every case must have exactly one ``confidence`` and one ``hybrid-v1`` row with the same
     source; inside a suite the cases are ordered by ``case_id``. A suite with no cases has no
-    paired statistics: when the rows hold no synthetic (or no official) case that suite is
-    left out of ``suites`` rather than invented, and rows with no case at all are refused.
-    Rows carrying a ``grader_version`` field must agree with ``grader_version``.
+    paired statistics, so rows without a synthetic (or an official) case are refused, as the
+    reference implementation refuses them (spec section 0, item 6). Rows carrying a ``grader_version`` field must agree with ``grader_version``.
     """
     pairs = _paired_cases(rows, grader_version)
     members = {suite: [] for suite in SUITES}
@@ -166,10 +165,12 @@ def build_stats(
         source, first, second = pairs[case_id]
         for suite in (SUITE_OF_SOURCE[source], "overall"):
             members[suite].append((first, second))
+    empty = [suite for suite, cases in members.items() if not cases]
+    if empty:
+        raise ContractError(f"suite(s) {', '.join(empty)} have no cases; paired statistics need both sources")
     suites = {
         suite: _suite_statistics(cases, seed=seed, iterations=iterations, alpha=alpha)
         for suite, cases in members.items()
-        if cases
     }
     return {
         "grader_version": grader_version,
