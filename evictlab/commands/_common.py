@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..dataset import Dataset
 from ..demo import DEMO_PIN, open_dataset
 from ..pools import PoolSet, build_pools
-from ..protocol import DEFAULT_PRESET, PRESETS, VARIANT_VALUES, Protocol, Variant, load_protocol, resolve_variant
+from ..errors import ContractError
+from ..protocol import (
+    DEFAULT_PRESET,
+    PRESETS,
+    VARIANT_VALUES,
+    Protocol,
+    Variant,
+    load_protocol,
+    parse_assignment,
+    resolve_variant,
+)
+from ..runspec import PARAM_KEYS, coerce_value
 
 
 def add_protocol_options(parser: argparse.ArgumentParser) -> None:
@@ -134,3 +146,24 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return value
+
+
+def add_param_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5 (repeatable)",
+    )
+
+
+def parameter_changes(assignments: list[str]) -> dict[str, Any]:
+    """``--param NAME=VALUE`` overrides of the config's hybrid-v1 parameters, names and types checked."""
+    changes = {}
+    for text in assignments:
+        key, value = parse_assignment(text)
+        if key not in PARAM_KEYS:
+            raise ContractError(f"--param {text}: unknown parameter {key!r}; known: {', '.join(PARAM_KEYS)}")
+        changes[key] = coerce_value(key, value, where=f"--param {text}")
+    return changes

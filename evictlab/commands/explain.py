@@ -7,7 +7,6 @@ import json
 import math
 from typing import Any
 
-from ..errors import ContractError
 from ..explain import (
     ACCESS,
     CONFIDENCE,
@@ -19,9 +18,7 @@ from ..explain import (
 from ..policies import PolicyParams, known_policies
 from ..policies.modifiers import resolve_policy
 from ..pools import Case, PoolSet
-from ..protocol import parse_assignment
-from ..runspec import PARAM_KEYS, coerce_value
-from ._common import add_pool_options, pool_set_from, positive_int, preset_name
+from ._common import add_param_option, add_pool_options, parameter_changes, pool_set_from, positive_int, preset_name
 
 FORMATS = ("table", "json")
 SCHEMA_VERSION = 1
@@ -66,13 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"policy name, optionally with modifiers, e.g. lru+reserve(correction) (known: {', '.join(known_policies())})",
     )
     parser.add_argument("--capacity", required=True, type=positive_int, metavar="K", help="facts kept of the pool")
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5 (repeatable)",
-    )
+    add_param_option(parser)
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of seeded policies such as random (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     add_pool_options(parser)
@@ -102,17 +93,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(table_lines(explanation, case, preset_name(args))))
     return 0
-
-
-def parameter_changes(assignments: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` overrides of the config's hybrid-v1 parameters, names and types checked."""
-    changes = {}
-    for text in assignments:
-        key, value = parse_assignment(text)
-        if key not in PARAM_KEYS:
-            raise ContractError(f"--param {text}: unknown parameter {key!r}; known: {', '.join(PARAM_KEYS)}")
-        changes[key] = coerce_value(key, value, where=f"--param {text}")
-    return changes
 
 
 # --------------------------------------------------------------------------- the record

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..evaluate import RUN_FILES, retention_frame, retention_table, write_run
 from ..policies import DEERMEM_POLICIES, known_policies
-from ..protocol import parse_assignment
-from ._common import add_pool_options, parse_csv, pool_set_from, preset_name
+from ._common import add_param_option, add_pool_options, parameter_changes, parse_csv, pool_set_from, preset_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,22 +36,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="K,K,...",
         help="capacities (default: the config's, 5,7,9)",
     )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5 (repeatable)",
-    )
+    add_param_option(parser)
     add_pool_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    changes = parameter_changes(args.param)  # a bad override fails before the pools are built
     pool_set = pool_set_from(args)
-    params = pool_set.protocol.config.hybrid
-    if args.param:
-        params = params.replace(**{key: _number(value) for key, value in map(parse_assignment, args.param)})
+    params = pool_set.protocol.config.hybrid.replace(**changes)
     rows = write_run(
         args.output_dir,
         pool_set,
@@ -64,10 +56,3 @@ def run(args: argparse.Namespace) -> int:
     print(retention_table(retention_frame(rows)).to_string())
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0
-
-
-def _number(text: str) -> int | float:
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
