@@ -22,7 +22,7 @@ How a change is computed (:meth:`Explorer.refresh`): the pools of each preset ar
 vectorised engine (:meth:`evictlab.engine.PreparedCases.select`), any other policy by the
 scalar selector (:func:`evictlab.engine.reference_outcome`, memoised per setting); the
 selected case is explained by :func:`evictlab.explain.explain`. The figure is one
-:class:`~evictlab.plots_explore.ExplorerFigure` whose artists are updated in place and
+:class:`~evictlab.plots.ExplorerFigure` whose artists are updated in place and
 rendered into one ``ipywidgets.Image`` that is displayed once; tables go into one
 ``ipywidgets.HTML``. ``benchmarks/bench_explorer.py`` measures a change against the 100 ms
 budget.
@@ -50,8 +50,7 @@ import pandas as pd
 from .engine import ENGINE_POLICIES, PreparedCases, reference_outcome
 from .errors import ContractError
 from .explain import Explanation, explain
-from .plots import ALL_CASES
-from .plots_explore import ExplorerFigure
+from .plots import ALL_CASES, ExplorerFigure
 from .policies import PolicyParams, known_policies
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, PRESETS

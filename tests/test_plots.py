@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 import pandas as pd
@@ -13,6 +15,7 @@ from matplotlib.figure import Figure
 
 from evictlab import plots, workbench
 from evictlab.dataset import MAX_EVIDENCE_CHARS
+from evictlab.policies import known_policies
 from evictlab.qa import report as qa_report
 
 
@@ -107,10 +110,29 @@ def test_policies_keep_their_colour_across_figures(builders):
     assert plots.policy_color("confidence").upper() in bar_colours & marker_colours
 
 
+def test_every_registered_policy_has_its_own_fixed_colour():
+    policies = known_policies()
+    assert set(policies) <= set(plots.POLICY_COLORS)
+    colours = [plots.policy_color(p).upper() for p in policies]
+    assert len(set(colours)) == len(colours), dict(zip(policies, colours))
+    palette = {c.upper() for c in (*plots.OKABE_ITO.values(), *plots.OKABE_ITO_SHADES.values())}
+    assert set(colours) <= palette
+
+
 def test_unknown_policies_get_a_stable_palette_colour():
     colour = plots.policy_color("some-new-policy")
     assert colour in plots.OKABE_ITO.values()
     assert colour == plots.policy_color("some-new-policy")
+
+
+def test_figure_modules_share_no_private_names():
+    # Helpers shared between the figure modules live, public, in evictlab.plots.style.
+    package = Path(plots.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("evictlab")):
+                private = [alias.name for alias in node.names if alias.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from {node.module}"
 
 
 def test_scenario_and_policy_order():

@@ -1,4 +1,4 @@
-"""The sweep, variant, explorer and zoo figures, checked against the data behind them.
+"""The sweep, variant, explorer and zoo figures of :mod:`evictlab.plots`, checked against the data behind them.
 
 The notebooks that draw them are checked with the others in ``test_notebooks.py``.
 """
@@ -13,7 +13,7 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import PathPatch
 
-from evictlab import plots, plots_explore, workbench
+from evictlab import plots, workbench
 from evictlab.diff import diff_specs
 from evictlab.explain import explain
 from evictlab.runspec import RunSpec
@@ -32,20 +32,20 @@ def simplex(pool_set):
 
 
 def test_ternary_coordinates_put_each_weight_at_its_corner():
-    corners = plots_explore.ternary_xy(np.eye(3))
+    corners = plots.ternary_xy(np.eye(3))
     assert np.allclose(corners, [[0.5, math.sqrt(3) / 2], [0, 0], [1, 0]])
-    assert np.allclose(plots_explore.ternary_xy([1 / 3, 1 / 3, 1 / 3]), [[0.5, math.sqrt(3) / 6]])
-    assert plots_explore.lattice_step([[0.5, 0.25, 0.25], [0.75, 0.0, 0.25]]) == 0.25
+    assert np.allclose(plots.ternary_xy([1 / 3, 1 / 3, 1 / 3]), [[0.5, math.sqrt(3) / 6]])
+    assert plots.lattice_step([[0.5, 0.25, 0.25], [0.75, 0.0, 0.25]]) == 0.25
     with pytest.raises(ValueError, match="not on the simplex lattice"):
-        plots_explore.lattice_step([[0.5, 0.25, 0.25], [0.65, 0.25, 0.10]])
+        plots.lattice_step([[0.5, 0.25, 0.25], [0.65, 0.25, 0.10]])
 
 
 def test_control_losses_count_the_control_cases_lost(simplex):
-    losses = plots_explore.control_losses(simplex)
+    losses = plots.control_losses(simplex)
     assert len(losses) == simplex["setting"].nunique() * 2
     for row in losses.sample(20, random_state=0).itertuples():
         cells = simplex[(simplex["setting"] == row.setting) & (simplex["capacity"] == row.capacity)]
-        controls = cells[cells["scenario"].isin(plots_explore.CONTROL_SCENARIOS)]
+        controls = cells[cells["scenario"].isin(plots.CONTROL_SCENARIOS)]
         assert row.control_lost == (controls["cases"] - controls["support_retained"]).sum()
         assert row.retained == cells["support_retained"].sum() and row.cases == 45
         assert row.safe == (row.control_lost == 0)
@@ -56,11 +56,11 @@ def test_control_losses_count_the_control_cases_lost(simplex):
 
 
 def test_weight_simplex_maps_colour_every_cell_and_hatch_the_safe_region(simplex):
-    fig = plots_explore.weight_simplex_maps(simplex, 5)
+    fig = plots.weight_simplex_maps(simplex, 5)
     assert "capacity 5" in plots.figure_title(fig) and fig.legends
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title().split(" (")[0] for ax in panels] == [*plots.SCENARIOS, plots.ALL_CASES]
-    safe = plots_explore.control_losses(simplex).query("capacity == 5")
+    safe = plots.control_losses(simplex).query("capacity == 5")
     settings = simplex["setting"].nunique()
     for ax in panels:
         cells = next(c for c in ax.collections if isinstance(c, PolyCollection))
@@ -74,14 +74,14 @@ def test_weight_simplex_maps_colour_every_cell_and_hatch_the_safe_region(simplex
     expected = 100 * safe.sort_values("setting")["retained"].to_numpy() / 45
     assert np.allclose(values, expected)
     with pytest.raises(ValueError, match="no rows at capacity 6"):
-        plots_explore.weight_simplex_maps(simplex, 6)
+        plots.weight_simplex_maps(simplex, 6)
 
 
 def test_half_life_heatmaps_show_the_retained_counts(pool_set):
     grid = make_grid(confirmation_half_lives=[2, 30, 90], access_half_lives=[30, 90], capacities=[5],
                      policies=["hybrid-v1"])
     summary = run_sweep({"pr4810-final": pool_set}, grid, progress=False).summary
-    fig = plots_explore.half_life_heatmaps(summary, 5)
+    fig = plots.half_life_heatmaps(summary, 5)
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == 6 and all(ax.get_xlabel() and ax.get_ylabel() for ax in panels)
     help_panel = panels[0]
@@ -99,17 +99,17 @@ def test_variant_cascade_tables_and_figure(pool_set):
         diff_specs(RunSpec.from_preset("pr4810-run1"), RunSpec.from_preset("pr4810-run2")).summary,
         diff_specs(RunSpec.from_preset("pr4810-run2"), RunSpec.from_preset("pr4810-final")).summary,
     ]
-    changes = plots_explore.cascade_changes(steps)
+    changes = plots.cascade_changes(steps)
     assert list(dict.fromkeys(changes["step"])) == ["pr4810-run1 -> pr4810-run2", "pr4810-run2 -> pr4810-final"]
     last = changes[changes["step"] == "pr4810-run2 -> pr4810-final"].set_index("measure")
     assert last.loc["pools: other records or metadata", "changed"] == steps[1]["pools_changed"] == 0
     assert last.loc["kept sets, capacity 7", "changed"] == steps[1]["kept_sets_changed"]["7"]
     assert last.loc["answer prompts, capacity 7", "total"] == 90
-    retention = plots_explore.cascade_retention(steps)
+    retention = plots.cascade_retention(steps)
     assert list(dict.fromkeys(retention["preset"])) == ["pr4810-run1", "pr4810-run2", "pr4810-final"]
     totals = retention.set_index(["preset", "policy", "capacity"])["retained"]
     assert totals[("pr4810-final", "confidence", 7)] == 27 and totals[("pr4810-run1", "hybrid-v1", 5)] == 35
-    fig = plots_explore.variant_cascade(changes, retention)
+    fig = plots.variant_cascade(changes, retention)
     left, right = fig.axes
     assert len(left.patches) == len(changes) and fig.legends
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in (left, right))
@@ -122,10 +122,10 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
     explanation = explain(case.facts, 5, policy="hybrid-v1", usage=case.usage,
                           now=pool_set.protocol.evaluation_time, params=params)
     frame = explanation.to_frame()
-    weights = plots_explore.score_weights("hybrid-v1", params)
+    weights = plots.score_weights("hybrid-v1", params)
     assert weights == {"confidence": 0.65, "confirmationFreshness": 0.25, "accessHeat": 0.1}
-    assert plots_explore.score_weights("lru", params) is None
-    fig = plots_explore.explanation_figure(frame, policy="hybrid-v1", capacity=5,
+    assert plots.score_weights("lru", params) is None
+    fig = plots.explanation_figure(frame, policy="hybrid-v1", capacity=5,
                                            support_fact_ids=case.support_fact_ids, weights=weights)
     ax = fig.axes[0]
     ordered = frame.sort_values("rank")

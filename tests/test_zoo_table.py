@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from evictlab import plots, plots_explore, workbench, zoo
+from evictlab import plots, workbench, zoo
 from evictlab.errors import ContractError
 from evictlab.evaluate import evaluate
 from evictlab.policies import known_policies, select
@@ -150,7 +150,7 @@ def test_first_evicted_case(pool_set):
 
 
 def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
-    fig = plots_explore.zoo_heatmap(summary)
+    fig = plots.zoo_heatmap(summary)
     assert isinstance(fig, Figure)
     assert "Every policy" in plots.figure_title(fig) and "random: mean over 5 seeds" in plots.figure_title(fig)
     ax = fig.axes[0]
@@ -165,7 +165,7 @@ def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
 
 
 def test_capacity_curves_draw_one_panel_per_policy_with_the_summary_values(summary):
-    fig = plots_explore.capacity_curves(summary)
+    fig = plots.capacity_curves(summary)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     non_bounds = [p for p in dict.fromkeys(summary["policy"]) if p not in zoo.BOUND_POLICIES]
     assert [ax.get_title().split(" (")[0] for ax in panels] == non_bounds

@@ -1,0 +1,194 @@
+"""Figures of the prepared pools (notebook 01): cases, fact metadata and evidence lengths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .style import (
+    OKABE_ITO,
+    dodge,
+    grid_shape,
+    hide_unused,
+    require_columns,
+    scenario_order,
+    styled,
+    title_with_source,
+    wrap_labels,
+)
+
+
+@styled
+def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
+    """Cases per scenario by question type, and the loss ranks the protocol assigns.
+
+    ``cases``: one row per case with ``scenario``, ``question_type`` and ``loss_rank``.
+    """
+    require_columns(cases, ["scenario", "question_type", "loss_rank"], "pool_overview")
+    scenarios = scenario_order(cases["scenario"])
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    x = np.arange(len(scenarios))
+
+    types = sorted(cases["question_type"].unique())
+    type_colors = [OKABE_ITO[c] for c in ("sky_blue", "orange", "reddish_purple", "bluish_green", "yellow")]
+    counts = cases.groupby(["scenario", "question_type"]).size().unstack(fill_value=0).reindex(scenarios, fill_value=0)
+    bottom = np.zeros(len(scenarios))
+    for i, kind in enumerate(types):
+        values = counts[kind].to_numpy() if kind in counts else np.zeros(len(scenarios))
+        left.bar(x, values, bottom=bottom, color=type_colors[i % len(type_colors)], edgecolor="black",
+                 linewidth=0.5, label=kind)
+        bottom += values
+    for xi, total in zip(x, bottom):
+        left.text(xi, total, f"{int(total)}", ha="center", va="bottom")
+    left.set_xticks(x, wrap_labels(scenarios))
+    left.set_xlabel("scenario")
+    left.set_ylabel("cases")
+    left.set_title("Cases per scenario, by question type")
+    left.set_ylim(0, bottom.max() * 1.55)
+    left.legend(frameon=False, loc="upper right")
+
+    ranks = sorted(cases["loss_rank"].unique())
+    rank_counts = cases.groupby(["scenario", "loss_rank"]).size().unstack(fill_value=0).reindex(scenarios, fill_value=0)
+    offsets, width = dodge(len(ranks))
+    rank_colors = [OKABE_ITO[c] for c in ("bluish_green", "yellow", "vermillion", "sky_blue", "reddish_purple", "orange")]
+    for offset, rank, color in zip(offsets, ranks, rank_colors * len(ranks)):
+        values = rank_counts[rank].to_numpy()
+        right.bar(x + offset, values, width, color=color, edgecolor="black", linewidth=0.5, label=f"loss rank {rank}")
+    right.set_xticks(x, wrap_labels(scenarios))
+    right.set_xlabel("scenario")
+    right.set_ylabel("cases")
+    right.set_title("Loss rank: the support's rank under the confidence policy")
+    right.legend(frameon=False, loc="upper right")
+    right.set_ylim(0, rank_counts.to_numpy().max() * 1.55)
+    title_with_source(fig, "The 45 prepared cases", source)
+    return fig
+
+
+@styled
+def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
+    """Every fact of every pool: its confidence, its freshness signal and whether it is the support.
+
+    ``facts``: one row per fact with ``case_id``, ``scenario``, ``loss_rank``, ``role``
+    (``support`` or ``distractor``), ``confidence``, ``confirmed`` (bool) and ``heated`` (bool).
+    One panel per scenario, one line per case.
+    """
+    require_columns(facts, ["case_id", "scenario", "loss_rank", "role", "confidence", "confirmed", "heated"],
+                    "pool_metadata")
+    scenarios = scenario_order(facts["scenario"])
+    rows, cols = grid_shape(len(scenarios) + 1, 3)
+    fig = Figure(figsize=(12, 3.4 * rows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False))
+    markers = {"plain": "o", "confirmed": "^", "heated": "s"}
+    # Each signal on its own sub-line of a case (axis inverted: negative is above).
+    lanes = {"confirmed": -0.22, "plain": 0.0, "heated": 0.22}
+    role_colors = {"support": OKABE_ITO["blue"], "distractor": OKABE_ITO["grey"]}
+    signal = np.where(facts["confirmed"], "confirmed", np.where(facts["heated"], "heated", "plain"))
+    facts = facts.assign(_signal=signal, _x=facts["confidence"].astype(float))
+    # Facts sharing case, signal and confidence would hide each other: spread them side by side.
+    same = facts.groupby(["case_id", "_signal", facts["confidence"].round(9)])
+    facts["_x"] += (same.cumcount() - (same["confidence"].transform("size") - 1) / 2) * 0.011
+    for ax, scenario in zip(axes.flat, scenarios):
+        members = facts[facts["scenario"] == scenario]
+        case_ids = list(dict.fromkeys(members["case_id"]))
+        row_of = {case_id: y for y, case_id in enumerate(case_ids)}
+        for y in row_of.values():
+            ax.axhline(y, color="#e5e5e5", linewidth=0.6, zorder=0)
+        # One scatter call per (role, signal): supports drawn last, larger and outlined.
+        for role in ("distractor", "support"):
+            for name, marker in markers.items():
+                group = members[(members["role"] == role) & (members["_signal"] == name)]
+                if group.empty:
+                    continue
+                support = role == "support"
+                ax.scatter(group["_x"], group["case_id"].map(row_of) + lanes[name], marker=marker,
+                           s=64 if support else 22, color=role_colors[role], edgecolor="black",
+                           linewidth=0.7 if support else 0.3, zorder=3 if support else 2)
+        loss_rank = members.groupby("case_id", sort=False)["loss_rank"].first()
+        labels = [f"{_short_case_id(c)} (L{int(loss_rank[c])})" for c in case_ids]
+        ax.set_yticks(range(len(case_ids)), labels, fontsize=7.5)
+        ax.set_ylim(len(case_ids) - 0.5, -0.5)
+        ax.set_xlim(0.45, 1.0)
+        ax.set_xlabel("confidence (0 to 1)")
+        ax.set_ylabel("case (loss rank)")
+        ax.set_title(scenario)
+    legend_ax = axes.flat[len(scenarios)]
+    legend_ax.axis("off")
+    handles = [
+        Line2D([], [], marker="o", linestyle="", markersize=9, color=role_colors["support"], markeredgecolor="black", label="support fact"),
+        Line2D([], [], marker="o", linestyle="", markersize=6, color=role_colors["distractor"], markeredgecolor="black", label="distractor"),
+        Line2D([], [], marker="o", linestyle="", markersize=7, color="white", markeredgecolor="black", label="no signal"),
+        Line2D([], [], marker="^", linestyle="", markersize=7, color="white", markeredgecolor="black", label="confirmed 7 days ago"),
+        Line2D([], [], marker="s", linestyle="", markersize=7, color="white", markeredgecolor="black", label="access heat 8 at the clock"),
+    ]
+    legend_ax.legend(handles=handles, loc="center", frameon=False, title="(L8) = the case's loss rank")
+    hide_unused(axes, len(scenarios) + 1)
+    legend_ax.set_visible(True)
+    title_with_source(fig, "Fact metadata of every pool: confidence and freshness signals", source)
+    return fig
+
+
+@styled
+def evidence_lengths(
+    cases: pd.DataFrame,
+    bank: pd.DataFrame,
+    *,
+    support_limit: int | None = None,
+    bank_limits: tuple[int, int] | None = None,
+    source: str | None = None,
+) -> Figure:
+    """Rendered evidence lengths: each official case's support, and the distractor bank.
+
+    ``cases``: ``scenario``, ``source`` and ``support_chars``; only ``longmemeval`` cases are
+    drawn (synthetic supports are one sentence). ``bank``: ``evidence_chars`` and
+    ``question_type``. The optional limits draw the protocol's length filters.
+    """
+    require_columns(cases, ["scenario", "source", "support_chars"], "evidence_lengths cases")
+    require_columns(bank, ["evidence_chars", "question_type"], "evidence_lengths bank")
+    official = cases[cases["source"] == "longmemeval"]
+    scenarios = scenario_order(official["scenario"])
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[1.2, 1])
+    for x, scenario in enumerate(scenarios):
+        values = np.sort(official.loc[official["scenario"] == scenario, "support_chars"].to_numpy())
+        # Spread points evenly around the column: deterministic, unlike random jitter.
+        spread = np.linspace(-0.18, 0.18, len(values)) if len(values) > 1 else np.zeros(len(values))
+        left.scatter(x + spread, values, color=OKABE_ITO["blue"], edgecolor="black", linewidth=0.4, s=30, zorder=3)
+        if len(values):
+            left.hlines(np.median(values), x - 0.3, x + 0.3, color="black", linewidth=1.5, zorder=4)
+    if support_limit is not None:
+        left.axhline(support_limit, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
+        left.text(len(scenarios) - 0.5, support_limit, f"selection limit {support_limit}", ha="right", va="bottom",
+                  color=OKABE_ITO["vermillion"], fontsize=8.5)
+    left.set_xticks(range(len(scenarios)), wrap_labels(scenarios))
+    left.set_xlabel("scenario")
+    left.set_ylim(bottom=0)
+    left.set_ylabel("support evidence length (characters)")
+    left.set_title("Support evidence per official case (bar = median)")
+
+    types = sorted(bank["question_type"].unique())
+    type_colors = [OKABE_ITO[c] for c in ("sky_blue", "orange", "reddish_purple", "bluish_green")]
+    upper = max(int(bank["evidence_chars"].max()), bank_limits[1] if bank_limits else 0)
+    bins = np.linspace(0, upper * 1.05, 16)
+    right.hist([bank.loc[bank["question_type"] == t, "evidence_chars"].to_numpy() for t in types], bins=bins,
+               stacked=True, color=type_colors[: len(types)], edgecolor="black", linewidth=0.5, label=types)
+    if bank_limits is not None:
+        for limit in bank_limits:
+            right.axvline(limit, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
+        right.text(bank_limits[1] - upper * 0.02, right.get_ylim()[1] * 0.97,
+                   f"bank filter\n{bank_limits[0]}..{bank_limits[1]}", ha="right", va="top",
+                   color=OKABE_ITO["vermillion"], fontsize=8.5)
+    right.set_xlabel("distractor evidence length (characters)")
+    right.set_ylabel("bank records")
+    right.set_title(f"Distractor bank ({len(bank)} records)")
+    right.legend(frameon=False, loc="upper center")
+    title_with_source(fig, "Evidence lengths that the protocol's filters see", source)
+    return fig
+
+
+def _short_case_id(case_id: str) -> str:
+    """Axis label of a case: the synthetic ids lose their shared ``correction_`` prefix."""
+    short = case_id.removeprefix("correction_")
+    return short if len(short) <= 16 else short[:15] + "…"
