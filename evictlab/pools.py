@@ -135,19 +135,27 @@ def fact_ids_for(case_id: str, draws: list[BankRecord], scheme: str) -> tuple[st
     return case_id, [record.question_id for record in draws]
 
 
-def build_pool(
-    *,
-    case_id: str,
-    scenario: str,
-    loss_rank: int,
-    support_content: str,
-    support_category: str,
-    bank: tuple[BankRecord, ...],
-    protocol: Protocol,
-    variant: Variant,
-) -> tuple[int, tuple[dict[str, Any], ...], dict[str, dict[str, Any]], str, tuple[str, ...], dict[str, str]]:
+@dataclass(frozen=True)
+class CaseSource:
+    """What a case takes from the dataset or the synthetic manifest, before its pool is drawn."""
+
+    case_id: str
+    source: str
+    scenario: str
+    question_type: str
+    question: str
+    answer: str
+    question_date: str | None
+    loss_rank: int
+    support_content: str
+    support_category: str
+
+
+def build_case(item: CaseSource, bank: tuple[BankRecord, ...], protocol: Protocol, variant: Variant) -> Case:
+    """Draw the case's 9 distractors and give all 10 facts their ids and scenario metadata."""
     pool = protocol.config.pool
     clock = protocol.evaluation_time
+    case_id, scenario = item.case_id, item.scenario
     offset = offset_for(pool.offset_namespace, case_id, len(bank))
     draws = draw(bank, offset, pool.distractors)
     sources = [case_id] + [record.question_id for record in draws]
@@ -155,11 +163,11 @@ def build_pool(
         raise DatasetError(f"case {case_id}: the pool would contain a source record twice: {sources}")
     support_id, distractor_ids = fact_ids_for(case_id, draws, variant.fact_ids)
     support = support_spec(scenario)
-    facts = [build_fact(support_id, support_content, support_category, support, case_id, clock)]
+    facts = [build_fact(support_id, item.support_content, item.support_category, support, case_id, clock)]
     usage = {support_id: usage_entry(clock)} if support.heated else {}
     fact_sources = {support_id: case_id}
     for i, (fact_id, record) in enumerate(zip(distractor_ids, draws)):
-        spec = distractor_spec(scenario, i, loss_rank - 1)
+        spec = distractor_spec(scenario, i, item.loss_rank - 1)
         category = "preference" if record.question_type == "single-session-preference" else "context"
         facts.append(build_fact(fact_id, record.evidence, category, spec, record.question_id, clock))
         fact_sources[fact_id] = record.question_id
@@ -168,7 +176,22 @@ def build_pool(
     if len({fact["id"] for fact in facts}) != len(facts):
         raise DatasetError(f"case {case_id}: fact ids are not unique under fact_ids={variant.fact_ids}")
     facts.sort(key=lambda fact: fact["id"])
-    return offset, tuple(facts), usage, support_id, tuple(r.question_id for r in draws), fact_sources
+    return Case(
+        case_id=case_id,
+        source=item.source,
+        scenario=scenario,
+        question_type=item.question_type,
+        question=item.question,
+        answer=item.answer,
+        question_date=item.question_date,
+        loss_rank=item.loss_rank,
+        offset=offset,
+        facts=tuple(facts),
+        usage=usage,
+        support_fact_ids=(support_id,),
+        distractor_sources=tuple(record.question_id for record in draws),
+        fact_sources=fact_sources,
+    )
 
 
 @dataclass(frozen=True)
@@ -194,44 +217,50 @@ def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolS
     selection = select_official(dataset, protocol.official.scenario_order, header)
     check_selection(selection, protocol.official, protocol.files.official_manifest)
     bank = build_bank(dataset, protocol.config.pool, header)
-    cases = []
+    items = official_sources(protocol, dataset, header) + synthetic_sources(protocol)
+    return PoolSet(protocol, dataset, variant, bank, tuple(build_case(item, bank, protocol, variant) for item in items))
+
+
+def official_sources(protocol: Protocol, dataset: Dataset, header: str) -> list[CaseSource]:
+    """Scenarios in manifest order; inside one, ids sorted by (question_type, id) get the loss ranks."""
+    items = []
     for scenario in protocol.official.scenario_order:
         rows = sorted(
             (dataset.by_id[case_id] for case_id in protocol.official.scenarios[scenario]),
             key=lambda row: (row["question_type"], row["question_id"]),
         )
         for row, loss_rank in zip(rows, protocol.official.loss_ranks):
-            case_id = row["question_id"]
-            offset, facts, usage, support_id, draws, sources = build_pool(
-                case_id=case_id,
-                scenario=scenario,
-                loss_rank=loss_rank,
-                support_content=render_evidence(row, header),
-                support_category="context",
-                bank=bank,
-                protocol=protocol,
-                variant=variant,
+            items.append(
+                CaseSource(
+                    case_id=row["question_id"],
+                    source="longmemeval",
+                    scenario=scenario,
+                    question_type=row["question_type"],
+                    question=row["question"],
+                    answer=answer_text(row),
+                    question_date=row.get("question_date") or None,
+                    loss_rank=loss_rank,
+                    support_content=render_evidence(row, header),
+                    support_category="context",
+                )
             )
-            date = row.get("question_date")
-            cases.append(
-                Case(case_id, "longmemeval", scenario, row["question_type"], row["question"],
-                     answer_text(row), date if date else None, loss_rank, offset, facts, usage,
-                     (support_id,), draws, sources)
-            )
-    for item in protocol.synthetic.cases:
-        offset, facts, usage, support_id, draws, sources = build_pool(
+    return items
+
+
+def synthetic_sources(protocol: Protocol) -> list[CaseSource]:
+    """The correction guards in manifest order: no question date, support category ``correction``."""
+    return [
+        CaseSource(
             case_id=item.case_id,
+            source="synthetic",
             scenario=protocol.synthetic.scenario,
+            question_type=SYNTHETIC_QUESTION_TYPE,
+            question=item.question,
+            answer=item.answer,
+            question_date=None,
             loss_rank=item.loss_rank,
             support_content=item.support_fact,
             support_category="correction",
-            bank=bank,
-            protocol=protocol,
-            variant=variant,
         )
-        cases.append(
-            Case(item.case_id, "synthetic", protocol.synthetic.scenario, SYNTHETIC_QUESTION_TYPE,
-                 item.question, item.answer, None, item.loss_rank, offset, facts, usage,
-                 (support_id,), draws, sources)
-        )
-    return PoolSet(protocol, dataset, variant, bank, tuple(cases))
+        for item in protocol.synthetic.cases
+    ]
