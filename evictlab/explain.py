@@ -49,6 +49,12 @@ COUNTERFACTUAL_SIGNALS = {
     "confidence": (CONFIDENCE,),
     "hybrid-v1": (CONFIDENCE, CONFIRMATION, ACCESS),
 }
+#: The :class:`FactExplanation` field holding each signal's smallest change.
+CHANGE_FIELDS = {
+    CONFIDENCE: "min_confidence",
+    CONFIRMATION: "confirm_within_days",
+    ACCESS: "min_access_heat",
+}
 SATURATING_HEAT = 8  # ln(1 + 8) / ln 9 = 1: more heat changes nothing
 EARLIEST = _dt.datetime.min.replace(tzinfo=UTC)
 
@@ -81,6 +87,13 @@ class FactExplanation:
     min_confidence: float | None = None
     confirm_within_days: int | None = None
     min_access_heat: int | None = None
+
+    @property
+    def status(self) -> str:
+        """``reserved`` (kept in a reserved slot), ``kept`` or ``evicted``."""
+        if self.reserved:
+            return "reserved"
+        return "kept" if self.kept else "evicted"
 
 
 @dataclass(frozen=True)
@@ -136,9 +149,8 @@ class Explanation:
             f"{'rank':>4}  {'fact':<32} {'status':<8} {'score':>10} {'margin':>10}",
         ]
         for item in self.facts:
-            status = "reserved" if item.reserved else ("kept" if item.kept else "evicted")
             lines.append(
-                f"{item.rank:>4}  {item.fact_id:<32} {status:<8} {item.score:>10.4f}"
+                f"{item.rank:>4}  {item.fact_id:<32} {item.status:<8} {item.score:>10.4f}"
                 f" {_signed(item.margin):>10}"
             )
         evicted = [item for item in self.facts if not item.kept]
@@ -217,7 +229,7 @@ def explain(
     cut = _CutLine(facts, decision, selector, context)
     explained = []
     for place, index in enumerate(decision.ranking, start=1):
-        key = fact_key(facts[index], index)
+        key = cut.keys[index]
         score = decision.scores[key]
         displacer = cut.displacer(index)
         explained.append(
@@ -230,7 +242,7 @@ def explain(
                 score=score.value,
                 components=dict(score.components),
                 margin=cut.margin(index),
-                displaced_by=None if displacer is None else fact_key(facts[displacer], displacer),
+                displaced_by=None if displacer is None else cut.keys[displacer],
                 **_counterfactuals(
                     signals, selector, facts, capacity, context, index, displacer, cut.values
                 ),
@@ -252,7 +264,7 @@ class _CutLine:
         self, facts: Sequence[Any], decision: Decision, policy: Policy, context: SelectionContext
     ) -> None:
         self.facts = facts
-        keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
+        self.keys = keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
         self.values = [decision.scores[key].value for key in keys]
         evicted_ids = {item.fact_id for item in decision.evicted}
         ranked_kept = [index for index in decision.ranking if keys[index] not in evicted_ids]
@@ -354,7 +366,8 @@ class _Change:
 
     def heat(self, heat: int) -> Changed:
         entry = {"accessHeat": heat, "lastAccessedAt": _iso(self.context.now)}
-        return list(self.facts), replace(self.context, usage={**self._usage(), self.key: entry})
+        usage = {**_usage_of(self.context), self.key: entry}
+        return list(self.facts), replace(self.context, usage=usage)
 
     def find(
         self, build: Callable[[Any], Changed], search: Callable[[Callable[[Any], bool]], Any]
@@ -387,9 +400,6 @@ class _Change:
         facts = list(self.facts)
         facts[self.index] = {**facts[self.index], **changes}
         return facts, self.context
-
-    def _usage(self) -> Mapping[str, Any]:
-        return _usage_of(self.context)
 
 
 def _usage_of(context: SelectionContext) -> Mapping[str, Any]:

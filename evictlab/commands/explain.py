@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ..explain import (
-    ACCESS,
+    CHANGE_FIELDS,
     CONFIDENCE,
     CONFIRMATION,
     Explanation,
@@ -22,12 +22,6 @@ from ._common import add_param_option, add_pool_options, parameter_changes, pool
 
 FORMATS = ("table", "json")
 SCHEMA_VERSION = 1
-#: The counterfactual field of each signal, in the order they are printed.
-CHANGE_FIELDS = {
-    CONFIDENCE: "min_confidence",
-    CONFIRMATION: "confirm_within_days",
-    ACCESS: "min_access_heat",
-}
 EXAMPLE = (
     "examples (case ids of the embedded demo dataset):\n"
     "  evictlab explain --case 3d2da0bb --policy confidence --capacity 7\n"
@@ -98,12 +92,6 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- the record
 
 
-def status(item: FactExplanation) -> str:
-    if item.reserved:
-        return "reserved"
-    return "kept" if item.kept else "evicted"
-
-
 def smallest_changes(explanation: Explanation, item: FactExplanation) -> dict[str, Any] | None:
     """The counterfactual field of each signal the policy supports (None inside: no change keeps
     it); None for a kept fact."""
@@ -142,7 +130,7 @@ def explanation_record(
                 "fact_id": item.fact_id,
                 "support": item.fact_id in support,
                 "position": item.position,
-                "status": status(item),
+                "status": item.status,
                 "score": _finite(item.score),
                 "components": {name: _finite(value) for name, value in item.components.items()},
                 "margin": _finite(item.margin),
@@ -187,7 +175,7 @@ def table_lines(explanation: Explanation, case: Case, preset: str) -> list[str]:
         cells = [
             f"{item.rank:>4}",
             f"{item.fact_id + marker:<{width}}",
-            f"{status(item):<8}",
+            f"{item.status:<8}",
             f"{_number(item.score):>10}",
             f"{_signed(item.margin):>10}",
         ]
@@ -214,16 +202,16 @@ def change_text(explanation: Explanation, item: FactExplanation) -> str:
         return f"not computed for {explanation.policy} (only for confidence and hybrid-v1)"
     if item.displaced_by is None:
         return "none (no kept fact to displace)"
+    values = {signal: getattr(item, CHANGE_FIELDS[signal]) for signal in explanation.counterfactual_signals}
     parts = []
-    for signal in explanation.counterfactual_signals:
-        value = getattr(item, CHANGE_FIELDS[signal])
+    for signal, value in values.items():
         if signal == CONFIDENCE:
             parts.append("none by confidence" if value is None else f"confidence >= {value!r}")
         elif signal == CONFIRMATION:
             parts.append("none by confirmation" if value is None else f"confirmed within {value} days")
         else:
             parts.append("none by access heat" if value is None else f"access heat >= {value} (accessed now)")
-    if all(getattr(item, CHANGE_FIELDS[signal]) is None for signal in explanation.counterfactual_signals):
+    if all(value is None for value in values.values()):
         return "none (" + "; ".join(parts) + ")"
     return " | ".join(parts)
 

@@ -26,14 +26,22 @@ base names only.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ContractError
 from ._zoo import KeyedPolicy, RankKey, rank_key_of
-from .base import Decision, Policy, Reservation, Score, SelectionContext, select_by_rank
+from .base import (
+    Decision,
+    Policy,
+    Reservation,
+    Score,
+    SelectionContext,
+    _require_count,
+    _require_real,
+    select_by_rank,
+)
 from .registry import get_policy
 from .signals import fact_fields, fact_key
 
@@ -129,11 +137,10 @@ def with_category_reservation(
     """
     if not isinstance(category, str) or not category.strip():
         raise ContractError(f"reserved category must be a non-empty string, got {category!r}")
-    share = _finite_number("reserved fraction", fraction)
+    share = float(_require_real("reserved fraction", fraction))
     if not 0.0 <= share <= 1.0:
         raise ContractError(f"reserved fraction must be in [0, 1], got {fraction!r}")
-    if isinstance(maximum, bool) or not isinstance(maximum, int) or maximum < 0:
-        raise ContractError(f"reserved maximum must be an integer >= 0, got {maximum!r}")
+    maximum = _require_count("reserved maximum", maximum)
     return ReservedPolicy(base, Reservation(category.strip().lower(), share, maximum))
 
 
@@ -206,7 +213,7 @@ class RedundancyPenaltyPolicy(ModifiedPolicy):
 
 def with_redundancy_penalty(base: Policy, lam: float = DEFAULT_REDUNDANCY_LAMBDA) -> Policy:
     """``base`` re-ranked by MMR with penalty weight ``lam`` (finite, >= 0)."""
-    weight = _finite_number("redundancy lambda", lam)
+    weight = float(_require_real("redundancy lambda", lam))
     if weight < 0:
         raise ContractError(f"redundancy lambda must be >= 0, got {lam!r}")
     return RedundancyPenaltyPolicy(base, weight)
@@ -272,9 +279,3 @@ def _parse(kind: Callable[[str], Any], text: str, what: str, spec: str) -> Any:
         return kind(text)
     except ValueError:
         raise ContractError(f"{what} {text!r} is not a number in policy spec {spec!r}") from None
-
-
-def _finite_number(what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ContractError(f"{what} must be a finite number, got {value!r}")
-    return float(value)

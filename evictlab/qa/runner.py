@@ -212,7 +212,8 @@ def expected_value(task: QATask, name: str) -> Any:
 
 def mismatched_fields(row: Mapping[str, Any], task: QATask, names: Iterable[str]) -> list[str]:
     """The fields among ``names`` whose stored value differs from the task's."""
-    return [name for name in names if not _same(row.get(name), expected_value(task, name))]
+    expected = identity_fields(task)
+    return [name for name in names if not _same(row.get(name), expected[name])]
 
 
 def _same(stored: Any, expected: Any) -> bool:
