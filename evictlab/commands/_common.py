@@ -8,8 +8,8 @@ from typing import Any
 
 from ..dataset import Dataset
 from ..demo import DEMO_PIN, open_dataset
-from ..pools import PoolSet, build_pools
 from ..errors import ContractError
+from ..pools import PoolSet, build_pools
 from ..protocol import (
     DEFAULT_PRESET,
     PRESETS,
@@ -135,6 +135,27 @@ def parse_csv(text: str, kind: type = str) -> list:
         return [kind(item) for item in items]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}") from None
+
+
+def help_handler(parser: argparse.ArgumentParser):
+    """A handler for a command group run without a subcommand: print the group's help."""
+
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 0
+
+    return show
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def positive_int(text: str) -> int:

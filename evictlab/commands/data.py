@@ -6,8 +6,15 @@ import argparse
 
 from .. import demo
 from ..errors import DatasetError
-from ..fetch import DEFAULT_TIMEOUT_SECONDS, PRIMARY_HOST, default_output, fetch_dataset, pin_from_config
+from ..fetch import (
+    DEFAULT_TIMEOUT_SECONDS,
+    PRIMARY_HOST,
+    default_output,
+    fetch_dataset,
+    pin_from_config,
+)
 from ..protocol import load_protocol, sha256_file
+from ._common import help_handler
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,15 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         epilog="Run 'evictlab data SUBCOMMAND --help' for the options of one subcommand.",
     )
-    group.set_defaults(handler=lambda args: _print_help(group))
+    group.set_defaults(handler=help_handler(group))
     commands = group.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     _register_demo(commands)
     _register_fetch(commands)
-
-
-def _print_help(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 0
 
 
 # --------------------------------------------------------------------------- demo

@@ -11,7 +11,6 @@ import argparse
 import weakref
 
 from ..errors import ContractError
-from ._common import positive_int
 from ..qa.grading import GRADER_VERSION
 from ..qa.stats import (
     ALPHA,
@@ -24,6 +23,7 @@ from ..qa.stats import (
     suite_report_lines,
     write_stats_files,
 )
+from ._common import help_handler, positive_int
 
 # The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -38,14 +38,9 @@ def qa_subparsers(subparsers: argparse._SubParsersAction) -> argparse._SubParser
             description="Offline steps of the live QA comparison between confidence and hybrid-v1.",
             epilog="Run 'evictlab qa SUBCOMMAND --help' for the options of one subcommand.",
         )
-        group.set_defaults(handler=lambda args: _print_help(group))
+        group.set_defaults(handler=help_handler(group))
         _GROUPS[subparsers] = group.add_subparsers(dest="qa_command", metavar="SUBCOMMAND")
     return _GROUPS[subparsers]
-
-
-def _print_help(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,6 +14,7 @@ from ..qa.stats import suite_report_lines
 from ._common import (
     add_pool_options,
     dataset_from,
+    non_negative_float,
     pool_set_from,
     positive_int,
     preset_name,
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="concurrent calls (default: the config's qa.workers)",
     )  # fmt: skip
     run.add_argument(
-        "--retry-delay", type=_non_negative_float, default=2.0, metavar="SECONDS",
+        "--retry-delay", type=non_negative_float, default=2.0, metavar="SECONDS",
         help="fixed pause before each retry of a call (default: %(default)s)",
     )  # fmt: skip
     add_pool_options(run)
@@ -88,13 +89,3 @@ def grade_command(args: argparse.Namespace) -> int:
         print(line)
     print(f"graded {len(result.rows)} rows to {args.output_dir}")
     return 0
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value >= 0.0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
