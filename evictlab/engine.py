@@ -345,27 +345,7 @@ class PreparedCases:
             reserved = np.zeros((n_settings, n_cases, len(capacities)), dtype=np.int64)
             reserved_ranked = np.zeros(full, dtype=bool)
         else:
-            slots_of: dict[tuple[float, int], list[int]] = {}
-            for s in reservation_settings:
-                key = (s.correction_reserved_fraction, s.correction_reserved_max)
-                if key not in slots_of:
-                    reservation = Reservation(CORRECTION, *key)
-                    slots_of[key] = [reservation.slots(capacity) for capacity in capacities]
-            slots = np.array(
-                [slots_of[s.correction_reserved_fraction, s.correction_reserved_max] for s in reservation_settings],
-                dtype=np.int64,
-            )[:, None, :]
-            # min(slots, corrections, capacity), so capacity 0 reserves nothing, as in spec 1.4.
-            reserved = np.minimum(np.minimum(slots, self.correction_counts[None, :, None]), caps)
-            reserved = np.where(over, reserved, 0)
-            # The top-ranked `reserved` corrections are selected first.
-            correction_ranked = np.take_along_axis(
-                np.broadcast_to(self.correction, values.shape), order, axis=-1
-            )
-            corrections_so_far = np.cumsum(correction_ranked, axis=-1, dtype=np.int32)
-            reserved_ranked = correction_ranked[:, :, None, :] & (
-                corrections_so_far[:, :, None, :] <= reserved[..., None]
-            )
+            reserved, reserved_ranked = self._reservation(reservation_settings, capacities, order, over)
 
         # Then the ranking fills the remaining capacity - reserved slots, skipping reserved facts.
         open_ranked = valid_ranked & ~reserved_ranked
@@ -411,6 +391,36 @@ class PreparedCases:
             np.put_along_axis(kept, np.broadcast_to(order[:, :, None, :], full), kept_ranked, axis=-1)
             out.update(kept=kept, ranking=order, scores=values)
         return out
+
+    def _reservation(
+        self,
+        settings: Sequence[PolicyParams],
+        capacities: tuple[int, ...],
+        order: np.ndarray,
+        over: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reserved correction slots (S, C, K) and the reserved facts as a rank-order mask (S, C, K, P)."""
+        slots_of: dict[tuple[float, int], list[int]] = {}
+        for s in settings:
+            key = (s.correction_reserved_fraction, s.correction_reserved_max)
+            if key not in slots_of:
+                reservation = Reservation(CORRECTION, *key)
+                slots_of[key] = [reservation.slots(capacity) for capacity in capacities]
+        slots = np.array(
+            [slots_of[s.correction_reserved_fraction, s.correction_reserved_max] for s in settings],
+            dtype=np.int64,
+        )[:, None, :]
+        # min(slots, corrections, capacity), so capacity 0 reserves nothing, as in spec 1.4.
+        caps = np.array(capacities, dtype=np.int64)
+        reserved = np.minimum(np.minimum(slots, self.correction_counts[None, :, None]), caps)
+        reserved = np.where(over, reserved, 0)
+        # The top-ranked `reserved` corrections are selected first.
+        correction_ranked = np.take_along_axis(np.broadcast_to(self.correction, order.shape), order, axis=-1)
+        corrections_so_far = np.cumsum(correction_ranked, axis=-1, dtype=np.int32)
+        reserved_ranked = correction_ranked[:, :, None, :] & (
+            corrections_so_far[:, :, None, :] <= reserved[..., None]
+        )
+        return reserved, reserved_ranked
 
 
 def _slot(slots: dict[Any, int], values: list[Any], value: Any) -> int:

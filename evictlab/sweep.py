@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .dataset import Dataset
 from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 from .errors import ContractError, OutputExistsError
 from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
 from .policies.base import WEIGHT_TOLERANCE
-from .dataset import Dataset
 from .pools import PoolSet, build_pools
 from .protocol import Protocol, preset_variant, resolve_variant
 from .results import atomic_write_bytes, provenance, utc_now_iso, write_json
@@ -81,6 +81,13 @@ SUMMARY_COLUMNS = (
     "support_retained_rate",
 )
 DEERMEM_DEFAULT = PolicyParams()
+#: The array type of each engine output (:data:`~evictlab.engine.OUTPUTS`) in the rows.
+OUTPUT_DTYPES = {
+    "support_retained": bool,
+    "support_rank": np.int64,
+    "reserved_correction_slots": np.int64,
+    "support_margin": np.float64,
+}
 
 
 # --------------------------------------------------------------------------- grids
@@ -94,7 +101,7 @@ def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
     value (``13 / 20 == 0.65``) and DeerMem's default lies exactly on the 0.05 grid. Order:
     confidence weight descending, then confirmation weight descending.
     """
-    if isinstance(step, bool) or not isinstance(step, numbers.Real) or not math.isfinite(step):
+    if not _is_number(step):
         raise ContractError(f"weight step must be a number, got {step!r}")
     if not 0 < step <= 1:
         raise ContractError(f"weight step must be in (0, 1], got {step!r}")
@@ -363,14 +370,9 @@ def _scalar_outputs(
         for case in cases.cases
     ]
 
-    def grid_of(name: str, dtype: Any) -> np.ndarray:
-        return np.array([[getattr(o, name) for o in row] for row in outcomes], dtype=dtype)[None]
-
     return {
-        "support_retained": grid_of("support_retained", bool),
-        "support_rank": grid_of("support_rank", np.int64),
-        "reserved_correction_slots": grid_of("reserved_correction_slots", np.int64),
-        "support_margin": grid_of("support_margin", np.float64),
+        name: np.array([[getattr(o, name) for o in row] for row in outcomes], dtype=dtype)[None]
+        for name, dtype in OUTPUT_DTYPES.items()
     }
 
 
@@ -407,10 +409,7 @@ class _Rows:
             "scenario": np.int32,
             "source": np.int32,
             "capacity": np.int64,
-            "support_retained": bool,
-            "support_rank": np.int64,
-            "reserved_correction_slots": np.int64,
-            "support_margin": np.float64,
+            **OUTPUT_DTYPES,
         }
         self.columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
         self.filled = 0
@@ -475,8 +474,7 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     counts["support_retained"] = counts["support_retained"].astype(np.int64)
     counts["cases"] = counts["cases"].astype(np.int64)
     counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
-    settings = rows[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
-    return counts.merge(settings, on="setting", how="left", validate="many_to_one")[list(SUMMARY_COLUMNS)]
+    return _with_setting_columns(counts, rows)[list(SUMMARY_COLUMNS)]
 
 
 def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
@@ -512,7 +510,12 @@ def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(
         records, columns=[*keys, "extreme", "setting", "support_retained", "cases", "tied", "settings"]
     )
-    settings = summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
+    return _with_setting_columns(frame, summary)
+
+
+def _with_setting_columns(frame: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the parameters of each row's ``setting``, looked up in ``source``."""
+    settings = source[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
     return frame.merge(settings, on="setting", how="left", validate="many_to_one")
 
 

@@ -52,6 +52,7 @@ from .errors import ContractError
 from .explain import Explanation, explain
 from .plots import ALL_CASES, ExplorerFigure
 from .policies import PolicyParams, known_policies
+from .policies.base import WEIGHT_TOLERANCE
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, PRESETS
 from .sweep import check_weights
@@ -283,7 +284,30 @@ class Explorer:
         return self
 
     def _checked(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        updates: dict[str, Any] = {}
+        updates: dict[str, Any] = {**self._checked_weights(values)}
+        for name in HALF_LIFE_NAMES:
+            if name in values:
+                value = values[name]
+                low, high = HALF_LIFE_RANGE_DAYS
+                if not _is_real(value) or not low <= value <= high:
+                    raise ContractError(f"{name} must be a number of days in [{low:g}, {high:g}], got {value!r}")
+                updates[name] = float(value)
+        if "capacity" in values:
+            updates["capacity"] = _checked_capacity(values["capacity"])
+        if "policy" in values:
+            updates["policy"] = _checked_policy(values["policy"])
+        if "preset" in values:
+            entry = self.pools.get(values["preset"])  # an unknown preset fails here
+            updates["preset"] = entry.preset
+        else:
+            entry = self.pools.get(self.preset)
+        if "case_id" in values:
+            updates["case_id"] = self._check_case(entry, values["case_id"])
+        return updates
+
+    def _checked_weights(self, values: Mapping[str, Any]) -> dict[str, float]:
+        """All three weights from the one, two or three given (none given: no change)."""
+        updates: dict[str, float] = {}
         given = {name: values[name] for name in WEIGHT_NAMES if name in values}
         for name, value in given.items():
             if not _is_real(value) or not 0 <= value <= 1:
@@ -293,36 +317,12 @@ class Explorer:
         elif len(given) == 2:
             missing = next(name for name in WEIGHT_NAMES if name not in given)
             rest = 1.0 - sum(float(v) for v in given.values())
-            if rest < -1e-9:
+            if rest < -WEIGHT_TOLERANCE:
                 raise ContractError(f"{' + '.join(given)} = {1 - rest!r} exceeds 1; {missing} cannot make the sum 1")
             updates.update({name: float(value) for name, value in given.items()}, **{missing: max(0.0, rest)})
         elif len(given) == 1:
             (name, value), = given.items()
             updates.update(zip(WEIGHT_NAMES, rescale_weights(self.weights, WEIGHT_NAMES.index(name), float(value))))
-        for name in HALF_LIFE_NAMES:
-            if name in values:
-                value = values[name]
-                low, high = HALF_LIFE_RANGE_DAYS
-                if not _is_real(value) or not low <= value <= high:
-                    raise ContractError(f"{name} must be a number of days in [{low:g}, {high:g}], got {value!r}")
-                updates[name] = float(value)
-        if "capacity" in values:
-            capacity = values["capacity"]
-            low, high = CAPACITY_RANGE
-            if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not low <= capacity <= high:
-                raise ContractError(f"capacity must be an integer in [{low}, {high}], got {capacity!r}")
-            updates["capacity"] = int(capacity)
-        if "policy" in values:
-            if values["policy"] not in known_policies():
-                raise ContractError(f"unknown policy {values['policy']!r}; known: {', '.join(known_policies())}")
-            updates["policy"] = values["policy"]
-        if "preset" in values:
-            entry = self.pools.get(values["preset"])  # an unknown preset fails here
-            updates["preset"] = entry.preset
-        else:
-            entry = self.pools.get(self.preset)
-        if "case_id" in values:
-            updates["case_id"] = self._check_case(entry, values["case_id"])
         return updates
 
     def refresh(self) -> None:
@@ -437,11 +437,9 @@ class Explorer:
     @staticmethod
     def _make_controls(entry: PresetPools, params: PolicyParams, preset: str, policy: str,
                        capacity: int) -> dict[str, w.ValueWidget]:
-        if policy not in known_policies():
-            raise ContractError(f"unknown policy {policy!r}; known: {', '.join(known_policies())}")
+        policy = _checked_policy(policy)
+        capacity = _checked_capacity(capacity)
         low, high = CAPACITY_RANGE
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or not low <= capacity <= high:
-            raise ContractError(f"capacity must be an integer in [{low}, {high}], got {capacity!r}")
         style = {"description_width": "9.5em"}
         layout = w.Layout(width="22em")
         weights = {
@@ -549,6 +547,19 @@ def _support_sentence(item: Any, explanation: Explanation) -> str:
     elif explanation.counterfactual_signals:
         text += "; no single-signal change keeps it"
     return text
+
+
+def _checked_policy(policy: Any) -> str:
+    if policy not in known_policies():
+        raise ContractError(f"unknown policy {policy!r}; known: {', '.join(known_policies())}")
+    return policy
+
+
+def _checked_capacity(capacity: Any) -> int:
+    low, high = CAPACITY_RANGE
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not low <= capacity <= high:
+        raise ContractError(f"capacity must be an integer in [{low}, {high}], got {capacity!r}")
+    return int(capacity)
 
 
 def _is_real(value: Any) -> bool:

@@ -30,7 +30,8 @@ from typing import Any
 import pandas as pd
 
 from .errors import ContractError
-from .policies import DEERMEM_POLICIES, PolicyParams, known_policies, select
+from .evaluate import decide
+from .policies import DEERMEM_POLICIES, PolicyParams, known_policies
 from .policies.random_policy import RETENTION_SEEDS
 from .pools import Case, PoolSet
 from .protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
@@ -126,11 +127,7 @@ def zoo_rows(
 
 
 def _support_retained(case: Case, policy: str, capacity: int, params: PolicyParams, now: Any, seed: int) -> float:
-    decision = select(
-        policy, case.facts, capacity, usage=case.usage, now=now, params=params,
-        support_fact_ids=case.support_fact_ids, seed=seed,
-    )
-    kept = set(decision.kept_ids)
+    kept = set(decide(case, policy, capacity, params, now, seed).kept_ids)
     return 1.0 if all(fact_id in kept for fact_id in case.support_fact_ids) else 0.0
 
 
