@@ -38,7 +38,13 @@ from .pools import Case, PoolSet
 from .qa.prompt import row_id
 from .qa.tasks import build_tasks
 from .results import provenance, refuse_existing, utc_now_iso, write_json, write_jsonl
-from .runspec import RunSpec, build_pool_set, canonical_params, check_same_dataset, iso_utc
+from .runspec import (
+    RunSpec,
+    build_pool_set,
+    canonical_params,
+    check_same_dataset,
+    iso_utc,
+)
 
 SUMMARY_FILE = "diff.summary.json"
 CASES_FILE = "diff.cases.jsonl"

@@ -43,8 +43,8 @@ from . import workbench, zoo
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .evaluate import retention_table
 from .pools import PoolSet
-from .qa import report as qa_report
 from .protocol import DEFAULT_PRESET, PROJECT_ROOT, preset_variant
+from .qa import report as qa_report
 from .results import atomic_write_text, provenance, utc_now_iso, write_json
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -467,13 +467,28 @@ class Table:
 
 
 def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
-    """Support retention of the run-policy evaluation, and the QA statistics of a graded run.
+    """Support retention of the run-policy evaluation, the QA statistics of a graded run and
+    the policy zoo.
 
     The QA run is ``parameters["qa_run_dir"]`` when given (the same parameter notebook 06
     reads), else DeerFlow's published v3 run.
     """
+    return [_retention_key_table(inputs), *_qa_key_tables(parameters), *_zoo_key_tables(inputs.pool_set)]
+
+
+def _retention_key_table(inputs: Inputs) -> Table:
     retained = retention_table(workbench.retention(inputs.pool_set))
     retained.columns = [f"{policy} @ {capacity}" for policy, capacity in retained.columns]
+    return Table(
+        "Support retention (selector only, no LLM)",
+        f"Support fact retained / cases per scenario, for each policy @ capacity, on {inputs.record['dataset']['path']}"
+        f" under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints).",
+        retained,
+    )
+
+
+def _qa_key_tables(parameters: Mapping[str, Any]) -> list[Table]:
+    """Paired statistics and accuracy intervals of the QA run that notebook 06 shows."""
     qa_dir = parameters.get("qa_run_dir")
     run = qa_report.load_qa_run(qa_dir) if qa_dir else qa_report.load_reference_run()
     check = qa_report.recompute(run)
@@ -489,24 +504,7 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
         qa_report.accuracy_frame(qa_report.rows_frame(run.rows), method=method, alpha=alpha)
     )
     accuracy.index = [group for _, group in accuracy.index]
-    zoo_table = zoo.zoo_pivot(zoo.zoo_summary(zoo.zoo_rows(inputs.pool_set)), scenarios=True)
-    zoo_tables = [
-        Table(
-            f"Policy zoo at capacity {capacity}",
-            "Support fact retained / cases per scenario for every registered policy, on the same"
-            " pools and clock; random and memorybank-seeded are means over 100 seeds, keep-all is"
-            " evaluated without a cap (notebook 08 has the figure and explanations).",
-            zoo_table[capacity],
-        )
-        for capacity in zoo_table.columns.get_level_values("capacity").unique()
-    ]
     return [
-        Table(
-            "Support retention (selector only, no LLM)",
-            f"Support fact retained / cases per scenario, for each policy @ capacity, on {inputs.record['dataset']['path']}"
-            f" under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints).",
-            retained,
-        ),
         Table(
             "Live QA: paired statistics",
             f"From {source}, recomputed from its rows with evictlab.qa.stats; stored files vs recomputed: {identical}.",
@@ -517,7 +515,21 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
             "Correct / cases, accuracy and interval per scenario and suite.",
             accuracy,
         ),
-        *zoo_tables,
+    ]
+
+
+def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
+    """One table per capacity: support retained by every registered policy (notebook 08)."""
+    zoo_table = zoo.zoo_pivot(zoo.zoo_summary(zoo.zoo_rows(pool_set)), scenarios=True)
+    return [
+        Table(
+            f"Policy zoo at capacity {capacity}",
+            "Support fact retained / cases per scenario for every registered policy, on the same"
+            " pools and clock; random and memorybank-seeded are means over 100 seeds, keep-all is"
+            " evaluated without a cap (notebook 08 has the figure and explanations).",
+            zoo_table[capacity],
+        )
+        for capacity in zoo_table.columns.get_level_values("capacity").unique()
     ]
 
 
@@ -598,14 +610,14 @@ def build_document(
     for run in runs:
         duration = "" if run.duration_seconds is None else f" in {run.duration_seconds:.1f} s"
         detail = f": {describe_failure(run)}" if run.status == ERROR else ""
-        items.append((Link(run.name, _relative(run.output_path, root)), f" {run.status}{duration},"
-                      f" {len([f for f in run.figures if f.suffix == '.png'])} figure(s){detail}"))
+        items.append((Link(run.name, _relative(run.output_path, root)),
+                      f" {run.status}{duration}, {len(_pngs(run))} figure(s){detail}"))
     blocks.append(Bullets(tuple(items)))
     for table in tables:
         blocks += [Heading(2, table.title), Paragraph((table.note,)), TableBlock(table.frame)]
     blocks.append(Heading(2, "Figures"))
     for run in runs:
-        pngs = [path for path in run.figures if path.suffix == ".png"]
+        pngs = _pngs(run)
         if not pngs:
             continue
         blocks.append(Heading(3, Path(run.name).stem))
@@ -613,6 +625,11 @@ def build_document(
             svg = png.with_suffix(".svg")
             blocks.append(Image(_relative(png, root), figure_caption(png), _relative(svg, root) if svg.exists() else None))
     return blocks
+
+
+def _pngs(run: NotebookRun) -> list[Path]:
+    """The run's figures, one file each: the PNG (its SVG twin, when saved, sits beside it)."""
+    return [path for path in run.figures if path.suffix == ".png"]
 
 
 def figure_caption(png: Path) -> str:

@@ -21,7 +21,6 @@ Paths inside a YAML file are relative to that file's folder.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -31,9 +30,10 @@ from typing import Any
 
 import yaml
 
+from .demo import open_dataset
 from .errors import ContractError
 from .policies import PolicyParams
-from .demo import open_dataset
+from .policies.signals import as_utc
 from .pools import PoolSet, build_pools
 from .protocol import (
     ARTIFACT_NAMES,
@@ -44,6 +44,7 @@ from .protocol import (
     Protocol,
     Variant,
     load_protocol,
+    sha256_bytes,
 )
 
 FILE_KEYS = ARTIFACT_NAMES  # config, official_manifest, synthetic_manifest, answer_prompt
@@ -78,12 +79,9 @@ class RunSpec:
     _protocol: Protocol = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.preset not in PRESETS:
-            raise ContractError(
-                f"{_where(self.origin or self.preset)}: unknown preset {self.preset!r}; known presets:"
-                f" {', '.join(PRESETS)}"
-            )
         where = _where(self.origin or self.preset)
+        if self.preset not in PRESETS:
+            raise ContractError(f"{where}: unknown preset {self.preset!r}; known presets: {', '.join(PRESETS)}")
         pairs = self.overrides.items() if isinstance(self.overrides, Mapping) else self.overrides
         overrides = tuple((key, coerce_value(key, value, where=where)) for key, value in pairs)
         object.__setattr__(self, "overrides", overrides)
@@ -100,7 +98,7 @@ class RunSpec:
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "evaluation_time", clock)
         object.__setattr__(self, "_protocol", protocol)
-        object.__setattr__(self, "identity", _sha256_text(canonical_json(self.identity_record())))
+        object.__setattr__(self, "identity", sha256_bytes(canonical_json(self.identity_record()).encode("utf-8")))
 
     # ------------------------------------------------------------------ construction
 
@@ -335,9 +333,7 @@ def _coerce_clock(value: Any, bad: Any) -> _dt.datetime:
         value = _dt.datetime(value.year, value.month, value.day)  # YAML reads 2026-08-13 as a date
     if not isinstance(value, _dt.datetime):
         raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=_dt.timezone.utc)  # project decision: naive times are UTC
-    return value.astimezone(_dt.timezone.utc)
+    return as_utc(value)  # project decision: naive times are UTC
 
 
 # --------------------------------------------------------------------------- canonical form
@@ -359,10 +355,6 @@ def canonical_json(value: Any) -> str:
 def iso_utc(moment: _dt.datetime) -> str:
     """UTC ISO-8601 with a trailing ``Z`` (microseconds only when non-zero)."""
     return moment.astimezone(_dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
-
-
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _json_value(value: Any) -> Any:

@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..diff import CASES_FILE, DIFF_FILES, RUN_FILE, SUMMARY_FILE, diff_specs, summary_lines, write_diff
+from ..diff import (
+    CASES_FILE,
+    DIFF_FILES,
+    RUN_FILE,
+    SUMMARY_FILE,
+    diff_specs,
+    summary_lines,
+    write_diff,
+)
 from ..protocol import PRESETS
 from ..results import refuse_existing, utc_now_iso
 from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, parse_spec

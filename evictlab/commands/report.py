@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ..protocol import DEFAULT_PRESET, PRESETS
-from ..report import NOTEBOOKS, RESERVED_PARAMETERS, default_name, parse_parameter_value, run_report
+from ..report import NOTEBOOKS, RESERVED_PARAMETERS, parse_parameter_value, run_report
 from ._common import parse_csv
 
 
@@ -68,10 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    name = args.name or default_name(args.preset, args.dataset, args.smoke)
     result = run_report(
         args.output_dir,
-        name=name,
+        name=args.name,  # run_report derives the default name from the same inputs
         dataset=args.dataset,
         preset=args.preset,
         smoke=args.smoke,

@@ -10,11 +10,10 @@ Everything here reads files and returns DataFrames or dataclasses; nothing is wr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -23,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import ContractError
-from ..protocol import DATA_DIR, SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ..protocol import DATA_DIR, SCENARIO_ORDER, SYNTHETIC_SCENARIO, sha256_bytes
 from ..results import json_document
 from .stats import (
     ALPHA,
@@ -58,6 +57,8 @@ REPORT_ROW_FIELDS = {
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 #: Binomial interval methods and their names in titles.
 INTERVAL_METHODS = {"wilson": "Wilson", "clopper-pearson": "exact Clopper-Pearson"}
+#: Every scenario in display order: the protocol's official ones, then the synthetic one.
+SCENARIOS = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
 
 
 # --------------------------------------------------------------------------- loading
@@ -218,7 +219,8 @@ def wilson_interval(correct: int, cases: int, alpha: float = ALPHA) -> tuple[flo
 
 def clopper_pearson_interval(correct: int, cases: int, alpha: float = ALPHA) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval: beta quantiles, 0 and 1 at the ends; conservative."""
-    from scipy.stats import beta  # imported on use: scipy.stats alone takes about a second to import
+    # Imported on use: scipy.stats alone takes about a second to import.
+    from scipy.stats import beta
 
     _check_counts(correct, cases, alpha)
     lower = 0.0 if correct == 0 else float(beta.ppf(alpha / 2, correct, cases - correct + 1))
@@ -227,16 +229,20 @@ def clopper_pearson_interval(correct: int, cases: int, alpha: float = ALPHA) -> 
 
 
 def binomial_interval(correct: int, cases: int, alpha: float = ALPHA, method: str = "wilson") -> tuple[float, float]:
+    _check_method(method)
     if method == "wilson":
         return wilson_interval(correct, cases, alpha)
-    if method == "clopper-pearson":
-        return clopper_pearson_interval(correct, cases, alpha)
-    raise ContractError(f"unknown interval method {method!r}; known: {', '.join(INTERVAL_METHODS)}")
+    return clopper_pearson_interval(correct, cases, alpha)
 
 
 def interval_label(method: str = "wilson", alpha: float = ALPHA) -> str:
     """``"95% Wilson"``: the confidence level and the method's name."""
     return f"{100 * (1 - alpha):g}% {INTERVAL_METHODS.get(method, method)}"
+
+
+def _check_method(method: str) -> None:
+    if method not in INTERVAL_METHODS:
+        raise ContractError(f"unknown interval method {method!r}; known: {', '.join(INTERVAL_METHODS)}")
 
 
 def _check_counts(correct: int, cases: int, alpha: float) -> None:
@@ -254,11 +260,9 @@ def accuracy_frame(rows: pd.DataFrame, *, method: str = "wilson", alpha: float =
     ``accuracy``, ``lower``, ``upper``, ``method``, ``alpha``. Scenarios come in protocol
     order; suites are ``official``, ``synthetic`` (each only when present) and ``overall``.
     """
-    if method not in INTERVAL_METHODS:
-        raise ContractError(f"unknown interval method {method!r}; known: {', '.join(INTERVAL_METHODS)}")
-    policies = [p for p in POLICIES if p in set(rows["policy"])] + sorted(set(rows["policy"]) - set(POLICIES))
-    known = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
-    scenarios = [s for s in known if s in set(rows["scenario"])] + sorted(set(rows["scenario"]) - set(known))
+    _check_method(method)
+    policies = _in_order(rows["policy"], POLICIES)
+    scenarios = _in_order(rows["scenario"], SCENARIOS)
     suite_of_row = rows["source"].map(SUITE_OF_SOURCE)
     groups: list[tuple[str, str, str, pd.Series]] = []
     for scenario in scenarios:
@@ -282,6 +286,12 @@ def accuracy_frame(rows: pd.DataFrame, *, method: str = "wilson", alpha: float =
                  "method": method, "alpha": alpha}
             )
     return pd.DataFrame.from_records(records)
+
+
+def _in_order(values: Iterable[str], known: Sequence[str]) -> list[str]:
+    """The distinct ``values``: those in ``known`` in its order, then any others sorted."""
+    present = set(values)
+    return [value for value in known if value in present] + sorted(present - set(known))
 
 
 def accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
@@ -314,7 +324,7 @@ def stats_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
     except (KeyError, TypeError, ValueError):
         raise ContractError("not a qa.stats.json object: needs 'policies' (two names) and 'suites'") from None
     records = []
-    for suite in [s for s in SUITES if s in suites] + sorted(set(suites) - set(SUITES)):
+    for suite in _in_order(suites, SUITES):
         entry = suites[suite]
         mcnemar, boot = entry["mcnemar"], entry["bootstrap"]
         records.append(
@@ -384,8 +394,8 @@ class StatsCheck:
             records.append(
                 {
                     "file": name,
-                    "stored_sha256": _sha256(stored.read_bytes()) if stored.exists() else None,
-                    "recomputed_sha256": _sha256(json_document(recomputed).encode("utf-8")),
+                    "stored_sha256": sha256_bytes(stored.read_bytes()) if stored.exists() else None,
+                    "recomputed_sha256": sha256_bytes(json_document(recomputed).encode("utf-8")),
                     "identical": self.identical[name],
                 }
             )
@@ -416,10 +426,6 @@ def recompute(run: QARun, *, protocol_id: str | None = None) -> StatsCheck:
     return StatsCheck(summary, stats, identical)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 # --------------------------------------------------------------------------- cases and tokens
 
 
@@ -445,7 +451,7 @@ def discordant_cases(rows: pd.DataFrame) -> pd.DataFrame:
     for policy in POLICIES:
         for column in ("prediction", "grade_rule", "support_all_retained"):
             out[f"{policy}_{column}"] = discordant[(column, policy)].to_numpy()
-    scenario_rank = {s: i for i, s in enumerate((*SCENARIO_ORDER, SYNTHETIC_SCENARIO))}
+    scenario_rank = {s: i for i, s in enumerate(SCENARIOS)}
     out = out.reset_index()
     out["_loss"] = out["winner"] == FIRST_POLICY
     out["_order"] = out["scenario"].map(scenario_rank).fillna(len(scenario_rank))
@@ -459,12 +465,10 @@ def token_summary(rows: pd.DataFrame) -> pd.DataFrame:
     Columns: ``policy``, ``scenario``, ``requests``, ``prompt_tokens``, ``completion_tokens``,
     ``total_tokens`` (sums; rows without a count add nothing) and the per-request means.
     """
-    scenario_rank = {s: i for i, s in enumerate((*SCENARIO_ORDER, SYNTHETIC_SCENARIO))}
     records = []
-    policies = [p for p in POLICIES if p in set(rows["policy"])] + sorted(set(rows["policy"]) - set(POLICIES))
-    for policy in policies:
+    for policy in _in_order(rows["policy"], POLICIES):
         members = rows[rows["policy"] == policy]
-        scenarios = sorted(set(members["scenario"]), key=lambda s: (scenario_rank.get(s, len(scenario_rank)), s))
+        scenarios = _in_order(members["scenario"], SCENARIOS)
         for scenario, subset in [(s, members[members["scenario"] == s]) for s in scenarios] + [("all", members)]:
             record: dict[str, Any] = {"policy": policy, "scenario": scenario, "requests": len(subset)}
             for name in TOKEN_FIELDS:
