@@ -94,3 +94,16 @@ def test_unpinned_dataset_is_recorded_in_run_json(tmp_path, capsys):
     run = json.loads((output / "run.json").read_text())
     assert run["dataset"]["pinned"] is False
     assert run["dataset"]["sha256"] == sha256_file(dataset) != DEMO_PIN.sha256
+
+
+def test_diff_warns_about_an_unpinned_dataset(tmp_path, capsys):
+    dataset = tmp_path / "copy.json"
+    dataset.write_bytes(DEMO_DATASET.read_bytes() + b"\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"preset: pr4810-final\nofficial_manifest: {DEMO_MANIFEST}\n")
+    argv = ["diff", "--dataset", str(dataset), "--allow-unpinned", "--from", str(spec), "--to", str(spec),
+            "--output-dir", str(tmp_path / "out")]
+    assert main(argv) == 0
+    assert "warning:" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "out" / "diff.summary.json").read_text())
+    assert summary["dataset"]["pinned"] is False

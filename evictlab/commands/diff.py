@@ -66,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset is None:
         print(DEMO_NOTICE, file=sys.stderr)
     result = diff_specs(before, after, args.dataset, allow_unpinned=args.allow_unpinned)
+    dataset = result.summary["dataset"]
+    if dataset.get("pinned") is False:
+        print(
+            f"warning: {args.dataset} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
+            " because of --allow-unpinned (recorded as \"pinned\": false)",
+            file=sys.stderr,
+        )
     write_diff(args.output_dir, result, started_at=started_at)
     for line in summary_lines(result.summary):
         print(line)
