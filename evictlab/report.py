@@ -161,6 +161,7 @@ class ReportResult:
     status: str
     notebooks: list[NotebookRun]
     error: str | None = None
+    tables: list["Table"] = field(default_factory=list)  # the key tables shown in report.md
 
     @property
     def manifest_path(self) -> Path:
@@ -276,7 +277,7 @@ def run_report(
     atomic_write_text(root / MARKDOWN_FILE, render_markdown(document))
     atomic_write_text(root / HTML_FILE, render_html(document, title=f"evictlab report: {root.name}"))
     _finish(root, manifest, runs, status, error, files=[MARKDOWN_FILE, HTML_FILE])
-    return ReportResult(root, status, runs, error)
+    return ReportResult(root, status, runs, error, tables)
 
 
 def check_kernel(kernel_name: str) -> None:

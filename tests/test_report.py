@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import io
 import json
 import re
 from pathlib import Path
@@ -33,8 +35,18 @@ def links(path: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def smoke_report(tmp_path_factory):
     output = tmp_path_factory.mktemp("report") / "smoke"
-    code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
+    (output.parent / "stdout.txt").write_text(printed.getvalue(), encoding="utf-8")
     return code, output
+
+
+def test_the_command_prints_the_retention_table(smoke_report):
+    _, output = smoke_report
+    printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
+    assert "Support retention" in printed
+    assert re.search(r"total\s+20/45\s+35/45\s+27/45\s+45/45\s+35/45\s+45/45", printed)
 
 
 def test_report_succeeds_and_executes_every_notebook(smoke_report):

@@ -85,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"evictlab report: error: {result.error}", file=sys.stderr)
         print(f"partial report in {result.output_dir} (executed notebooks kept in notebooks/)", file=sys.stderr)
         return 1
+    if result.tables:  # the support-retention table, as run-policy prints it
+        retention = result.tables[0]
+        print(f"\n{retention.title}\n{retention.frame.to_string()}\n")
     print(f"report: {result.markdown_path}")
     print(f"        {result.html_path}")
     return 0
