@@ -2,8 +2,9 @@
 
 The suite is :data:`NOTEBOOKS`, an ordered list of files in ``notebooks/``; adding a notebook
 to the report is adding its file name there. Every notebook receives the same parameters
-(``dataset``, ``preset``, ``smoke``, ``figures_dir``, plus any ``-p NAME VALUE`` overrides)
-and saves its figures with :func:`evictlab.plots.save` into ``figures_dir``.
+(``dataset``, ``allow_unpinned``, ``preset``, ``smoke``, ``figures_dir``, plus any
+``-p NAME VALUE`` overrides) and saves its figures with :func:`evictlab.plots.save` into
+``figures_dir``.
 
 A report folder (``results/<name>/`` by default) holds::
 
@@ -73,7 +74,7 @@ FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
 
 #: Parameters the report sets itself; ``-p`` may not override them.
-RESERVED_PARAMETERS = ("dataset", "preset", "smoke", "figures_dir")
+RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "smoke", "figures_dir")
 
 SUCCESS = "success"
 ERROR = "error"
@@ -188,6 +189,7 @@ def run_report(
     *,
     name: str | None = None,
     dataset: str | os.PathLike | None = None,
+    allow_unpinned: bool = False,
     preset: str | None = DEFAULT_PRESET,
     smoke: bool = False,
     parameters: Mapping[str, Any] | None = None,
@@ -201,9 +203,12 @@ def run_report(
 
     ``output_dir`` is the whole folder (default ``results/<name>``, ``name`` defaulting to
     :func:`default_name`). ``notebooks`` selects from ``available`` (default
-    :data:`NOTEBOOKS`), whose files live in ``notebook_dir``. Notebook failures are recorded,
-    not raised; invalid inputs (unknown preset or notebook, unreadable dataset, a reserved
-    parameter in ``parameters``, a foreign output folder) raise :class:`EvictlabError`.
+    :data:`NOTEBOOKS`), whose files live in ``notebook_dir``. ``allow_unpinned`` accepts a
+    ``dataset`` whose SHA-256 is not the pinned one, for the key tables and every notebook (it
+    warns, and the manifest's dataset record says ``"pinned": false``). Notebook failures are
+    recorded, not raised; invalid inputs (unknown preset or notebook, unreadable or unpinned
+    dataset, a reserved parameter in ``parameters``, a foreign output folder) raise
+    :class:`EvictlabError`.
     """
     preset = preset or DEFAULT_PRESET
     preset_variant(preset)  # an unknown preset fails before anything is written
@@ -211,7 +216,8 @@ def run_report(
     reserved = sorted(set(parameters) & set(RESERVED_PARAMETERS))
     if reserved:
         raise ContractError(
-            f"parameter(s) {', '.join(reserved)} are set by the report itself; use --dataset, --preset or --smoke"
+            f"parameter(s) {', '.join(reserved)} are set by the report itself;"
+            " use --dataset, --allow-unpinned, --preset or --smoke"
         )
     selected = select_notebooks(notebooks, NOTEBOOKS if available is None else available)
     notebook_dir = Path(notebook_dir)
@@ -229,6 +235,7 @@ def run_report(
 
     notebook_parameters = {
         "dataset": None if dataset_path is None else str(dataset_path),
+        "allow_unpinned": bool(allow_unpinned),
         "preset": preset,
         "smoke": bool(smoke),
         "figures_dir": str(figures_dir),
@@ -247,7 +254,7 @@ def run_report(
     }
     write_json(root / MANIFEST_FILE, manifest)
     try:
-        inputs = describe_inputs(dataset_path, preset)
+        inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
     except EvictlabError as error:
         _finish(root, manifest, runs, ERROR, f"cannot load the inputs: {error}")
         raise
@@ -442,8 +449,8 @@ class Inputs:
     record: dict[str, Any]
 
 
-def describe_inputs(dataset: Path | None, preset: str) -> Inputs:
-    pool_set = workbench.load_pool_set(dataset, preset)
+def describe_inputs(dataset: Path | None, preset: str, *, allow_unpinned: bool = False) -> Inputs:
+    pool_set = workbench.load_pool_set(dataset, preset, allow_unpinned=allow_unpinned)
     protocol = pool_set.protocol
     return Inputs(
         pool_set,

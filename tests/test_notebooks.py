@@ -12,7 +12,9 @@ import pytest
 
 from evictlab import report
 
-REQUIRED_PARAMETERS = {"dataset": None, "preset": "pr4810-final", "smoke": False, "figures_dir": None}
+REQUIRED_PARAMETERS = {
+    "dataset": None, "allow_unpinned": False, "preset": "pr4810-final", "smoke": False, "figures_dir": None,
+}
 FIGURES = {  # the figures each notebook saves in smoke mode
     "01_pools.ipynb": ["01_evidence_lengths", "01_pool_metadata", "01_pool_overview"],
     "02_retention.ipynb": ["02_retention_by_scenario", "02_support_rank_distribution"],

@@ -17,7 +17,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from evictlab import cli, report
 from evictlab.commands import report as report_command
-from evictlab.errors import ContractError, OutputExistsError
+from evictlab.errors import ContractError, DatasetError, OutputExistsError
 
 DEMO_DATASET = Path(report.PROJECT_ROOT) / "data" / "demo" / "longmemeval-demo.json"
 
@@ -263,3 +263,53 @@ def test_key_tables_follow_the_qa_parameters_of_notebook_06():
     assert "graded run" in stats.note and str(v1) in stats.note
     assert tuple(stats.frame.loc["official", ["only confidence", "only hybrid-v1"]]) == (2, 14)
     assert accuracy.title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"
+
+
+# --------------------------------------------------------------------------- unpinned datasets
+
+
+def unpinned_copy(folder: Path) -> Path:
+    """The demo dataset plus one trailing newline: valid rows, a SHA-256 no config pins."""
+    copy = folder / "unpinned.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")
+    return copy
+
+
+def test_an_unpinned_dataset_is_refused_without_allow_unpinned(tmp_path, capsys):
+    output = tmp_path / "out"
+    argv = ["report", "--dataset", str(unpinned_copy(tmp_path)), "--notebooks", "01",
+            "--output-dir", str(output), "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is not the pinned" in err and "--allow-unpinned" in err
+    assert [path for path in output.rglob("*") if path.is_file()] == [output / "report.json"]
+    manifest = json.loads((output / "report.json").read_text())
+    assert manifest["status"] == "error" and "--allow-unpinned" in manifest["error"]
+    assert manifest["parameters"]["allow_unpinned"] is False
+
+
+def test_allow_unpinned_reaches_the_pin_check_of_the_key_tables(tmp_path):
+    """With the flag the pin no longer stops the report; the demo's rows then disagree with the
+    LongMemEval manifest, which is the next check (the report has no --official-manifest)."""
+    copy = unpinned_copy(tmp_path)
+    with pytest.raises(DatasetError, match="--allow-unpinned"):
+        report.describe_inputs(copy, "pr4810-final")
+    with pytest.warns(UserWarning, match="not the pinned"), pytest.raises(DatasetError, match="manifest disagrees"):
+        report.describe_inputs(copy, "pr4810-final", allow_unpinned=True)
+
+
+def test_allow_unpinned_is_a_reserved_parameter(tmp_path, capsys):
+    output = tmp_path / "out"
+    assert cli.main(["report", "-p", "allow_unpinned", "True", "--output-dir", str(output), "--no-progress"]) == 2
+    assert "allow_unpinned are set by the report itself; use --dataset, --allow-unpinned" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
+    result = report.run_report(tmp_path / "out", smoke=True, notebooks=["01"], allow_unpinned=True, progress=False)
+    assert result.ok, result.error
+    manifest = json.loads(result.manifest_path.read_text())
+    assert manifest["parameters"]["allow_unpinned"] is True
+    assert "pinned" not in manifest["dataset"]  # the embedded demo is pinned; the flag only permits
+    executed = nbformat.read(result.output_dir / "notebooks" / "01_pools.ipynb", as_version=4)
+    assert executed.metadata["papermill"]["parameters"]["allow_unpinned"] is True

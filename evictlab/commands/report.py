@@ -37,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="LongMemEval oracle JSON file (default: the embedded demo dataset)",
     )
     parser.add_argument(
+        "--allow-unpinned",
+        action="store_true",
+        help="accept a dataset whose SHA-256 is not the pinned one, in the key tables and every"
+        " notebook (warns; recorded as pinned: false)",
+    )
+    parser.add_argument(
         "--preset",
         choices=sorted(PRESETS),
         default=DEFAULT_PRESET,
@@ -72,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         args.output_dir,
         name=args.name,  # run_report derives the default name from the same inputs
         dataset=args.dataset,
+        allow_unpinned=args.allow_unpinned,
         preset=args.preset,
         smoke=args.smoke,
         parameters={key: parse_parameter_value(value) for key, value in args.parameter},
