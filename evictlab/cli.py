@@ -1,25 +1,77 @@
 """The ``evictlab`` command line.
 
 Each module in :mod:`evictlab.commands` adds its subcommands through ``register(subparsers)``;
-this file only assembles them, so a new command is one new module. A handler returns an exit
-code; errors derived from :class:`~evictlab.errors.EvictlabError` are printed as one line and
-end the process with that error's exit code.
+this file only assembles them, so a new command is one new module. Only the module of the
+command being run is imported: every other command is listed from
+:data:`evictlab.commands.INDEX`, so ``evictlab --help`` and ``--version`` load no pandas or
+numpy. A mistyped command or option is answered with the closest known one. A handler returns
+an exit code; errors derived from :class:`~evictlab.errors.EvictlabError` are printed as one
+line and end the process with that error's exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import pkgutil
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from . import __version__, commands
 from .errors import EvictlabError
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the closest command or option."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        match = _INVALID_CHOICE.search(message)
+        if match:
+            choices = re.findall(r"'([^']*)'", match["choices"])
+            message += did_you_mean(match["given"], choices)
+        super().error(message)
+
+    def reject_unknown(self, extras: Sequence[str]) -> None:
+        """Fail on arguments this parser does not know, suggesting its closest options."""
+        known = [option for option in self._option_string_actions if option != "--help"]
+        hints = "".join(did_you_mean(item.split("=", 1)[0], known) for item in extras if item.startswith("--"))
+        super().error(f"unrecognized arguments: {' '.join(extras)}{hints}")
+
+    def unknown_options(self, argv: Sequence[str]) -> list[str]:
+        """The ``--name`` items of ``argv`` that no option of this parser takes (nor abbreviates).
+
+        Checked before parsing, so that a mistyped option is named even when argparse would
+        first complain about a required option the typo was meant to be.
+        """
+        unknown = []
+        for item in argv:
+            if item == "--":
+                break
+            flag = item.split("=", 1)[0]
+            if flag.startswith("--") and not any(option.startswith(flag) for option in self._option_string_actions):
+                unknown.append(item)
+        return unknown
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'run-policy'?"``, or ``""`` when nothing is close."""
+    close = difflib.get_close_matches(given, list(known), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join(repr(name) for name in close)}?"
+
+
+def build_parser(command: str | None = None, *, complete: bool = False) -> Parser:
+    """The parser, with the full subparser of ``command`` (every command when ``complete``).
+
+    Commands other than ``command`` are stubs carrying their one-line help, enough for
+    ``evictlab --help`` and for suggesting a mistyped command name.
+    """
+    parser = Parser(
         prog="evictlab",
         description=(
             "evictlab: rebuild DeerMem's eviction evaluation, compare capacity policies, sweep"
@@ -29,16 +81,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"evictlab {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    indexed = {module for module, _ in commands.INDEX.values()}
+    wanted = {module for name, (module, _) in commands.INDEX.items() if complete or name == command}
     for module in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if module.name.startswith("_"):
+        if module.name.startswith("_") or (module.name in indexed and module.name not in wanted):
             continue
         importlib.import_module(f"{commands.__name__}.{module.name}").register(subparsers)
+    for name, (_, summary) in sorted(commands.INDEX.items()):
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv``: its first item that is not an option (the top-level
+    parser's only options, ``--help`` and ``--version``, take no value)."""
+    return next((item for item in argv if not item.startswith("-")), None)
+
+
+def chosen_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The innermost subparser ``argv`` names, e.g. ``qa stats``'s for ``evictlab qa stats ...``
+    (command groups take no option with a value, so their subcommand is the next non-option)."""
+    for item in argv:
+        if item == "--":
+            break
+        if item.startswith("-"):
+            continue
+        action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if action is None or item not in action.choices:
+            break
+        parser = action.choices[item]
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_of(argv))
+    chosen = chosen_parser(parser, argv)
+    if isinstance(chosen, Parser) and (unknown := chosen.unknown_options(argv)):
+        chosen.reject_unknown(unknown)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        (chosen if isinstance(chosen, Parser) else parser).reject_unknown(extras)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

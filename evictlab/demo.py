@@ -64,7 +64,7 @@ from typing import Any
 
 from .dataset import Dataset, check_selection, load_dataset, render_evidence, select_official
 from .errors import OutputExistsError
-from .protocol import DATA_DIR, DatasetPin, Protocol, sha256_bytes
+from .protocol import DATA_DIR, DatasetPin, Protocol, sha256_bytes, sha256_file
 from .results import atomic_write_bytes
 
 GENERATOR_VERSION = "evictlab-demo-generator-v1"
@@ -182,14 +182,21 @@ def open_dataset(
 
     With ``path``, the file checked against the config's pin (an unpinned file only with
     ``allow_unpinned``; the returned dataset then says ``pinned = False`` and callers warn).
-    Without it, the embedded demo, with the demo's own official manifest unless
-    ``keep_official_manifest`` (the user named a manifest explicitly).
+    Without it, or with a file whose SHA-256 is the demo's (a copy of it, or the embedded file
+    itself), the demo, with the demo's own official manifest unless ``keep_official_manifest``
+    (the user named a manifest explicitly).
     """
-    if path is None:
-        if not keep_official_manifest:
-            protocol = demo_protocol(protocol)
-        return protocol, load_demo(protocol)
-    return protocol, load_dataset(Path(path), protocol.config.dataset, allow_unpinned=allow_unpinned)
+    if path is not None and not is_demo_file(path):
+        return protocol, load_dataset(Path(path), protocol.config.dataset, allow_unpinned=allow_unpinned)
+    if not keep_official_manifest:
+        protocol = demo_protocol(protocol)
+    return protocol, load_demo(protocol, path=path)
+
+
+def is_demo_file(path: str | Path) -> bool:
+    """Whether ``path`` is a readable file with the demo's SHA-256 (identified by content, not name)."""
+    path = Path(path)
+    return path.is_file() and sha256_file(path) == DEMO_SHA256
 
 
 def committed_problems(protocol: Protocol) -> list[str]:

@@ -69,6 +69,7 @@ def evaluate(
         get_policy(name)  # fail on an unknown name before any work
     protocol = pool_set.protocol
     capacities = tuple(capacities or protocol.config.pool.capacities)
+    pool_set.check_capacities(capacities, f"{len(pool_set.cases)} pools")
     params = params or protocol.config.hybrid
     now = protocol.evaluation_time
     return [

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .dataset import BankRecord, Dataset, answer_text, build_bank, check_selection, render_evidence, select_official
-from .errors import DatasetError
+from .errors import ContractError, DatasetError
 from .protocol import Protocol, Variant
 
 CONFIRMED_DAYS_AGO = 7
@@ -209,6 +210,19 @@ class PoolSet:
             if case.case_id == case_id:
                 return case
         raise DatasetError(f"no case {case_id!r}; known cases: {', '.join(c.case_id for c in self.cases)}")
+
+    def check_capacities(self, capacities: Sequence[int], where: str) -> None:
+        """:func:`check_capacities` against the smallest pool of the set."""
+        check_capacities(capacities, min(len(case.facts) for case in self.cases), where)
+
+
+def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> None:
+    """Every capacity must leave something to evict and keep something: 1 <= k <= pool size - 1."""
+    for capacity in capacities:
+        if not 1 <= capacity <= pool_size - 1:
+            raise ContractError(
+                f"capacity {capacity} is outside [1, {pool_size - 1}] (pool size {pool_size}, {where})"
+            )
 
 
 def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolSet:

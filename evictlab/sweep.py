@@ -37,7 +37,7 @@ from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 from .errors import ContractError, OutputExistsError
 from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
 from .policies.base import WEIGHT_TOLERANCE
-from .pools import PoolSet, build_pools
+from .pools import PoolSet, build_pools, check_capacities
 from .protocol import Protocol, preset_variant, resolve_variant
 from .results import atomic_write_bytes, provenance, utc_now_iso, write_json
 
@@ -350,15 +350,6 @@ def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
     if isinstance(item, PoolSet):
         return PreparedCases.from_pool_set(item)
     raise ContractError(f"expected a PoolSet or PreparedCases, got {type(item).__name__}")
-
-
-def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> None:
-    """Every capacity must leave something to evict and keep something: 1 <= k <= pool size - 1."""
-    for capacity in capacities:
-        if not 1 <= capacity <= pool_size - 1:
-            raise ContractError(
-                f"capacity {capacity} is outside [1, {pool_size - 1}] (pool size {pool_size}, {where})"
-            )
 
 
 def _scalar_outputs(

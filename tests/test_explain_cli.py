@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from evictlab import workbench
 from evictlab.cli import main
+from evictlab.commands.explain import at_least
 from evictlab.explain import explain
 
 
@@ -54,7 +56,7 @@ def test_table_lists_every_fact_and_why_the_support_went(capsys, pool_set, lost_
     item = expected.fact(support)
     assert f"{support} (support)" in why
     assert f"displaced by: {item.displaced_by} (margin {item.margin:+.4f})" in why
-    assert f"confidence >= {item.min_confidence!r}" in why  # exact, not rounded
+    assert f"confidence {at_least(item.min_confidence)}" in why  # rounded; --format json keeps it exact
 
 
 def test_json_document_matches_the_explanation(capsys, pool_set, lost_case):
@@ -163,3 +165,24 @@ def test_capacity_must_be_positive(capsys):
         main(["explain", "--case", "correction_language", "--policy", "lru", "--capacity", "0"])
     assert exit_info.value.code == 2
     assert "expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_capacity_must_leave_something_to_evict(capsys):
+    code, out, err = run(capsys, "--case", "correction_language", "--policy", "lru", "--capacity", "10")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith("capacity 10 is outside [1, 9] (pool size 10, case correction_language)")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.84, ">= 0.84"), (0.8400000000000002, "> 0.84"), (0.7061538461538464, ">= 0.7062"), (1.0, ">= 1")],
+)
+def test_thresholds_are_printed_rounded_and_still_sufficient(value, text):
+    assert at_least(value) == text
+
+
+def test_the_table_prints_no_long_floats(capsys, pool_set):
+    for case in pool_set.cases[:10]:
+        code, out, _ = run(capsys, "--case", case.case_id, "--policy", "hybrid-v1", "--capacity", "5")
+        assert code == 0
+        assert not re.search(r"\d\.\d{5,}", out), out

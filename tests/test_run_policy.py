@@ -151,3 +151,23 @@ def test_unknown_policy_and_bad_parameter_are_clear_errors(tmp_path, capsys):
     assert main(["run-policy", "--output-dir", str(tmp_path / "b"), "--param", "confidence_weight=0.64"]) != 0
     assert "weights must sum to 1.0" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("capacity", ["0", "10", "12"])
+def test_capacities_outside_the_pool_are_refused_naming_the_pool_size(tmp_path, capsys, capacity):
+    assert main(["run-policy", "--output-dir", str(tmp_path / "out"), "--capacities", f"5,{capacity}"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == f"evictlab run-policy: error: capacity {capacity} is outside [1, 9] (pool size 10, 45 pools)"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_demo_file_passed_with_dataset_is_the_demo(tmp_path, capsys):
+    """Identified by its SHA-256, a copy of the embedded demo needs no --allow-unpinned."""
+    from evictlab.demo import DEMO_DATASET
+
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes())
+    assert main(["run-policy", "--dataset", str(copy), "--output-dir", str(tmp_path / "out")]) == 0
+    assert "using the embedded demo dataset" in capsys.readouterr().err
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["dataset"]["repository"] == "evictlab/demo"

@@ -14,13 +14,14 @@ from ..fetch import (
     pin_from_config,
 )
 from ..protocol import load_protocol, sha256_file
+from . import summary
 from ._common import help_handler
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     group = subparsers.add_parser(
         "data",
-        help="the embedded demo dataset and the explicit LongMemEval download",
+        help=summary("data"),
         description=(
             "Datasets for evictlab: check or copy the embedded demo dataset, or download the pinned"
             " LongMemEval oracle file."

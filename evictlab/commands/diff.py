@@ -18,13 +18,14 @@ from ..diff import (
 from ..protocol import PRESETS
 from ..results import refuse_existing, utc_now_iso
 from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, parse_spec
+from . import summary
 from ._common import DEMO_NOTICE, add_dataset_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "diff",
-        help="compare two run specs (protocol variants) on one dataset: pools, kept sets, prompts",
+        help=summary("diff"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Build the 45 pools under two run specs on the same dataset and report what\n"

@@ -17,7 +17,8 @@ from ..explain import (
 )
 from ..policies import PolicyParams, known_policies
 from ..policies.modifiers import resolve_policy
-from ..pools import Case, PoolSet
+from ..pools import Case, PoolSet, check_capacities
+from . import summary
 from ._common import add_param_option, add_pool_options, parameter_changes, pool_set_from, positive_int, preset_name
 
 FORMATS = ("table", "json")
@@ -33,7 +34,7 @@ EXAMPLE = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "explain",
-        help="why each fact of one case was kept or evicted: rank, score, margin, displacer, smallest change",
+        help=summary("explain"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Run one policy on one case's pool at one capacity and print, for every fact in rank\n"
@@ -44,8 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "would have kept it, or 'none' where no change of that signal is enough. The smallest\n"
             "changes are exact: the confidence policy has one signal (confidence), hybrid-v1 three\n"
             "(confidence, confirmation age, access heat); other policies report rank, score,\n"
-            "margin and displacer only. --format json prints the same as one JSON document (full\n"
-            "precision; non-finite numbers as null)."
+            "margin and displacer only. The table rounds to 4 decimals (a threshold upwards, or\n"
+            "'> x' where it lies a rounding error above x); --format json prints the same as one\n"
+            "JSON document (full precision; non-finite numbers as null)."
         ),
         epilog=EXAMPLE,
     )
@@ -70,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     resolve_policy(args.policy)
     pool_set = pool_set_from(args)
     case = pool_set.case(args.case)
+    check_capacities([args.capacity], len(case.facts), f"case {case.case_id}")
     params = pool_set.protocol.config.hybrid.replace(**changes)
     explanation = explain(
         case.facts,
@@ -206,7 +209,7 @@ def change_text(explanation: Explanation, item: FactExplanation) -> str:
     parts = []
     for signal, value in values.items():
         if signal == CONFIDENCE:
-            parts.append("none by confidence" if value is None else f"confidence >= {value!r}")
+            parts.append("none by confidence" if value is None else f"confidence {at_least(value)}")
         elif signal == CONFIRMATION:
             parts.append("none by confirmation" if value is None else f"confirmed within {value} days")
         else:
@@ -214,6 +217,22 @@ def change_text(explanation: Explanation, item: FactExplanation) -> str:
     if all(value is None for value in values.values()):
         return "none (" + "; ".join(parts) + ")"
     return " | ".join(parts)
+
+
+def at_least(value: float, places: int = 4) -> str:
+    """``">= 0.8401"`` for the smallest value that suffices, in ``places`` decimals, still true.
+
+    A threshold that sits a rounding error above a short decimal (0.8400000000000002: the fact
+    must beat a score tie at 0.84) reads ``"> 0.84"``; any other value is rounded up, so the
+    printed bound is always enough. ``--format json`` keeps the exact value.
+    """
+    scale = 10**places
+    rounded = round(value, places)
+    if rounded == value:
+        return f">= {rounded:g}"
+    if 0 < value - rounded <= 1e-9:
+        return f"> {rounded:g}"
+    return f">= {math.ceil(value * scale) / scale:g}"
 
 
 def _number(value: float | None) -> str:

@@ -23,6 +23,7 @@ from ..qa.stats import (
     suite_report_lines,
     write_stats_files,
 )
+from . import summary
 from ._common import help_handler, positive_int
 
 # The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
@@ -34,7 +35,7 @@ def qa_subparsers(subparsers: argparse._SubParsersAction) -> argparse._SubParser
     if subparsers not in _GROUPS:
         group = subparsers.add_parser(
             "qa",
-            help="offline steps of the live QA comparison (see: evictlab qa --help)",
+            help=summary("qa"),
             description="Offline steps of the live QA comparison between confidence and hybrid-v1.",
             epilog="Run 'evictlab qa SUBCOMMAND --help' for the options of one subcommand.",
         )

@@ -11,6 +11,7 @@ from ..qa.grade import GRADED_FILES, grade_run
 from ..qa.providers import provider_from_environment
 from ..qa.runner import MARKER_FILE, RESPONSES_DIR, run_qa
 from ..qa.stats import suite_report_lines
+from . import summary
 from ._common import (
     add_pool_options,
     dataset_from,
@@ -26,7 +27,7 @@ from ._common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run-qa",
-        help="ask an OpenAI-compatible model the 90 questions (45 cases x 2 policies); resumable",
+        help=summary("run-qa"),
         description=(
             "Evaluate both policies at the QA capacity, render the answer prompt and call the"
             " chat-completions endpoint named by the config's environment variables (API key and"
@@ -50,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     grade = subparsers.add_parser(
         "grade-qa",
-        help="grade a finished run-qa folder and write the paired statistics (no provider calls)",
+        help=summary("grade-qa"),
         description=(
             "Recompute the 90 tasks, check the run marker and every stored row against them,"
             " grade each prediction with the deterministic grader and write "

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from ..protocol import DEFAULT_PRESET, PRESETS
 from ..report import NOTEBOOKS, RESERVED_PARAMETERS, parse_parameter_value, run_report
+from . import summary
 from ._common import parse_csv
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="run the notebooks with papermill and write report.md, report.html and report.json",
+        help=summary("report"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             textwrap.fill("Notebooks, in order: " + ", ".join(NOTEBOOKS) + ".", width=84) + "\n\n"

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from ..evaluate import RUN_FILES, retention_frame, retention_table, write_run
 from ..policies import DEERMEM_POLICIES, known_policies
+from . import summary
 from ._common import add_param_option, add_pool_options, parameter_changes, parse_csv, pool_set_from, preset_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run-policy",
-        help="evaluate capacity policies on the 45 pools and write run.json, policy.raw.jsonl, summary.json",
+        help=summary("run-policy"),
         description=(
             "Build the 45 pools, run each policy at each capacity and write "
             + ", ".join(RUN_FILES)

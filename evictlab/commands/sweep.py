@@ -27,6 +27,7 @@ from ..sweep import (
     pools_for_presets,
     write_sweep,
 )
+from . import summary
 from ._common import add_pool_options, dataset_from, parse_csv, protocol_from
 
 EXAMPLE = (
@@ -39,7 +40,7 @@ EXAMPLE = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="support retention over a grid of weights, half-lives, reservations, capacities and presets",
+        help=summary("sweep"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Evaluate support retention on the 45 pools for every setting of a grid: weight\n"

@@ -6,13 +6,14 @@ import argparse
 
 from ..dataset import build_bank, check_selection, select_official
 from ..pools import build_pools
+from . import summary
 from ._common import add_pool_options, add_protocol_options, dataset_from, protocol_from, variant_from
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     contracts = subparsers.add_parser(
         "validate-contracts",
-        help="check the protocol files without a dataset and print their identity hashes",
+        help=summary("validate-contracts"),
         description=(
             "Load the config, both manifests and the answer prompt strictly (unknown keys, wrong"
             " types and inconsistent values are errors naming the file and key), check them"
@@ -24,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     dataset = subparsers.add_parser(
         "validate",
-        help="check a dataset against the pin and the manifest and prepare the 45 cases",
+        help=summary("validate"),
         description=(
             "Verify the dataset's SHA-256 against the pin, check its rows, recompute the 40-case"
             " selection with every exclusion and compare it with the official manifest, build the"
