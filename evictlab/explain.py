@@ -1,4 +1,4 @@
-"""Why a fact was kept or evicted (policies.md section 2 item 1).
+"""Why a fact was kept or evicted (docs/policies.md section 2 item 1).
 
 :func:`explain` runs a policy on one snapshot and reports, for every fact, its rank, whether it
 was kept or held by a reserved slot, its score and components, its margin to the cut line and,

@@ -4,7 +4,7 @@ Each (policy, case, capacity) is one decision of :func:`evictlab.policies.select
 case's pool, with the protocol's clock and hybrid-v1 parameters (as ``evictlab run-policy``
 runs them), and the support fact ids in the context (only the ``oracle`` bound reads them).
 A row records whether the case's support facts all survived. Three kinds of policy are
-treated specially, following policies.md section 1:
+treated specially, following docs/policies.md section 1:
 
 * **seeded policies** (:data:`SEEDED_POLICIES`: ``random``, ``memorybank-seeded``) decide
   with a seeded draw, so a single seed is one sample, not the policy. Their row holds the

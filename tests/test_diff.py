@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import subprocess
 import sys
 
@@ -312,8 +311,9 @@ def test_pool_sets_with_different_cases_are_refused(pool_sets):
 
 
 def test_a_dataset_file_is_checked_against_the_pin(tmp_path):
-    # The demo file is not the LongMemEval file the config pins.
-    copy = shutil.copy(DEMO_DATASET, tmp_path / "demo.json")
+    # A changed copy of the demo is neither the demo (recognised by its hash) nor the pinned file.
+    copy = tmp_path / "demo.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")
     with pytest.raises(DatasetError, match="is not the pinned"):
         diff_specs(parse_spec("pr4810-final"), parse_spec("pr4810-run2"), copy)
 

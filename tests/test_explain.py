@@ -1,4 +1,4 @@
-"""Counterfactual explanations (policies.md section 2 item 1)."""
+"""Counterfactual explanations (docs/policies.md section 2 item 1)."""
 
 from __future__ import annotations
 

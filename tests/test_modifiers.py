@@ -1,4 +1,4 @@
-"""Composable modifiers and policy specs (policies.md section 1, "modifiers")."""
+"""Composable modifiers and policy specs (docs/policies.md section 1, "modifiers")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The policy zoo (policies.md section 1): the selector contract for every registered policy,
+"""The policy zoo (docs/policies.md section 1): the selector contract for every registered policy,
 and hand-computed decisions for each zoo policy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers shared by the policies beyond DeerMem (the "zoo", policies.md section 1).
+"""Helpers shared by the policies beyond DeerMem (the "zoo", docs/policies.md section 1).
 
 They read the extra signals those policies use from DeerMem-shaped facts and usage entries,
 never raising on malformed values (like :mod:`.signals`), deal seeded per-case randomness,

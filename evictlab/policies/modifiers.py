@@ -1,4 +1,4 @@
-"""Composable modifiers (policies.md section 1): a rule applied on top of any base policy.
+"""Composable modifiers (docs/policies.md section 1): a rule applied on top of any base policy.
 
 Each modifier wraps a :class:`~evictlab.policies.base.Policy` and is itself a policy, so
 modifiers stack and can be ablated one at a time:

@@ -1,0 +1,51 @@
+"""The notebook output filter that `make setup` installs: git stages notebooks without outputs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git on PATH"
+)
+
+
+def executed_notebook() -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("print(42)", execution_count=3)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title"), cell])
+
+
+def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    for name in ("Makefile", "pyproject.toml", ".gitattributes"):
+        shutil.copy(ROOT / name, repo / name)
+    (repo / ".venv").symlink_to(Path(sys.prefix))  # this environment stands in for the checkout's .venv
+    stamp = repo / "stamp"
+    stamp.touch()
+    os.utime(repo / "pyproject.toml", (0, 0))  # older than the stamp: make installs nothing
+    environment = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def run(*command: str, cwd: Path = repo) -> str:
+        return subprocess.run(command, cwd=cwd, env=environment, check=True, capture_output=True, text=True).stdout
+
+    run("git", "init", "-q")
+    run("make", "--no-print-directory", "notebook-filter", f"STAMP={stamp}")
+    assert run("git", "config", "filter.nbstripout.clean").strip() == ".venv/bin/python -m nbstripout"
+
+    notebook = repo / "notebooks" / "n.ipynb"
+    nbformat.write(executed_notebook(), notebook)
+    run("git", "add", "n.ipynb", cwd=repo / "notebooks")  # git runs the filter from the top level
+    staged = nbformat.reads(run("git", "show", ":notebooks/n.ipynb"), as_version=4)
+    code = [cell for cell in staged.cells if cell.cell_type == "code"]
+    assert code and all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    assert nbformat.read(notebook, as_version=4).cells[1].outputs  # the working copy keeps its outputs
