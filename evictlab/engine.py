@@ -12,7 +12,8 @@ included. That holds because:
   are read by the scalar parsing helpers of :mod:`evictlab.policies.signals`;
 * every decay factor comes from the scalar :func:`~evictlab.policies.signals.decay`
   (Python's float power), once per distinct (elapsed days, half-life), never from numpy's
-  vectorised power, whose last bit may differ;
+  vectorised power, whose last bit may differ; likewise every access-heat component comes
+  from the scalar ``heat_component`` (``math.log1p``; numpy's ``log1p`` differs on 2.0);
 * the score is ``w_conf * confidence + w_confirm * freshness + w_access * heat`` evaluated
   left to right in float64, and numpy's elementwise multiply and add are the same IEEE
   operations as Python's;

@@ -12,7 +12,7 @@ that would have kept an evicted fact:
   confirmation d days old has freshness ``2^(-d / H)``);
 * ``min_access_heat``: the smallest whole heat h such that a usage entry with ``accessHeat`` h
   accessed at the clock keeps it (``hybrid-v1`` only; the component is
-  ``min(1, ln(1 + h) / ln 9)``, so h never needs to exceed 8).
+  ``min(1, log1p(h) / ln 9)``, so h never needs to exceed 8).
 
 Each is ``None`` when no such change exists (confidence 1.0, a confirmation at the clock or a
 saturated heat is still not enough), and ``None`` for kept facts. For every other policy (the
@@ -55,7 +55,7 @@ CHANGE_FIELDS = {
     CONFIRMATION: "confirm_within_days",
     ACCESS: "min_access_heat",
 }
-SATURATING_HEAT = 8  # ln(1 + 8) / ln 9 = 1: more heat changes nothing
+SATURATING_HEAT = 8  # log1p(8) / ln 9 = 1: more heat changes nothing
 EARLIEST = _dt.datetime.min.replace(tzinfo=UTC)
 
 

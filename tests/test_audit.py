@@ -256,9 +256,9 @@ def test_usage_vector_of_the_spec():
 def test_scoring_decays_again_from_the_last_access():
     usage = update_usage({}, ["f"], accessed_at=_dt.datetime(2026, 8, 1, tzinfo=UTC))
     usage = update_usage(usage, ["f"], accessed_at=_dt.datetime(2026, 8, 31, tzinfo=UTC))
-    # 1.5 at the last access, halved by 30 more days: ln(1.75) / ln(9).
+    # 1.5 at the last access, halved by 30 more days: log1p(0.75) / ln(9).
     heat = access_heat(usage["f"], _dt.datetime(2026, 9, 30, tzinfo=UTC), 30)
-    assert heat == math.log(1 + 1.5 * 0.5) / math.log(9)
+    assert heat == math.log1p(1.5 * 0.5) / math.log(9)
 
 
 def test_returned_ids_are_deduplicated_filtered_and_stringified():

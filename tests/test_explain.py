@@ -152,7 +152,7 @@ def test_hybrid_stale_high_vector():
     assert stale.min_confidence is None
     # 0.585 + 0.25 * 2^(-d/90) > 0.69188 holds up to d = 110.
     assert stale.confirm_within_days == 110
-    # 0.61625 + 0.1 * ln(1 + h) / ln 9 > 0.69188 needs h >= 5.
+    # 0.61625 + 0.1 * log1p(h) / ln 9 > 0.69188 needs h >= 5.
     assert stale.min_access_heat == 5
     text = explanation.render()
     assert "displaced by recent_confirmed" in text
@@ -170,7 +170,7 @@ def test_hybrid_recalled_vector():
     explanation = assert_counterfactuals_are_minimal("hybrid-v1", facts, 1, usage)
     unused = explanation.fact("unused")
     assert explanation.fact("recalled").components["accessHeat"] == 1.0
-    # 0.4875 + 0.1 * ln(1 + h) / ln 9 > 0.555 from h = 4;
+    # 0.4875 + 0.1 * log1p(h) / ln 9 > 0.555 from h = 4;
     # 0.4875 + 0.25 * 2^(-d/90) > 0.555 up to d = 170.
     assert (unused.min_access_heat, unused.confirm_within_days) == (4, 170)
     assert unused.min_confidence is not None and 0.85 < unused.min_confidence < 0.86  # 0.555 / 0.65

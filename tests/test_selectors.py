@@ -143,6 +143,28 @@ def test_components_per_policy(entry, policy):
     assert decision.scores["b"].components["confidence"] == 0.5
 
 
+@entry_points
+def test_heat_uses_log1p_as_in_spec_1_3(entry):
+    facts = [plain("a", 0.01), plain("b", 0.5)]
+    usage = {"a": {"accessHeat": 2, "accessCount": 2, "lastAccessedAt": "2026-08-13T00:00:00Z"}}
+    score = decide(entry, "hybrid-v1", facts, 1, usage=usage).scores["a"]
+    # log(1 + x) would give 0.5 and 0.0565.
+    assert score.components["accessHeat"] == 0.4999999999999999
+    assert score.value == 0.05649999999999999
+
+
+@entry_points
+def test_a_heat_decayed_for_years_still_breaks_a_tie(entry):
+    # Both score 0 but for the heat; log(1 + x) rounds that heat to 0, the tie goes to
+    # `cold` by input position, and production (log1p) keeps `heated` instead.
+    facts = [plain("cold", 0), plain("heated", 0)]
+    usage = {"heated": {"accessHeat": 1, "accessCount": 1, "lastAccessedAt": "2020-01-01T00:00:00Z"}}
+    decision = decide(entry, "hybrid-v1", facts, 1, usage=usage)
+    assert 0 < decision.scores["heated"].value < 1e-25
+    assert ids(decision.kept) == ["heated"]
+    assert evicted_ids(decision) == ["cold"]
+
+
 def test_the_confidence_policy_ignores_timestamps_and_usage():
     facts = [plain("old", 0.8), plain("fresh", 0.6, lastConfirmedAt="2026-08-13T00:00:00Z")]
     usage = {"fresh": {"accessHeat": 8, "lastAccessedAt": "2026-08-13T00:00:00Z"}}

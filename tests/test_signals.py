@@ -232,12 +232,21 @@ def test_heat_saturates_at_eight_and_above():
 
 def test_heat_is_log_scaled_after_decay():
     entry = {"accessHeat": 4, "lastAccessedAt": days_before(30)}  # decays to 2
-    assert access_heat(entry, CLOCK, 30) == math.log(3) / math.log(9) == 0.5
+    # log1p(2) / ln 9, one bit below the 0.5 that log(1 + 2) / ln 9 gives (spec 1.3).
+    assert access_heat(entry, CLOCK, 30) == math.log1p(2) / math.log(9) == 0.4999999999999999
     entry = {"accessHeat": "2", "lastAccessedAt": AT_CLOCK}  # float() reads numeric strings
-    assert access_heat(entry, CLOCK, 30) == 0.5
+    assert access_heat(entry, CLOCK, 30) == 0.4999999999999999
     future = {"accessHeat": 2, "lastAccessedAt": "2027-01-01T00:00:00+08:00"}
-    assert access_heat(future, CLOCK, 30) == 0.5
+    assert access_heat(future, CLOCK, 30) == 0.4999999999999999
     assert access_heat({"accessHeat": 8, "lastAccessedAt": AT_CLOCK}, CLOCK, 0) == 0.0
+
+
+def test_a_small_decayed_heat_is_not_lost_to_rounding():
+    # Spec 1.3: log(1 + x) gives 2.2755982542820220e-10 and 0.0 for these two.
+    tiny = {"accessHeat": 5e-10, "lastAccessedAt": AT_CLOCK}
+    assert access_heat(tiny, CLOCK, 30) == 2.2755980659981940e-10
+    tinier = {"accessHeat": 8e-23, "lastAccessedAt": AT_CLOCK}
+    assert 3.6e-23 < access_heat(tinier, CLOCK, 30) < 3.7e-23
 
 
 @settings(max_examples=300, deadline=None)

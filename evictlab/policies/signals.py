@@ -110,9 +110,14 @@ def usable_heat(entry: Any, now: _dt.datetime) -> tuple[float, float] | None:
 
 
 def heat_component(heat: float, days: float, half_life_days: float) -> float:
-    """``min(1, ln(1 + heat * decay) / ln 9)``: a decayed heat of 8 saturates at exactly 1.0."""
+    """``min(1, log1p(heat * decay) / ln 9)``: a decayed heat of 8 saturates at exactly 1.0.
+
+    ``math.log1p``, as DeerMem computes it, not ``log(1 + x)``: the two differ in the last bits
+    (and for a tiny decayed heat by far more), which can flip a near tie. numpy's ``log1p``
+    is not used either: on some inputs (2.0) it differs from ``math.log1p`` in the last bit.
+    """
     decayed = heat * decay(days, half_life_days)
-    return min(1.0, math.log(1 + decayed) / LN_9)
+    return min(1.0, math.log1p(decayed) / LN_9)
 
 
 def access_heat(entry: Any, now: _dt.datetime, half_life_days: float) -> float:
