@@ -497,7 +497,7 @@ class BatchResult:
 
 
 def reference_outcome(
-    case: Any, policy: str, params: PolicyParams, capacity: int, now: _dt.datetime
+    case: Any, policy: str, params: PolicyParams, capacity: int, now: _dt.datetime, *, seed: int = 0
 ) -> Outcome:
     """The engine's outputs computed from one scalar decision.
 
@@ -505,7 +505,7 @@ def reference_outcome(
     (:func:`~evictlab.deermem.select_facts_for_capacity`); any other registered policy
     through :func:`evictlab.policies.select`, which must report a ranking. Reserved facts
     are the top-ranked facts of the policy's reservation category, as spec 1.4 selects them;
-    the margin follows :mod:`evictlab.explain`.
+    the margin follows :mod:`evictlab.explain`. ``seed`` reaches seeded policies only.
     """
     facts = list(case.facts)
     keys = _unique_keys(case, facts)
@@ -518,7 +518,7 @@ def reference_outcome(
     else:
         decision = select(
             policy, facts, capacity, usage=usage, now=now, params=params,
-            support_fact_ids=case.support_fact_ids,
+            support_fact_ids=case.support_fact_ids, seed=seed,
         )
     if not decision.ranking:
         raise ContractError(

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from .policies import DEERMEM_POLICIES, Decision, PolicyParams, get_policy, select
 from .pools import Case, PoolSet
 from .results import git_state, refuse_existing, utc_now_iso, write_json, write_jsonl
@@ -151,43 +149,3 @@ def write_run(
     write_json(output / "summary.json", summarize(rows, protocol.protocol_id))
     write_json(output / "run.json", record)  # last: its presence marks a finished run
     return rows
-
-
-def retention_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Tidy support retention: one row per case x capacity x policy."""
-    return pd.DataFrame(
-        [
-            {
-                "case_id": row["case_id"],
-                "source": row["source"],
-                "scenario": row["scenario"],
-                "question_type": row["question_type"],
-                "policy": row["policy"],
-                "capacity": row["capacity"],
-                "support_retained": row["support_all_retained"],
-                "support_rank": support_rank(row),
-                "reserved_correction_slots": row["reserved_correction_slots"],
-            }
-            for row in rows
-        ]
-    )
-
-
-def support_rank(row: dict[str, Any]) -> int:
-    """1-based rank of the (first) support fact among all facts by the row's scores.
-
-    Equal scores keep fact-id order, which is the input order of the pools.
-    """
-    ordered = sorted(row["scores"].items(), key=lambda item: (-item[1]["value"], item[0]))
-    ids = [fact_id for fact_id, _ in ordered]
-    return ids.index(row["support_fact_ids"][0]) + 1
-
-
-def retention_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Retained / cases per scenario (rows) and policy x capacity (columns), with a total row."""
-    grouped = frame.groupby(["scenario", "policy", "capacity"], sort=False)["support_retained"]
-    counts = grouped.agg(["sum", "count"])
-    cells = (counts["sum"].astype(int).astype(str) + "/" + counts["count"].astype(str)).unstack(["policy", "capacity"])
-    totals = frame.groupby(["policy", "capacity"], sort=False)["support_retained"].agg(["sum", "count"])
-    cells.loc["total"] = (totals["sum"].astype(int).astype(str) + "/" + totals["count"].astype(str))
-    return cells

@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import workbench, zoo
 from .errors import ContractError, EvictlabError, OutputExistsError
-from .evaluate import retention_table
+from .decisions import scenario_table
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, PROJECT_ROOT, preset_variant
 from .qa import report as qa_report
@@ -485,7 +485,7 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
 
 
 def _retention_key_table(inputs: Inputs) -> Table:
-    retained = retention_table(workbench.retention(inputs.pool_set))
+    retained = scenario_table(workbench.retention(inputs.pool_set))
     retained.columns = [f"{policy} @ {capacity}" for policy, capacity in retained.columns]
     return Table(
         "Support retention (selector only, no LLM)",

@@ -20,7 +20,6 @@ import io
 import json
 import math
 import numbers
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +29,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from .dataset import Dataset
-from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
+from .decisions import SETTING_COLUMNS, decide_grid, settings_frame
+from .engine import PreparedCases
 from .errors import ContractError, OutputExistsError
 from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
 from .policies.base import WEIGHT_TOLERANCE
@@ -47,13 +46,6 @@ ROWS_FILE = "rows.parquet"
 SUMMARY_FILE = "scenario_summary.csv"
 
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
-SETTING_COLUMNS = (
-    *WEIGHT_COLUMNS,
-    "confirmation_half_life_days",
-    "access_half_life_days",
-    "correction_reserved_fraction",
-    "correction_reserved_max",
-)
 ROW_COLUMNS = (
     "preset",
     "policy",
@@ -81,13 +73,6 @@ SUMMARY_COLUMNS = (
     "support_retained_rate",
 )
 DEERMEM_DEFAULT = PolicyParams()
-#: The array type of each engine output (:data:`~evictlab.engine.OUTPUTS`) in the rows.
-OUTPUT_DTYPES = {
-    "support_retained": bool,
-    "support_rank": np.int64,
-    "reserved_correction_slots": np.int64,
-    "support_margin": np.float64,
-}
 
 
 # --------------------------------------------------------------------------- grids
@@ -179,11 +164,7 @@ class SweepGrid:
 
     def settings_frame(self) -> pd.DataFrame:
         """One row per setting: ``setting`` and the seven parameters."""
-        frame = pd.DataFrame([s.as_dict() for s in self.settings], columns=list(SETTING_COLUMNS))
-        frame = frame.astype({name: "float64" for name in SETTING_COLUMNS[:-1]})
-        frame = frame.astype({"correction_reserved_max": "int64"})
-        frame.insert(0, "setting", np.arange(len(frame), dtype=np.int64))
-        return frame
+        return settings_frame(self.settings)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -297,6 +278,7 @@ def run_sweep(
 ) -> SweepResult:
     """Evaluate ``grid`` on the pools of every preset (mapping preset name -> pools).
 
+    The rows are :func:`evictlab.decisions.decide_grid`'s, restricted to :data:`ROW_COLUMNS`.
     ``progress``: ``True`` shows a progress bar, ``False`` hides it, ``None`` shows it when
     standard error is a terminal. Raises :class:`ContractError` for a capacity outside
     [1, pool size - 1] and for a policy the scalar path cannot rank.
@@ -306,28 +288,10 @@ def run_sweep(
     prepared = {str(name): _prepared(item) for name, item in pools.items()}
     for name, cases in prepared.items():
         check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
-    settings = grid.settings
-    rows = _Rows(prepared, grid)
-    with tqdm(
-        total=rows.total,
-        desc="sweep",
-        unit=" decisions",
-        unit_scale=True,
-        leave=False,
-        disable=not (sys.stderr.isatty() if progress is None else progress),
-    ) as bar:
-        for preset, cases in prepared.items():
-            for policy in grid.policies:
-                if policy in ENGINE_POLICIES:
-                    step = cases.chunk_size(len(grid.capacities))
-                    for start in range(0, len(settings), step):
-                        batch = cases.select(policy, settings[start:start + step], grid.capacities)
-                        bar.update(rows.add(preset, policy, start, batch.outputs()))
-                else:
-                    for start in range(len(settings)):
-                        outputs = _scalar_outputs(cases, policy, settings[start], grid.capacities)
-                        bar.update(rows.add(preset, policy, start, outputs))
-    return SweepResult(grid, tuple(prepared), rows.frame())
+    rows = decide_grid(
+        prepared, grid.policies, grid.settings, grid.capacities, progress=progress, progress_label="sweep"
+    )
+    return SweepResult(grid, tuple(prepared), rows[list(ROW_COLUMNS)])
 
 
 def pools_for_presets(
@@ -350,102 +314,6 @@ def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
     if isinstance(item, PoolSet):
         return PreparedCases.from_pool_set(item)
     raise ContractError(f"expected a PoolSet or PreparedCases, got {type(item).__name__}")
-
-
-def _scalar_outputs(
-    cases: PreparedCases, policy: str, setting: PolicyParams, capacities: Sequence[int]
-) -> dict[str, np.ndarray]:
-    """The four outputs of one setting through the scalar selector, shaped (1, cases, capacities)."""
-    outcomes = [
-        [reference_outcome(case, policy, setting, capacity, cases.now) for capacity in capacities]
-        for case in cases.cases
-    ]
-
-    return {
-        name: np.array([[getattr(o, name) for o in row] for row in outcomes], dtype=dtype)[None]
-        for name, dtype in OUTPUT_DTYPES.items()
-    }
-
-
-class _Rows:
-    """The rows of a sweep, filled part by part into preallocated columns.
-
-    Text columns are held as integer codes and decoded once, at the end, into categoricals;
-    the setting parameters are looked up from the setting index then, too.
-    """
-
-    def __init__(self, prepared: Mapping[str, PreparedCases], grid: SweepGrid) -> None:
-        self.grid = grid
-        self.presets = list(prepared)
-        self.policies = list(grid.policies)
-        self.case_ids: dict[str, int] = {}
-        self.scenarios: dict[str, int] = {}
-        self.sources: dict[str, int] = {}
-        # Per preset: each case's code in the three tables above.
-        self.codes = {
-            name: (
-                _encode(self.case_ids, cases.case_ids),
-                _encode(self.scenarios, cases.scenarios),
-                _encode(self.sources, cases.sources),
-            )
-            for name, cases in prepared.items()
-        }
-        per_case = len(grid.policies) * len(grid.settings) * len(grid.capacities)
-        self.total = sum(per_case * len(cases) for cases in prepared.values())
-        dtypes = {
-            "preset": np.int32,
-            "policy": np.int32,
-            "setting": np.int64,
-            "case_id": np.int32,
-            "scenario": np.int32,
-            "source": np.int32,
-            "capacity": np.int64,
-            **OUTPUT_DTYPES,
-        }
-        self.columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
-        self.filled = 0
-
-    def add(self, preset: str, policy: str, first_setting: int, outputs: Mapping[str, np.ndarray]) -> int:
-        """Append the rows of outputs shaped (settings, cases, capacities); returns their number."""
-        n_settings, n_cases, n_capacities = outputs["support_retained"].shape
-        per_setting = n_cases * n_capacities
-        count = n_settings * per_setting
-        rows = slice(self.filled, self.filled + count)
-        case_index = np.tile(np.repeat(np.arange(n_cases), n_capacities), n_settings)
-        case_codes, scenario_codes, source_codes = self.codes[preset]
-        columns = self.columns
-        columns["preset"][rows] = self.presets.index(preset)
-        columns["policy"][rows] = self.policies.index(policy)
-        columns["setting"][rows] = np.repeat(np.arange(first_setting, first_setting + n_settings), per_setting)
-        columns["case_id"][rows] = case_codes[case_index]
-        columns["scenario"][rows] = scenario_codes[case_index]
-        columns["source"][rows] = source_codes[case_index]
-        columns["capacity"][rows] = np.tile(self.grid.capacities, n_settings * n_cases)
-        for name in OUTPUTS:
-            columns[name][rows] = np.asarray(outputs[name]).reshape(-1)
-        self.filled += count
-        return count
-
-    def frame(self) -> pd.DataFrame:
-        assert self.filled == self.total, (self.filled, self.total)
-        columns: dict[str, Any] = dict(self.columns)
-        for name, categories in (
-            ("preset", self.presets),
-            ("policy", self.policies),
-            ("case_id", list(self.case_ids)),
-            ("scenario", list(self.scenarios)),
-            ("source", list(self.sources)),
-        ):
-            columns[name] = pd.Categorical.from_codes(columns[name], categories)
-        settings = self.grid.settings_frame()
-        for name in SETTING_COLUMNS:
-            columns[name] = settings[name].to_numpy()[self.columns["setting"]]
-        return pd.DataFrame({name: columns[name] for name in ROW_COLUMNS}, copy=False)
-
-
-def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:
-    """Codes of ``values`` in ``table``, adding unseen values in order of appearance."""
-    return np.array([table.setdefault(value, len(table)) for value in values], dtype=np.int32)
 
 
 # --------------------------------------------------------------------------- tables

@@ -18,9 +18,9 @@ policy receives them as :func:`evictlab.policies.select` gives them. Seeded poli
 as ``random``) are shown at seed 0.
 
 How a change is computed (:meth:`Explorer.refresh`): the pools of each preset are built once
-(:class:`PoolCache`); ``confidence`` and ``hybrid-v1`` are decided for all cases by the
-vectorised engine (:meth:`evictlab.engine.PreparedCases.select`), any other policy by the
-scalar selector (:func:`evictlab.engine.reference_outcome`, memoised per setting); the
+(:class:`PoolCache`); every case is decided by :func:`evictlab.decisions.decide_grid`
+(``confidence`` and ``hybrid-v1`` on the vectorised engine, any other policy on the scalar
+selector, memoised per setting); the
 selected case is explained by :func:`evictlab.explain.explain`. The figure is one
 :class:`~evictlab.plots.ExplorerFigure` whose artists are updated in place and
 rendered into one ``ipywidgets.Image`` that is displayed once; tables go into one
@@ -47,7 +47,8 @@ import ipywidgets as w
 import numpy as np
 import pandas as pd
 
-from .engine import ENGINE_POLICIES, PreparedCases, reference_outcome
+from .decisions import OUTPUT_DTYPES, decide_grid, retention_counts
+from .engine import ENGINE_POLICIES, PreparedCases
 from .errors import ContractError
 from .explain import Explanation, explain
 from .plots import ALL_CASES, ExplorerFigure
@@ -129,7 +130,7 @@ class PoolCache:
             defaults = pool_set.protocol.config.hybrid
             capacities = range(CAPACITY_RANGE[0], CAPACITY_RANGE[1] + 1)
             frames = [
-                retention_summary(engine_results(prepared, policy, defaults, capacity)).assign(
+                retention_summary(decisions_for(prepared, policy, defaults, capacity)).assign(
                     policy=policy, capacity=capacity
                 )
                 for policy in REFERENCE_POLICIES
@@ -139,31 +140,18 @@ class PoolCache:
         return self._entries[preset]
 
 
-def engine_results(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
-    """One row per case (columns :data:`RESULT_COLUMNS`) from the vectorised engine."""
-    batch = prepared.select(policy, [params], [capacity], details=True)
-    outcomes = [batch.outcome(0, index, 0) for index in range(len(prepared))]
-    return _results_frame(prepared, outcomes, capacity)
-
-
-def scalar_results(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
-    """One row per case (columns :data:`RESULT_COLUMNS`) from the scalar selector."""
-    outcomes = [reference_outcome(case, policy, params, capacity, prepared.now) for case in prepared.cases]
-    return _results_frame(prepared, outcomes, capacity)
-
-
-def _results_frame(prepared: PreparedCases, outcomes: Sequence[Any], capacity: int) -> pd.DataFrame:
+def decisions_for(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
+    """One row per case (columns :data:`RESULT_COLUMNS`): the explorer's view of
+    :func:`evictlab.decisions.decide_grid` (engine or scalar selector, as the policy needs)."""
+    decisions = decide_grid(prepared, [policy], [params], [capacity], details=True)
     frame = pd.DataFrame(
         {
             "case_id": prepared.case_ids,
             "scenario": prepared.scenarios,
             "source": prepared.sources,
             "support_fact_id": [str(case.support_fact_ids[0]) for case in prepared.cases],
-            "kept_fact_ids": [tuple(o.kept_fact_ids) for o in outcomes],
-            "support_retained": np.array([o.support_retained for o in outcomes], dtype=bool),
-            "support_rank": np.array([o.support_rank for o in outcomes], dtype=np.int64),
-            "reserved_correction_slots": np.array([o.reserved_correction_slots for o in outcomes], dtype=np.int64),
-            "support_margin": np.array([o.support_margin for o in outcomes], dtype=float),
+            "kept_fact_ids": decisions["kept_fact_ids"].to_numpy(),
+            **{name: decisions[name].to_numpy() for name in OUTPUT_DTYPES},
         }
     )
     # Kept although ranked below the cut: only a reserved slot does that.
@@ -173,10 +161,8 @@ def _results_frame(prepared: PreparedCases, outcomes: Sequence[Any], capacity: i
 
 def retention_summary(results: pd.DataFrame) -> pd.DataFrame:
     """Supports retained per scenario (in case order) and over all cases: ``scenario``, ``retained``, ``cases``."""
-    grouped = results.groupby("scenario", sort=False)["support_retained"].agg(retained="sum", cases="size")
-    grouped.loc[ALL_CASES] = [int(results["support_retained"].sum()), len(results)]
-    frame = grouped.reset_index()
-    return frame.astype({"retained": np.int64, "cases": np.int64})
+    counts = retention_counts(results, ["scenario"], total=ALL_CASES)
+    return counts[["scenario", "retained", "cases"]]
 
 
 # --------------------------------------------------------------------------- the explorer
@@ -362,12 +348,12 @@ class Explorer:
 
     def _decide(self, entry: PresetPools, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
         if policy in ENGINE_POLICIES:
-            return engine_results(entry.prepared, policy, params, capacity)
+            return decisions_for(entry.prepared, policy, params, capacity)
         key = (entry.preset, policy, params, capacity)
         if key in self._scalar_cache:
             self._scalar_cache.move_to_end(key)
             return self._scalar_cache[key]
-        results = scalar_results(entry.prepared, policy, params, capacity)
+        results = decisions_for(entry.prepared, policy, params, capacity)
         self._scalar_cache[key] = results
         if len(self._scalar_cache) > _SCALAR_CACHE_SIZE:
             self._scalar_cache.popitem(last=False)
@@ -572,9 +558,8 @@ __all__ = [
     "PoolCache",
     "PresetPools",
     "details_html",
-    "engine_results",
+    "decisions_for",
     "explanation_table_html",
     "rescale_weights",
     "retention_summary",
-    "scalar_results",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from .demo import open_dataset
-from .evaluate import evaluate, retention_frame
+from .decisions import decide_grid
 from .policies import DEERMEM_POLICIES
 from .pools import PoolSet, build_pools
 from .protocol import DEFAULT_PRESET, load_protocol, preset_variant
@@ -47,8 +47,9 @@ def dataset_label(pool_set: PoolSet) -> str:
 def retention(
     pool_set: PoolSet, policies: Sequence[str] = DEERMEM_POLICIES, capacities: Sequence[int] | None = None
 ) -> pd.DataFrame:
-    """:func:`evictlab.evaluate.retention_frame` of the run-policy evaluation of ``pool_set``."""
-    return retention_frame(evaluate(pool_set, policies, capacities))
+    """The decisions of ``policies`` at ``capacities`` (default: the config's) on ``pool_set``,
+    as ``evictlab run-policy`` makes them: :func:`evictlab.decisions.decide_grid`'s frame."""
+    return decide_grid(pool_set, policies, capacities=capacities)
 
 
 #: Support retained of the 45 cases per (capacity, policy), spec 2.10: published at capacity 7,
@@ -69,7 +70,7 @@ def retention_check(frame: pd.DataFrame) -> pd.DataFrame:
     Columns ``capacity``, ``policy``, ``retained``, ``cases``, ``published`` (``<NA>`` where
     the spec states no number) and ``match``.
     """
-    totals = frame.groupby(["capacity", "policy"], sort=True)["support_retained"].agg(["sum", "count"])
+    totals = frame.groupby(["capacity", "policy"], sort=True, observed=True)["support_retained"].agg(["sum", "count"])
     records = []
     for (capacity, policy), (retained, cases) in totals.iterrows():
         published = PUBLISHED_RETENTION.get((int(capacity), policy))

@@ -27,8 +27,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from .decisions import decide_grid, retention_counts, retention_table
+from .engine import PreparedCases
 from .errors import ContractError
 from .evaluate import decide
 from .policies import DEERMEM_POLICIES, PolicyParams, known_policies
@@ -100,30 +103,40 @@ def zoo_rows(
     if not seed_list:
         raise ContractError("no seeds to average the seeded policies over")
     params = params or pool_set.protocol.config.hybrid
-    now = pool_set.protocol.evaluation_time
-    records = []
-    for policy in names:
-        policy_seeds = seed_list if policy in SEEDED_POLICIES else [0]
-        for case in pool_set.cases:
-            for capacity in capacities:
-                evaluated = len(case.facts) if policy in UNLIMITED_POLICIES else capacity
-                kept = [
-                    _support_retained(case, policy, evaluated, params, now, seed) for seed in policy_seeds
-                ]
-                records.append(
-                    {
-                        "policy": policy,
-                        "role": policy_role(policy),
-                        "case_id": case.case_id,
-                        "source": case.source,
-                        "scenario": case.scenario,
-                        "capacity": capacity,
-                        "evaluated_capacity": evaluated,
-                        "seeds": len(policy_seeds),
-                        "support_retained": sum(kept) / len(kept),
-                    }
-                )
-    return pd.DataFrame.from_records(records, columns=list(ROW_COLUMNS))
+    prepared = PreparedCases.from_pool_set(pool_set)
+    widest = int(prepared.sizes.max())
+    groups = (
+        # (policies, the capacities they are decided at, seeds)
+        ([p for p in names if p not in SEEDED_POLICIES and p not in UNLIMITED_POLICIES], capacities, [0]),
+        ([p for p in names if p in SEEDED_POLICIES], capacities, seed_list),
+        ([p for p in names if p in UNLIMITED_POLICIES], (widest,), [0]),
+    )
+    decisions = [decide_grid(prepared, chosen, [params], caps, seeds) for chosen, caps, seeds in groups if chosen]
+    per_case = pd.concat(
+        [retention_counts(frame, ["policy", "case_id", "source", "scenario", "capacity"]) for frame in decisions],
+        ignore_index=True,
+    )
+    sizes = {case.case_id: len(case.facts) for case in pool_set.cases}
+    unlimited = per_case["policy"].isin(UNLIMITED_POLICIES)
+    # keep-all is decided once, without a cap, and shown at every capacity of the table.
+    spread = [per_case[unlimited].assign(capacity=capacity) for capacity in capacities]
+    rows = pd.concat([per_case[~unlimited], *spread], ignore_index=True)
+    rows["evaluated_capacity"] = np.where(
+        rows["policy"].isin(UNLIMITED_POLICIES), rows["case_id"].map(sizes), rows["capacity"]
+    ).astype(np.int64)
+    rows["role"] = rows["policy"].map(policy_role)
+    rows["support_retained"] = rows["retained"].astype(np.float64)
+    case_order = {case.case_id: index for index, case in enumerate(pool_set.cases)}
+    rows = rows.sort_values(
+        ["policy", "case_id", "capacity"],
+        key=lambda column: column.map(
+            {"policy": {name: i for i, name in enumerate(names)}, "case_id": case_order}.get(
+                column.name, {c: i for i, c in enumerate(capacities)}
+            )
+        ),
+        kind="stable",
+    )
+    return rows[list(ROW_COLUMNS)].reset_index(drop=True)
 
 
 def _support_retained(case: Case, policy: str, capacity: int, params: PolicyParams, now: Any, seed: int) -> float:
@@ -174,26 +187,22 @@ def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
     present = set(rows["scenario"])
     scenarios = [s for s in (*SCENARIO_ORDER, SYNTHETIC_SCENARIO) if s in present]
     scenarios += sorted(present - set(scenarios))
-    records = []
-    for policy, members in rows.groupby("policy", sort=False):
-        role = members["role"].iloc[0]
-        for scenario in [*scenarios, ALL_CASES]:
-            chosen = members if scenario == ALL_CASES else members[members["scenario"] == scenario]
-            for capacity, group in chosen.groupby("capacity", sort=True):
-                retained = float(group["support_retained"].sum())
-                records.append(
-                    {
-                        "policy": policy,
-                        "role": role,
-                        "scenario": scenario,
-                        "capacity": int(capacity),
-                        "retained": retained,
-                        "cases": len(group),
-                        "retained_rate": retained / len(group),
-                        "seeds": int(group["seeds"].max()),
-                    }
-                )
-    return pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS))
+    policies = list(dict.fromkeys(rows["policy"]))
+    counts = retention_counts(rows, ["policy", "scenario", "capacity"], total=ALL_CASES)
+    order = {"policy": policies, "scenario": [*scenarios, ALL_CASES]}
+    counts = counts.sort_values(
+        ["policy", "scenario", "capacity"],
+        key=lambda column: column.map({v: i for i, v in enumerate(order[column.name])}) if column.name in order else column,
+        kind="stable",
+    )
+    roles = rows.drop_duplicates("policy").set_index("policy")["role"]
+    summary = counts.assign(
+        role=counts["policy"].map(roles),
+        retained=counts["retained"].astype(np.float64),
+        capacity=counts["capacity"].astype(np.int64),
+    )
+    summary["retained_rate"] = summary["retained"] / summary["cases"]
+    return summary[list(SUMMARY_COLUMNS)].reset_index(drop=True)
 
 
 def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True) -> pd.DataFrame:
@@ -203,25 +212,10 @@ def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True) -> pd.DataFrame:
     are printed as integers, the expected counts of seeded policies with one decimal.
     """
     shown = summary if scenarios else summary[summary["scenario"] == ALL_CASES]
-    cells = shown.assign(
-        cell=[
-            (f"{retained:.1f}" if seeds > 1 else _count(retained)) + f"/{cases}"
-            for retained, cases, seeds in zip(shown["retained"], shown["cases"], shown["seeds"])
-        ]
-    )
-    policies = list(dict.fromkeys(shown["policy"]))
-    columns = list(dict.fromkeys(zip(cells["capacity"], cells["scenario"])))
-    columns.sort(key=lambda key: key[0])  # stable: scenario order kept inside each capacity
-    table = cells.pivot(index="policy", columns=["capacity", "scenario"], values="cell")
-    table = table.reindex(index=policies, columns=pd.MultiIndex.from_tuples(columns, names=["capacity", "scenario"]))
-    if not scenarios:
-        table.columns = table.columns.get_level_values("capacity")
+    columns = ["capacity", "scenario"] if scenarios else "capacity"
+    table = retention_table(shown, "policy", columns, sort_columns_by="capacity")
     table.index.name = "policy"
     return table
-
-
-def _count(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
 
 
 __all__ = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..evaluate import RUN_FILES, retention_frame, retention_table, write_run
+from ..decisions import decide_grid, scenario_table
+from ..evaluate import RUN_FILES, write_run
 from ..policies import DEERMEM_POLICIES, known_policies
 from . import summary
 from ._common import add_param_option, add_pool_options, parameter_changes, parse_csv, pool_set_from, preset_name
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         preset=preset_name(args),
         params=params,
     )
-    print(retention_table(retention_frame(rows)).to_string())
+    decisions = decide_grid(pool_set, args.policies, [params], args.capacities)
+    print(scenario_table(decisions).to_string())
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0

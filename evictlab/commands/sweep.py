@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import decisions
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
 from ..protocol import DEFAULT_PRESET, PRESETS, Config
@@ -225,17 +226,12 @@ def describe(setting: PolicyParams, index: int) -> str:
 
 def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Retained/cases per scenario (rows) and policy/capacity (columns), with a total row."""
-    cells = summary.assign(
-        scenario=summary["scenario"].astype(str),
-        column=summary["policy"].astype(str) + "/" + summary["capacity"].astype(str),
-        cell=summary["support_retained"].astype(str) + "/" + summary["cases"].astype(str),
+    counts = summary.rename(columns={"support_retained": "retained"}).assign(
+        scenario=summary["scenario"].astype(str), policy=summary["policy"].astype(str), seeds=1
     )
-    table = cells.pivot(index="scenario", columns="column", values="cell")
-    table = table.reindex(index=list(dict.fromkeys(cells["scenario"])), columns=list(dict.fromkeys(cells["column"])))
-    totals = cells.groupby("column", sort=False)[["support_retained", "cases"]].sum()
-    table.loc["total"] = totals["support_retained"].astype(str) + "/" + totals["cases"].astype(str)
+    table = decisions.retention_table(counts, "scenario", ["policy", "capacity"], total="total")
+    table.columns = [f"{policy}/{capacity}" for policy, capacity in table.columns]
     table.index.name = None
-    table.columns.name = None
     return table
 
 

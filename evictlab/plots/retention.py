@@ -28,7 +28,7 @@ from .style import (
 def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, source: str | None = None) -> Figure:
     """Support retained per scenario x capacity x policy, with "retained/cases" on every bar.
 
-    ``frame``: :func:`evictlab.evaluate.retention_frame` (needs ``scenario``, ``policy``,
+    ``frame``: :func:`evictlab.decisions.decide_grid`'s frame (needs ``scenario``, ``policy``,
     ``capacity`` and ``support_retained``). One panel per scenario, plus one for all cases.
     """
     require_columns(frame, ["scenario", "policy", "capacity", "support_retained"], "retention_by_scenario")
@@ -44,7 +44,7 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
     offsets, width = dodge(len(policies))
     vertical = len(policies) > 3
     for ax, (name, members) in zip(axes.flat, groups):
-        counts = members.groupby(["policy", "capacity"])["support_retained"].agg(["sum", "count"])
+        counts = members.groupby(["policy", "capacity"], observed=True)["support_retained"].agg(["sum", "count"])
         cases = _case_count(members[members["capacity"] == capacities[0]], policies)
         for offset, policy in zip(offsets, policies):
             for x, capacity in enumerate(capacities):
@@ -72,7 +72,7 @@ def support_rank_distribution(
 ) -> Figure:
     """Where each support fact ranks among its 10 facts, per scenario and policy.
 
-    ``frame``: :func:`evictlab.evaluate.retention_frame`. A score-based policy ranks the same
+    ``frame``: :func:`evictlab.decisions.decide_grid`'s frame. A score-based policy ranks the same
     way at every capacity, so one capacity is shown (default: the middle one); the dashed line
     marks it: a support ranked to its right survives only through a reserved correction slot.
     """
