@@ -1,0 +1,155 @@
+"""Capacity curves: every policy at every capacity on one or more traces, with the two bounds.
+
+:func:`curve_rows` replays each trace through each policy at each capacity and adds two
+bound rows per (trace, capacity): ``optimum`` (the exact offline optimum, answerable rate
+only) and ``keep-all`` (no cap). Every row carries ``regret`` = the optimum's answerable rate
+minus the row's. :func:`curve_summary` averages over traces (seeds) with a 95 % Student-t
+confidence interval per metric; with one trace the interval is empty (NaN), not zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..errors import ContractError
+from ..policies import PolicyParams, known_policies
+from .optimum import offline_optimum, outline
+from .replay import UNCAPPED, UNSUPPORTED, check_capacity, check_policy_spec, replay_policy
+from .schema import Chunk
+
+DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
+OPTIMUM = "optimum"
+KEEP_ALL = "keep-all"
+BOUNDS = (OPTIMUM, KEEP_ALL)
+METRICS = (
+    "answerable_rate",
+    "stale_kept_rate",
+    "correction_survival",
+    "evictions_per_event",
+    "churn_per_event",
+    "mean_occupancy",
+    "occupancy_fraction",
+    "regret",
+)
+CONFIDENCE_LEVEL = 0.95
+
+TraceSource = Callable[[], Iterable[Chunk]]
+
+
+def default_policies() -> list[str]:
+    """Every registered policy the replay can run, bounds aside, plus one modifier example."""
+    names = [name for name in known_policies() if name not in UNSUPPORTED and name not in UNCAPPED]
+    return [*names, "confidence+reserve(correction,0.1,10)"]
+
+
+def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(check_capacity(capacity) for capacity in capacities)
+    if not values:
+        raise ContractError("no capacities to replay")
+    return values
+
+
+def curve_rows(
+    traces: Sequence[tuple[str, TraceSource]],
+    policies: Sequence[str],
+    capacities: Sequence[int] = DEFAULT_CAPACITIES,
+    params: PolicyParams | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """One row per (trace, policy, capacity), plus the two bound rows per (trace, capacity).
+
+    ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
+    called once per replay, so a large trace file is streamed each time, never held whole.
+    """
+    capacities = check_capacities(capacities)
+    policies = [check_policy_spec(policy) for policy in policies if policy not in BOUNDS]
+    rows: list[dict[str, Any]] = []
+    for trace_name, source in traces:
+        shape = outline(source())
+        keep_all = replay_policy(source(), KEEP_ALL, None).row()
+        for capacity in capacities:
+            best = offline_optimum(shape, capacity)
+            optimum_row = {
+                "policy": OPTIMUM,
+                "capacity": capacity,
+                "asks": best.asks,
+                "answerable": best.answerable,
+                "answerable_rate": best.answerable_rate,
+            }
+            found = [optimum_row, {**keep_all, "capacity": capacity, "occupancy_fraction": math.nan}]
+            for policy in policies:
+                if progress is not None:
+                    progress(f"{trace_name} {policy} @ {capacity}")
+                found.append(replay_policy(source(), policy, capacity, params).row())
+            for row in found:
+                row["trace"] = trace_name
+                row["regret"] = best.answerable_rate - row["answerable_rate"]
+                rows.append(row)
+    frame = pd.DataFrame(rows)
+    leading = ["trace", "policy", "capacity"]
+    return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def curve_summary(rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """Mean, 95 % CI (Student t over traces) and trace count per (policy, capacity)."""
+    records = []
+    for (policy, capacity), group in rows.groupby(["policy", "capacity"], sort=False):
+        record: dict[str, Any] = {"policy": policy, "capacity": capacity, "traces": group["trace"].nunique()}
+        for metric in metrics:
+            values = group[metric].dropna().to_numpy(dtype=float) if metric in group else np.array([])
+            mean, low, high = mean_interval(values)
+            record.update({metric: mean, f"{metric}_low": low, f"{metric}_high": high})
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def mean_interval(values: np.ndarray, level: float = CONFIDENCE_LEVEL) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t interval; NaN bounds with fewer than two values."""
+    if len(values) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+def largest_gap(summary: pd.DataFrame, first: str = "hybrid-v1", second: str = "confidence") -> dict[str, Any]:
+    """Where ``first`` and ``second`` differ most, per metric: capacity and both values."""
+    table = summary.set_index(["policy", "capacity"])
+    found = {}
+    for metric in ("answerable_rate", "stale_kept_rate", "correction_survival", "churn_per_event"):
+        try:
+            gap = (table.loc[first, metric] - table.loc[second, metric]).dropna()
+        except KeyError:
+            continue
+        if gap.empty:
+            continue
+        capacity = int(gap.abs().idxmax())
+        found[metric] = {
+            "capacity": capacity,
+            first: float(table.loc[(first, capacity), metric]),
+            second: float(table.loc[(second, capacity), metric]),
+            "difference": float(gap.loc[capacity]),
+        }
+    return found
+
+
+def describe_gap(gaps: dict[str, Any], first: str = "hybrid-v1", second: str = "confidence") -> list[str]:
+    """One sentence per metric for the report, from :func:`largest_gap`."""
+    lines = []
+    for metric, found in gaps.items():
+        direction = "higher" if found["difference"] > 0 else "lower" if found["difference"] < 0 else "equal"
+        lines.append(
+            f"{metric.replace('_', ' ')}: the largest difference is at capacity {found['capacity']}, where"
+            f" {first} is {found[first]:.3f} and {second} {found[second]:.3f} ({first} {direction} by"
+            f" {abs(found['difference']):.3f})."
+        )
+    return lines

@@ -1,0 +1,105 @@
+"""The offline optimum is exact (brute force on 1,000 tiny traces) and no policy beats it."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from evictlab.policies import known_policies
+from evictlab.traces.optimum import offline_optimum, outline
+from evictlab.traces.replay import UNSUPPORTED, replay_policy
+from evictlab.traces.schema import chunk_from_rows
+
+START = 1_780_000_000_000_000
+
+
+def tiny_trace(rng: random.Random) -> dict:
+    """A random trace of a few facts, searches, confirmations and questions."""
+    rows, added, moment = [], [], START
+    for _ in range(rng.randint(3, 14)):
+        moment += rng.choice([0, 1, 3600]) * 1_000_000
+        kind = rng.choice(["add", "add", "add", "ask", "ask", "search", "confirm"])
+        if kind == "add" and len(added) < 7:
+            fact_id = f"f{len(added)}"
+            added.append(fact_id)
+            category = rng.choice(["context", "preference", "correction"])
+            rows.append({"time": moment, "event": "add", "fact_id": fact_id, "content_length": 10,
+                         "confidence": rng.choice([0.7, 0.8, 0.9]), "category": category})
+        elif kind == "ask" and added:
+            # Sometimes a question about a fact not added yet (unanswerable for everyone).
+            rows.append({"time": moment, "event": "ask", "fact_id": f"f{rng.randrange(len(added) + 1)}"})
+        elif kind == "search" and added:
+            rows.append({"time": moment, "event": "search", "fact_ids": rng.sample(added, min(2, len(added)))})
+        elif kind == "confirm" and added:
+            rows.append({"time": moment, "event": "confirm", "fact_ids": [rng.choice(added)], "reinforcement": True})
+    return chunk_from_rows(rows)
+
+
+def brute_force(chunk: dict, capacity: int) -> int:
+    """The best answer count over every schedule that evicts exactly the excess at each write."""
+    shape = outline([chunk])
+    arrivals: dict[int, list[str]] = {}
+    for fact_id, write in shape.fact_write.items():
+        arrivals.setdefault(write, []).append(fact_id)
+    asks_after: dict[int, list[str]] = {}
+    for period, fact_id in shape.asks:
+        asks_after.setdefault(period, []).append(fact_id)
+
+    def best(write: int, memory: frozenset) -> int:
+        answered = sum(fact_id in memory for fact_id in asks_after.get(write - 1, []))
+        if write > shape.writes:
+            return answered
+        candidates = memory | set(arrivals.get(write, []))
+        excess = len(candidates) - capacity
+        if excess <= 0:
+            return answered + best(write + 1, frozenset(candidates))
+        return answered + max(
+            best(write + 1, candidates - set(evicted))
+            for evicted in itertools.combinations(sorted(candidates), excess)
+        )
+
+    return best(1, frozenset())
+
+
+def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
+    rng = random.Random(20261201)
+    binding = 0
+    for _ in range(1000):
+        chunk = tiny_trace(rng)
+        capacity = rng.randint(1, 3)
+        found = offline_optimum([chunk], capacity)
+        assert found.answerable == brute_force(chunk, capacity), (chunk, capacity)
+        assert found.answerable <= found.reachable <= found.asks
+        binding += found.answerable < found.reachable
+    assert binding >= 50  # the capacity binds often enough for the check to mean something
+
+
+def test_no_policy_beats_the_optimum():
+    policies = [name for name in known_policies() if name not in UNSUPPORTED]
+    policies += ["confidence+reserve(correction,0.5,2)", "lru+mmr(0.5)"]
+    rng = random.Random(7)
+    below = 0
+    for _ in range(150):
+        chunk = tiny_trace(rng)
+        capacity = rng.randint(1, 3)
+        best = offline_optimum([chunk], capacity)
+        for policy in policies:
+            replayed = replay_policy([chunk], policy, capacity).counts
+            bound = best.reachable if policy == "keep-all" else best.answerable
+            assert replayed.answerable <= bound, (policy, capacity, chunk)
+            assert replayed.asks == best.asks
+            below += replayed.answerable < bound
+    assert below > 0
+
+
+def test_capacity_zero_and_unasked_traces():
+    chunk = chunk_from_rows([
+        {"time": START, "event": "add", "fact_id": "a", "content_length": 1, "confidence": 0.9, "category": "x"},
+        {"time": START + 1, "event": "ask", "fact_id": "a"},
+    ])
+    assert offline_optimum([chunk], 0).answerable == 0
+    assert offline_optimum([chunk], 1).answerable == 1
+    with pytest.raises(ValueError, match="capacity"):
+        offline_optimum([chunk], -1)

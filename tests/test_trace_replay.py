@@ -1,0 +1,134 @@
+"""Trace replay: the fast memory decides as the reference at every write, and the spec's
+usage (1.7) and reinforcement (1.9) rules hold through the replayer."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+
+import pytest
+
+from evictlab.errors import ContractError
+from evictlab.policies import PolicyParams
+from evictlab.traces.generate import WorkloadParams, generate
+from evictlab.traces.replay import FastMemory, ReferenceMemory, reinforced_ids, replay, replay_policy
+from evictlab.traces.schema import chunk_from_rows, time_us
+
+UTC = _dt.timezone.utc
+
+
+def at(text: str) -> int:
+    return time_us(_dt.datetime.fromisoformat(text).replace(tzinfo=UTC))
+
+
+def add(moment: str, fact_id: str, confidence: float = 0.8, category: str = "context") -> dict:
+    return {"time": at(moment), "event": "add", "fact_id": fact_id, "content_length": 5,
+            "confidence": confidence, "category": category}
+
+
+def steps(memory, chunk) -> list[tuple[str, ...]]:
+    kept: list[tuple[str, ...]] = []
+    replay([chunk], memory, on_write=lambda index, state: kept.append(tuple(state.kept_ids())))
+    return kept
+
+
+@pytest.mark.parametrize("policy", ["hybrid-v1", "confidence"])
+def test_fast_memory_matches_the_reference_at_every_write(policy):
+    small = WorkloadParams(horizon_days=20, facts_per_day=6, search_rate=15, confirmation_rate=3, correction_rate=1.5)
+    rng = random.Random(policy)
+    for seed in range(4):
+        chunk = generate(small.replace(confidence_noise=rng.choice([0.0, 0.3])), seed)
+        for capacity in (1, 3, 10):
+            params = PolicyParams(correction_reserved_fraction=0.5, correction_reserved_max=2) if seed % 2 else None
+            fast = steps(FastMemory(policy, capacity, params), chunk)
+            reference = steps(ReferenceMemory(policy, capacity, params), chunk)
+            assert fast == reference
+            assert any(len(kept) == capacity for kept in fast)
+
+
+def test_exact_ties_break_by_stored_order():
+    # Same confidence, same update: exact ties; the kept list is in rank order (spec 1.4).
+    rows = [add("2026-01-01T00:00:00", name, 0.8) for name in "abcd"]
+    rows.append(add("2026-01-02T00:00:00", "e", 0.8))
+    chunk = chunk_from_rows(rows)
+    for policy in ("hybrid-v1", "confidence"):
+        assert steps(FastMemory(policy, 3), chunk) == steps(ReferenceMemory(policy, 3), chunk)
+    assert steps(FastMemory("confidence", 3), chunk)[-1] == ("a", "b", "c")
+    # hybrid-v1: the newest fact is the freshest; among the tied older ones input order wins.
+    assert steps(FastMemory("hybrid-v1", 3), chunk)[-1] == ("e", "a", "b")
+
+
+def test_usage_vector_through_the_replayer():
+    # Spec 1.7: accesses at 2026-08-01 and 2026-08-31 (30-day half-life) give heat 1.5, count 2.
+    chunk = chunk_from_rows([
+        add("2026-07-01T00:00:00", "f"),
+        {"time": at("2026-08-01T00:00:00"), "event": "search", "fact_ids": ["f", "", "f", "gone"]},
+        {"time": at("2026-08-31T00:00:00"), "event": "search", "fact_ids": ["f"]},
+    ])
+    reference = ReferenceMemory("hybrid-v1", 5)
+    replay([chunk], reference)
+    assert reference.usage == {"f": {"accessHeat": 1.5, "accessCount": 2, "lastAccessedAt": "2026-08-31T00:00:00Z"}}
+    fast = FastMemory("hybrid-v1", 5)
+    replay([chunk], fast)
+    assert fast.heat[fast.index["f"]] == 1.5
+
+
+def test_reinforcement_gate_and_stamping_order():
+    # Spec 1.9: scope stripped and lower-cased, id stripped, batch gate on the signal.
+    assert reinforced_ids([" fact_a ", "b", "c", " "], ["USER", "thread", " user ", "user"], True) == {"fact_a", "c"}
+    assert reinforced_ids(["fact_a"], None, False) == set()
+    chunk = chunk_from_rows([
+        add("2026-01-01T00:00:00", "old", 0.9),
+        add("2026-01-01T00:00:00", "other", 0.9),
+        # One update: the confirmation stamps facts already in memory, before "new" is added.
+        {"time": at("2026-03-01T00:00:00"), "event": "confirm", "fact_ids": ["other", "new"], "reinforcement": True},
+        add("2026-03-01T00:00:00", "new", 0.7),
+        {"time": at("2026-03-02T00:00:00"), "event": "confirm", "fact_ids": ["old"], "reinforcement": False},
+    ])
+    reference = ReferenceMemory("hybrid-v1", 10)
+    replay([chunk], reference)
+    facts = {fact["id"]: fact for fact in reference.facts}
+    assert facts["other"]["lastConfirmedAt"] == "2026-03-01T00:00:00Z"
+    assert facts["other"]["confirmationCount"] == 1
+    assert "lastConfirmedAt" not in facts["new"] and "lastConfirmedAt" not in facts["old"]
+
+
+def test_confirmed_fact_survives_hybrid_but_not_confidence():
+    # Spec 1.11's updater vector, as a trace: cap 10, eight fresh 0.99 facts, stale_high,
+    # confirmed_recently, then one new 0.8 fact.
+    rows = [add("2025-01-01T00:00:00", "stale_high", 0.9), add("2025-01-01T00:00:00", "confirmed_recently", 0.7)]
+    rows.append({"time": at("2026-08-12T00:00:00"), "event": "confirm", "fact_ids": ["confirmed_recently"], "reinforcement": True})
+    rows += [add("2026-08-12T00:00:00", f"p{index}", 0.99) for index in range(8)]
+    rows.append(add("2026-08-13T00:00:00", "new", 0.8))
+    chunk = chunk_from_rows(rows)
+    hybrid = steps(FastMemory("hybrid-v1", 10), chunk)[-1]
+    confidence = steps(FastMemory("confidence", 10), chunk)[-1]
+    assert "confirmed_recently" in hybrid and "stale_high" not in hybrid
+    assert "stale_high" in confidence and "confirmed_recently" not in confidence
+
+
+def test_metrics_count_answers_staleness_and_churn():
+    chunk = chunk_from_rows([
+        add("2026-01-01T00:00:00", "v1", 0.9),
+        add("2026-01-02T00:00:00", "v2", 0.7) | {"supersedes": "v1"},
+        {"time": at("2026-01-03T00:00:00"), "event": "ask", "fact_id": "v2", "supersedes": "v1"},
+        {"time": at("2026-01-03T00:00:00"), "event": "ask", "fact_id": "never"},
+        {"time": at("2026-01-04T00:00:00"), "event": "tick"},
+    ])
+    counts = replay_policy([chunk], "confidence", 1).counts
+    metrics = counts.metrics(1)
+    assert (counts.asks, counts.answerable, counts.supersede_asks, counts.stale_kept) == (2, 0, 1, 1)
+    assert metrics["stale_kept_rate"] == 1.0 and metrics["answerable_rate"] == 0.0
+    # v1 enters (churn 1); v2 is evicted at once (no churn); every event sees one fact in memory.
+    assert (counts.evictions, counts.churn, counts.occupancy_sum) == (1, 1, 5)
+    kept_new = replay_policy([chunk], "fifo", 1).counts
+    assert (kept_new.answerable, kept_new.stale_kept, kept_new.churn) == (1, 0, 3)
+
+
+def test_unsupported_and_unknown_policies_are_refused():
+    with pytest.raises(ContractError, match="offline optimum"):
+        ReferenceMemory("oracle", 5)
+    with pytest.raises(Exception, match="unknown policy"):
+        ReferenceMemory("nope", 5)
+    with pytest.raises(ContractError, match="capacity"):
+        FastMemory("hybrid-v1", 0)
