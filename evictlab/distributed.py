@@ -23,6 +23,7 @@ an installed package), and items and results must pickle.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -117,7 +118,7 @@ def dask_client(placement: Placement) -> Iterator[Any]:
         threads_per_worker=1,
         processes=placement.processes,
         dashboard_address=None,
-        silence_logs="error",
+        silence_logs=logging.ERROR,
     )
     with cluster, Client(cluster) as client:
         yield client

@@ -1,0 +1,92 @@
+"""``evictlab trace generate|replay|study`` end to end, and the study on a real LocalCluster."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from evictlab.cli import main
+from evictlab.distributed import Placement, dask_client
+from evictlab.traces.output import load_run
+from evictlab.traces.study import loss_map, run_study, study_summary, study_tasks
+
+TINY = ["--horizon-days", "6", "--facts-per-day", "6", "--search-rate", "10"]
+
+
+def test_generate_is_byte_stable_and_refuses_to_overwrite(tmp_path, capsys):
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert main(["trace", "generate", "--output", str(first), "--seed", "5", *TINY]) == 0
+    assert main(["trace", "generate", "--output", str(second), "--seed", "5", *TINY]) == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert "events" in capsys.readouterr().out
+    assert main(["trace", "generate", "--output", str(first), *TINY]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    assert main(["trace", "generate", "--output", str(trace), "--seed", "2", *TINY]) == 0
+    out = tmp_path / "run"
+    argv = ["trace", "replay", "--trace", str(trace), "--policies", "hybrid-v1,confidence,lru",
+            "--capacities", "3,10", "--output-dir", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "where hybrid-v1 and confidence differ most" in printed
+    manifest, tables = load_run(out, "trace-replay")
+    assert manifest["status"] == "success" and manifest["parameters"]["capacities"] == [3, 10]
+    rows = tables["curve.rows.parquet"]
+    assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
+    optimum = rows[rows["policy"] == "optimum"].set_index("capacity")["answerable_rate"]
+    for _, row in rows[rows["policy"].isin(["hybrid-v1", "confidence", "lru"])].iterrows():
+        assert row["answerable_rate"] <= optimum[row["capacity"]]
+        assert row["regret"] == pytest.approx(optimum[row["capacity"]] - row["answerable_rate"])
+    assert main(argv) == 2  # a finished run is never overwritten
+    assert "finished trace-replay run" in capsys.readouterr().err
+
+
+def test_bad_trace_is_one_line_error_before_any_output(tmp_path, capsys):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"time": "2026-01-01T00:00:00Z", "event": "ask"}\n')
+    assert main(["trace", "replay", "--trace", str(trace), "--output-dir", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert f"{trace}: row 0, field 'fact_id': required" in error and "Traceback" not in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_study_tables_identical_in_process_and_on_a_local_cluster():
+    tasks = study_tasks({"confidence_noise": [0.0, 0.6], "search_rate": [2.0, 20.0]}, 1, base=_tiny(), capacities=[3, 8])
+    in_process = run_study(tasks, Placement(workers=0), progress=False)
+    with dask_client(Placement(workers=2, processes=False)) as client:
+        address = client.scheduler.address
+        on_scheduler = run_study(tasks, Placement(scheduler=address), progress=False)
+    on_cluster = run_study(tasks, Placement(workers=2, processes=False), progress=False)
+    pd.testing.assert_frame_equal(in_process, on_cluster)
+    pd.testing.assert_frame_equal(in_process, on_scheduler)
+    summary = study_summary(in_process)
+    assert set(summary["policy"]) == {"confidence", "hybrid-v1", "fifo", "lru"}
+    confidence = summary[summary["policy"] == "confidence"]
+    assert (confidence["tie_rate_vs_confidence"] == 1.0).all()
+    losses = loss_map(in_process, "confidence_noise", "search_rate")
+    assert losses.shape == (2, 2) and ((losses >= 0) & (losses <= 1)).all().all()
+
+
+@pytest.mark.slow
+def test_study_command_on_a_process_cluster(tmp_path, capsys):
+    out = tmp_path / "study"
+    argv = ["trace", "study", "--grid", "search_rate=5,20", "--seeds", "2", "--capacities", "3,8",
+            "--policies", "hybrid-v1,confidence", "--workers", "2", "--no-progress", "--output-dir", str(out), *TINY]
+    assert main(argv) == 0
+    manifest = json.loads((out / "trace-study.json").read_text())
+    assert manifest["status"] == "success" and "2 process workers" in manifest["parameters"]["placement"]
+    serial = tmp_path / "serial"
+    assert main([*argv[:-len(TINY) - 2], "--workers", "0", "--output-dir", str(serial), *TINY]) == 0
+    for name in ("study.rows.parquet", "study.summary.csv"):
+        assert (out / name).read_bytes() == (serial / name).read_bytes()
+
+
+def _tiny():
+    from evictlab.traces.generate import WorkloadParams
+
+    return WorkloadParams(horizon_days=6, facts_per_day=6, search_rate=10)
