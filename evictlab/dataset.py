@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DatasetError
-from .protocol import ELIGIBLE_TYPES, DatasetPin, OfficialManifest, PoolConfig, sha256_file
+from .protocol import ELIGIBLE_TYPES, DatasetPin, OfficialManifest, PoolConfig, sha256_bytes
+from .readers import MAX_DATASET_BYTES, check_size, is_text, parse_json, read_bounded
 
 PILOT_IDS = frozenset(
     {"0f05491a", "dfde3500", "4b24c848", "7e974930", "8077ef71", "bcbe585f",
@@ -60,18 +61,16 @@ def load_dataset(path: str | Path, pin: DatasetPin, *, allow_unpinned: bool = Fa
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path}: dataset file not found")
-    actual = sha256_file(path)
+    check_size(path, MAX_DATASET_BYTES, what="dataset file", error=DatasetError)
+    data = read_bounded(path, MAX_DATASET_BYTES, what="dataset file", error=DatasetError)
+    actual = sha256_bytes(data)
     pinned = actual == pin.sha256
     if not pinned and not allow_unpinned:
         raise DatasetError(
             f"{path}: SHA-256 {actual} is not the pinned {pin.sha256} ({pin.repository}"
             f" {pin.filename}); pass --allow-unpinned to use it anyway"
         )
-    try:
-        data = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise DatasetError(f"{path}: not valid JSON ({error})") from None
-    rows = check_rows(data, path)
+    rows = check_rows(parse_json(data, where=str(path), error=DatasetError, check_strings=False), path)
     return Dataset(path, actual, pinned, pin, tuple(rows), {row["question_id"]: row for row in rows})
 
 
@@ -83,8 +82,11 @@ def check_rows(data: Any, path: Path) -> list[Mapping[str, Any]]:
         if not isinstance(row, Mapping):
             raise DatasetError(f"{path}: row {index}: must be an object, got {type(row).__name__}")
         question_id = row.get("question_id")
-        if not isinstance(question_id, str) or not question_id:
-            raise DatasetError(f"{path}: row {index}: question_id must be a non-empty string, got {question_id!r}")
+        if not isinstance(question_id, str) or not question_id or not is_text(question_id):
+            raise DatasetError(
+                f"{path}: row {index}: question_id must be a non-empty string of Unicode text,"
+                f" got {question_id!r}"
+            )
         if question_id in seen:
             raise DatasetError(
                 f"{path}: row {index}: duplicate question_id {question_id!r} (first at row {seen[question_id]})"

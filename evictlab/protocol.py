@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ContractError
 from .policies import PolicyParams
 from .policies.signals import as_utc
 from .qa.grading import GRADER_VERSION  # the grader is a leaf module; its version is part of the contract
+from .readers import MAX_PROTOCOL_FILE_BYTES, parse_json, parse_yaml, read_bounded
 from .schema import HEX40, HEX64, Section
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
@@ -223,7 +221,10 @@ def _parse_clock(root: Section) -> _dt.datetime:
             raise root.error(f"must be an ISO-8601 time, got {value!r}", "evaluation_time") from None
     if not isinstance(value, _dt.datetime) or value.tzinfo is None:
         raise root.error(f"must be a timezone-aware time, got {value!r}", "evaluation_time")
-    return as_utc(value)
+    try:
+        return as_utc(value)
+    except OverflowError:
+        raise root.error(f"is out of the representable range in UTC, got {value.isoformat()!r}", "evaluation_time") from None
 
 
 def _parse_dataset_pin(section: Section) -> DatasetPin:
@@ -462,22 +463,24 @@ class Protocol:
     def with_official_manifest(self, path: str | Path) -> "Protocol":
         """The same protocol with another official manifest (the demo dataset has its own)."""
         path = Path(path)
+        data = _read_bytes(path)
         manifest = parse_official_manifest(
-            _read_json(path), file=str(path), pool_size=self.config.pool.size
+            _read_json(path, data), file=str(path), pool_size=self.config.pool.size
         )
         _check_protocol_id(self.config, manifest.protocol_id, path)
+        _check_case_ids(manifest, path, self.synthetic, self.files.synthetic_manifest)
         return replace(
             self,
             files=replace(self.files, official_manifest=path),
             official=manifest,
-            hashes={**self.hashes, "official_manifest": sha256_file(path)},
+            hashes={**self.hashes, "official_manifest": sha256_bytes(data)},
         )
 
 
 def load_config(path: str | Path | None = None) -> Config:
     """Parse one config file strictly (evictlab's own by default), without the other protocol files."""
     path = Path(path) if path else DEFAULT_CONFIG
-    return parse_config(_read_yaml(path), file=str(path))
+    return parse_config(_read_yaml(path, _read_bytes(path)), file=str(path))
 
 
 def load_protocol(
@@ -489,10 +492,12 @@ def load_protocol(
     """Load and cross-check the protocol files (evictlab's own by default).
 
     The answer prompt path in the config resolves against the parent of the config's folder
-    (DeerFlow's layout) unless ``answer_prompt`` is given.
+    (DeerFlow's layout) unless ``answer_prompt`` is given. Each file is read once, with a
+    size limit, and hashed from the bytes that were parsed.
     """
     config_path = Path(config) if config else DEFAULT_CONFIG
-    parsed = load_config(config_path)
+    config_bytes = _read_bytes(config_path)
+    parsed = parse_config(_read_yaml(config_path, config_bytes), file=str(config_path))
     prompt_path = (
         Path(answer_prompt) if answer_prompt
         else config_path.resolve().parent.parent / parsed.qa.answer_prompt_path
@@ -500,10 +505,13 @@ def load_protocol(
     official_path = Path(official_manifest) if official_manifest else DEFAULT_OFFICIAL_MANIFEST
     synthetic_path = Path(synthetic_manifest) if synthetic_manifest else DEFAULT_SYNTHETIC_MANIFEST
     pool_size = parsed.pool.size
-    official = parse_official_manifest(_read_json(official_path), file=str(official_path), pool_size=pool_size)
-    synthetic = parse_synthetic_manifest(_read_json(synthetic_path), file=str(synthetic_path), pool_size=pool_size)
+    official_bytes = _read_bytes(official_path)
+    synthetic_bytes = _read_bytes(synthetic_path)
+    official = parse_official_manifest(_read_json(official_path, official_bytes), file=str(official_path), pool_size=pool_size)
+    synthetic = parse_synthetic_manifest(_read_json(synthetic_path, synthetic_bytes), file=str(synthetic_path), pool_size=pool_size)
     _check_protocol_id(parsed, official.protocol_id, official_path)
     _check_protocol_id(parsed, synthetic.protocol_id, synthetic_path)
+    _check_case_ids(official, official_path, synthetic, synthetic_path)
     prompt_bytes = _read_bytes(prompt_path)
     prompt_hash = sha256_bytes(prompt_bytes)
     if prompt_hash != parsed.qa.answer_prompt_sha256:
@@ -517,12 +525,24 @@ def load_protocol(
         raise ContractError(f"{prompt_path}: not UTF-8 text ({error})") from None
     files = ProtocolFiles(config_path, official_path, synthetic_path, prompt_path)
     hashes = {
-        "config": sha256_file(config_path),
-        "official_manifest": sha256_file(official_path),
-        "synthetic_manifest": sha256_file(synthetic_path),
+        "config": sha256_bytes(config_bytes),
+        "official_manifest": sha256_bytes(official_bytes),
+        "synthetic_manifest": sha256_bytes(synthetic_bytes),
         "answer_prompt": prompt_hash,
     }
     return Protocol(files, parsed, official, synthetic, prompt_text, hashes)
+
+
+def _check_case_ids(
+    official: OfficialManifest, official_path: Path, synthetic: SyntheticManifest, synthetic_path: Path
+) -> None:
+    # Row ids are "{case_id}__{policy}": a shared case id would make two tasks write one file.
+    shared = sorted(set(official.case_ids) & {case.case_id for case in synthetic.cases})
+    if shared:
+        raise ContractError(
+            f"{synthetic_path}: case id(s) {', '.join(shared)} also appear in the official"
+            f" manifest {official_path}; every case id must be unique across both manifests"
+        )
 
 
 def _check_protocol_id(config: Config, protocol_id: str, path: Path) -> None:
@@ -533,21 +553,12 @@ def _check_protocol_id(config: Config, protocol_id: str, path: Path) -> None:
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise ContractError(f"{path}: cannot read ({error.strerror or error})") from None
+    return read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="protocol file")
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(_read_bytes(path))
-    except (yaml.YAMLError, RecursionError) as error:
-        raise ContractError(f"{path}: not valid YAML ({error})") from None
+def _read_yaml(path: Path, data: bytes) -> Any:
+    return parse_yaml(data, where=str(path))
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(_read_bytes(path))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise ContractError(f"{path}: not valid JSON ({error})") from None
+def _read_json(path: Path, data: bytes) -> Any:
+    return parse_json(data, where=str(path))

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .demo import open_dataset
 from .errors import ContractError
 from .policies import PolicyParams
@@ -46,6 +44,7 @@ from .protocol import (
     load_protocol,
     sha256_bytes,
 )
+from .readers import MAX_PROTOCOL_FILE_BYTES, parse_yaml, read_bounded
 
 FILE_KEYS = ARTIFACT_NAMES  # config, official_manifest, synthetic_manifest, answer_prompt
 VARIANT_KEYS = tuple(VARIANT_VALUES)
@@ -239,12 +238,7 @@ def parse_spec(text: str) -> RunSpec:
 def load_spec_file(path: str | Path) -> RunSpec:
     """A spec from a YAML mapping with an optional ``preset`` and any spec keys."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_bytes())
-    except OSError as error:
-        raise ContractError(f"{path}: cannot read spec file ({error.strerror or error})") from None
-    except yaml.YAMLError as error:
-        raise ContractError(f"{path}: not valid YAML ({error})") from None
+    data = parse_yaml(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="spec file"), where=str(path))
     if not isinstance(data, Mapping):
         raise ContractError(f"{path}: a spec file must be a mapping of spec keys, got {type(data).__name__}")
     preset = data.get("preset", DEFAULT_PRESET)
@@ -316,7 +310,10 @@ def coerce_value(key: str, value: Any, *, where: str = "spec") -> Any:
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
         else:
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer beyond any float
+                raise bad("a finite number") from None
         if not math.isfinite(number):
             raise bad("a finite number")
         return number
@@ -333,7 +330,10 @@ def _coerce_clock(value: Any, bad: Any) -> _dt.datetime:
         value = _dt.datetime(value.year, value.month, value.day)  # YAML reads 2026-08-13 as a date
     if not isinstance(value, _dt.datetime):
         raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z")
-    return as_utc(value)  # project decision: naive times are UTC
+    try:
+        return as_utc(value)  # project decision: naive times are UTC
+    except OverflowError:
+        raise bad("a time within the years 1-9999 in UTC") from None
 
 
 # --------------------------------------------------------------------------- canonical form

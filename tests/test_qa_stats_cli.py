@@ -103,7 +103,7 @@ def test_invalid_json_names_file_and_line(tmp_path, capsys):
     lines[41] = lines[41][:-5]
     code, err, output_dir = run_on_lines(tmp_path, lines, capsys)
     assert code != 0
-    assert "bad.rows.jsonl, line 42: invalid JSON" in err
+    assert "bad.rows.jsonl, line 42: not valid JSON" in err
     assert not output_dir.exists()
 
 

@@ -447,7 +447,7 @@ def test_load_graded_rows_splits_on_newlines_only(tmp_path):
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        ([VALID_LINE, "{not json"], r"rows\.jsonl, line 2: invalid JSON"),
+        ([VALID_LINE, "{not json"], r"rows\.jsonl, line 2: not valid JSON"),
         ([VALID_LINE, "", VALID_LINE], r"line 2: blank line"),
         (["[1, 2]"], r"line 1: expected a JSON object, got list"),
         ([json.dumps({"case_id": "a"})], r"line 1: missing field 'source'"),

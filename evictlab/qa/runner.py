@@ -12,7 +12,6 @@ Nothing written here contains the API key, a question, a reference answer or mem
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -24,6 +23,7 @@ from tqdm import tqdm
 
 from ..errors import ContractError, EvictlabError
 from ..pools import PoolSet
+from ..readers import MAX_PROTOCOL_FILE_BYTES, MAX_RESPONSE_BYTES, parse_json, read_bounded
 from ..results import git_state, utc_now_iso, write_json
 from .providers import Completion, OpenAICompatibleProvider, ProviderError
 from .tasks import QATask, build_tasks
@@ -129,9 +129,9 @@ def check_marker(output_dir: str | Path, pool_set: PoolSet, *, action: str) -> N
 
 def _read_marker(path: Path, action: str) -> dict[str, Any]:
     try:
-        marker = json.loads(path.read_bytes())
-    except (OSError, ValueError) as error:
-        raise ContractError(f"{path}: unreadable run marker ({error}); refusing to {action}") from None
+        marker = parse_json(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run marker"), where=str(path))
+    except ContractError as error:
+        raise ContractError(f"unreadable run marker: {error}; refusing to {action}") from None
     if not isinstance(marker, dict) or marker.get("schema_version") != MARKER_SCHEMA_VERSION:
         found = marker.get("schema_version") if isinstance(marker, dict) else type(marker).__name__
         raise ContractError(
@@ -197,8 +197,8 @@ def load_completed(path: Path) -> dict[str, Any] | None:
     string ``prediction``.
     """
     try:
-        row = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        row = parse_json(read_bounded(path, MAX_RESPONSE_BYTES, what="response row"), where=str(path))
+    except ContractError:
         return None
     if not isinstance(row, dict) or row.get("schema_version") != RESPONSE_SCHEMA_VERSION:
         return None

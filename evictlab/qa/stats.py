@@ -18,13 +18,14 @@ import json
 import math
 import os
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from ..errors import ContractError
+from ..readers import MAX_ROW_LINE_BYTES, MAX_ROWS_FILE_BYTES, check_size, parse_json
 from ..results import refuse_existing, write_json
 
 SCHEMA_VERSION = 1
@@ -347,30 +348,37 @@ def load_graded_rows(
     line and the field. Blank lines are errors too, so row N is always line N.
     """
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"{source}: cannot read graded rows: {error}") from None
-    # Split on "\n" only: str.splitlines() would also break at U+2028 inside JSON strings.
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
+    check_size(source, MAX_ROWS_FILE_BYTES, what="graded rows file")
     rows = []
-    for number, line in enumerate(lines, start=1):
-        where = f"{source}, line {number}"
-        if not line.strip():
-            raise ContractError(f"{where}: blank line (one JSON object per line expected)")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ContractError(
-                f"{where}: invalid JSON: {error.msg} (column {error.colno})"
-            ) from None
-        if not isinstance(row, dict):
-            raise ContractError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        _check_fields(row, fields, where)
-        rows.append(row)
+    try:
+        with open(source, "rb") as handle:
+            # Lines end at b"\n" only: str.splitlines() would also break at U+2028 inside JSON strings.
+            for number, line in enumerate(_bounded_lines(handle, source), start=1):
+                rows.append(_graded_row(line, f"{source}, line {number}", fields))
+    except OSError as error:
+        raise ContractError(f"{source}: cannot read graded rows ({error.strerror or error})") from None
     return rows
+
+
+def _bounded_lines(handle: Any, source: Path) -> Iterator[bytes]:
+    """The file's lines without their b"\n"; a line or file over its limit is an error."""
+    total = 0
+    while line := handle.readline(MAX_ROW_LINE_BYTES + 1):
+        total += len(line)
+        if len(line) > MAX_ROW_LINE_BYTES or total > MAX_ROWS_FILE_BYTES:
+            limit = MAX_ROW_LINE_BYTES if len(line) > MAX_ROW_LINE_BYTES else MAX_ROWS_FILE_BYTES
+            raise ContractError(f"{source}: a line or the file is over evictlab's limit of {limit} bytes")
+        yield line.removesuffix(b"\n")
+
+
+def _graded_row(line: bytes, where: str, fields: Mapping[str, type]) -> dict[str, Any]:
+    if not line.strip():
+        raise ContractError(f"{where}: blank line (one JSON object per line expected)")
+    row = parse_json(line, where=where)
+    if not isinstance(row, dict):
+        raise ContractError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    _check_fields(row, fields, where)
+    return row
 
 
 def _row_label(row: Mapping[str, Any], position: int) -> str:

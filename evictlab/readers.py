@@ -1,0 +1,268 @@
+"""Bounded, strict readers for every input file: sizes, JSON and YAML.
+
+Every file evictlab reads goes through :func:`read_bounded`, which refuses a file over its
+kind's size limit before reading more than the limit (so ``/dev/zero`` or a 2 GB file fails
+at once instead of filling memory). :func:`parse_json` and :func:`parse_yaml` are strict:
+duplicate keys, nesting deeper than :data:`MAX_DEPTH`, integers longer than Python converts,
+``NaN``/``Infinity``, strings holding a lone surrogate (not Unicode text) and YAML whose
+aliases would expand to more than :data:`MAX_YAML_NODES` nodes are errors that name the file
+and say why. Errors are raised as the caller's error type, so a dataset problem stays a
+:class:`~evictlab.errors.DatasetError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ContractError
+
+MIB = 1 << 20
+#: Protocol files (config, manifests, answer prompt), run specs and run markers.
+MAX_PROTOCOL_FILE_BYTES = 4 * MIB
+#: A dataset file: the LongMemEval oracle file is about 15 MB.
+MAX_DATASET_BYTES = 256 * MIB
+#: A graded-rows JSONL file, and one line of it.
+MAX_ROWS_FILE_BYTES = 256 * MIB
+MAX_ROW_LINE_BYTES = 4 * MIB
+#: A provider's response body, and a stored response row (which holds at most its content).
+MAX_RESPONSE_BYTES = 8 * MIB
+#: Nesting depth of any JSON or YAML document (the deepest real input has about 6 levels).
+MAX_DEPTH = 64
+#: Nodes of a YAML document after alias expansion (protocol files have a few hundred).
+MAX_YAML_NODES = 100_000
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class _Refused(ValueError):
+    """A strictness rule broken inside a parser hook; the message says which."""
+
+
+def read_bounded(
+    path: str | os.PathLike, limit: int, *, what: str = "file", error: type[Exception] = ContractError
+) -> bytes:
+    """The bytes of ``path``, or ``error`` when it cannot be read or exceeds ``limit`` bytes."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise error(_too_large(path, what, limit, f"{info.st_size} bytes"))
+            data = handle.read(limit + 1)
+    except OSError as problem:
+        raise error(f"{path}: cannot read {what} ({problem.strerror or problem})") from None
+    if len(data) > limit:
+        raise error(_too_large(path, what, limit, "larger"))
+    return data
+
+
+def check_size(path: str | os.PathLike, limit: int, *, what: str = "file", error: type[Exception] = ContractError) -> None:
+    """Refuse a regular file over ``limit`` bytes, for readers that stream it."""
+    try:
+        info = os.stat(path)
+    except OSError as problem:
+        raise error(f"{path}: cannot read {what} ({problem.strerror or problem})") from None
+    if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        raise error(_too_large(Path(path), what, limit, f"{info.st_size} bytes"))
+
+
+def _too_large(path: Path, what: str, limit: int, size: str) -> str:
+    return f"{path}: {what} is {size}, over evictlab's limit of {limit} bytes ({limit // MIB} MiB)"
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def parse_json(
+    data: bytes | str,
+    *,
+    where: str,
+    error: type[Exception] = ContractError,
+    max_depth: int = MAX_DEPTH,
+    check_strings: bool = True,
+) -> Any:
+    """Parse one JSON document strictly; ``where`` (a file, maybe with a line) starts every error.
+
+    ``check_strings=False`` leaves lone surrogates to the caller (a dataset checks only the
+    strings it uses, so that an odd turn in a row nobody selects does not refuse the file).
+    """
+    try:
+        value = json.loads(data, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
+    except _Refused as problem:
+        raise error(f"{where}: not valid JSON ({problem})") from None
+    except RecursionError:
+        raise error(f"{where}: not valid JSON (nested more than {max_depth} levels deep)") from None
+    except json.JSONDecodeError as problem:
+        raise error(f"{where}: not valid JSON ({problem.msg}: line {problem.lineno} column {problem.colno})") from None
+    except UnicodeDecodeError as problem:
+        raise error(f"{where}: not UTF-8 text ({problem.reason} at byte {problem.start})") from None
+    except ValueError as problem:  # an integer longer than Python converts
+        raise error(f"{where}: not valid JSON ({_short_reason(problem)})") from None
+    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+    problem = structure_problem(value, max_depth, strings=check_strings and pattern.search(data) is not None)
+    if problem:
+        raise error(f"{where}: {problem}")
+    return value
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate key {_printable(key)!r}")
+            seen.add(key)
+    return document
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _short_reason(problem: ValueError) -> str:
+    text = str(problem)
+    if "integer string conversion" in text:
+        return "an integer has more digits than evictlab reads (4300)"
+    return text.split(";")[0]
+
+
+def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool = True) -> str | None:
+    """Why ``value`` (parsed JSON or YAML) is refused: too deep, or a string that is not text.
+
+    ``strings=False`` skips the string check (for input that cannot hold a lone surrogate).
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            if strings and not is_text(item):
+                return f"{path or '<root>'}: a string holds a lone surrogate (not Unicode text)"
+            continue
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth >= max_depth:
+            return f"{path or '<root>'}: nested more than {max_depth} levels deep"
+        entries = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in entries:
+            if strings and isinstance(key, str) and not is_text(key):
+                return f"{path or '<root>'}: a key holds a lone surrogate (not Unicode text)"
+            name = f"{path}[{key}]" if isinstance(item, list) else f"{path}.{_printable(key)}" if path else _printable(key)
+            stack.append((child, name, depth + 1))
+    return None
+
+
+def is_text(text: str) -> bool:
+    """Whether ``text`` is Unicode text (encodes as UTF-8: no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(key: Any) -> str:
+    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate mapping keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<" merges are allowed to repeat keys that they provide
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key; the base constructor reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {_printable(key)!r}", key_node.start_mark,
+                )  # fmt: skip
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(
+    data: bytes | str,
+    *,
+    where: str,
+    error: type[Exception] = ContractError,
+    max_nodes: int = MAX_YAML_NODES,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """Parse one YAML document safely: no tags beyond YAML's own, aliases bounded, keys unique."""
+    loader = _StrictLoader(data)
+    loader.name = where  # error marks then name the file instead of "<byte string>"
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        nodes = _expanded_nodes(node, max_nodes)
+        if nodes > max_nodes:
+            raise error(
+                f"{where}: refused: its aliases expand to more than {max_nodes} nodes"
+                " (a YAML alias bomb?)"
+            )
+        value = loader.construct_document(node)
+    except yaml.YAMLError as problem:
+        raise error(f"{where}: not valid YAML ({_yaml_reason(problem)})") from None
+    except RecursionError:
+        raise error(f"{where}: not valid YAML (nested too deeply)") from None
+    finally:
+        loader.dispose()
+    problem = structure_problem(value, max_depth)
+    if problem:
+        raise error(f"{where}: {problem}")
+    return value
+
+
+def _yaml_reason(problem: yaml.YAMLError) -> str:
+    # One line: PyYAML's own message spans several and quotes the offending line.
+    if not isinstance(problem, yaml.MarkedYAMLError):
+        return str(problem).splitlines()[0]
+    text = problem.problem or problem.context or "invalid"
+    mark = problem.problem_mark or problem.context_mark
+    return f"{text}, line {mark.line + 1} column {mark.column + 1}" if mark else text
+
+
+def _expanded_nodes(root: yaml.Node, limit: int) -> int:
+    """The node count of ``root`` with every alias expanded, counting stops past ``limit``."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = limit + 1  # a node that contains itself expands without end
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            children: Iterator[yaml.Node] = (child for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            children = iter(node.value)
+        else:
+            children = iter(())
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
