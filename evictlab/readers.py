@@ -82,6 +82,35 @@ def _too_large(path: Path, what: str, limit: int, size: str) -> str:
 # --------------------------------------------------------------------------- JSON
 
 
+class JSONRefused(ValueError):
+    """A document :func:`decode_json` refuses; the message says why, without the file name."""
+
+
+def decode_json(data: bytes | str, *, max_depth: int = MAX_DEPTH, check_strings: bool = True) -> Any:
+    """Parse one JSON document strictly or raise :class:`JSONRefused` (see the module docstring).
+
+    ``check_strings=False`` leaves lone surrogates to the caller (a dataset checks only the
+    strings it uses, so that an odd turn in a row nobody selects does not refuse the file).
+    """
+    try:
+        value = json.loads(data, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
+    except _Refused as problem:
+        raise JSONRefused(f"not valid JSON ({problem})") from None
+    except RecursionError:
+        raise JSONRefused(f"not valid JSON (nested more than {max_depth} levels deep)") from None
+    except json.JSONDecodeError as problem:
+        raise JSONRefused(f"not valid JSON ({problem.msg}: line {problem.lineno} column {problem.colno})") from None
+    except UnicodeDecodeError as problem:
+        raise JSONRefused(f"not UTF-8 text ({problem.reason} at byte {problem.start})") from None
+    except ValueError as problem:  # an integer longer than Python converts
+        raise JSONRefused(f"not valid JSON ({_short_reason(problem)})") from None
+    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+    problem = structure_problem(value, max_depth, strings=check_strings and pattern.search(data) is not None)
+    if problem:
+        raise JSONRefused(problem)
+    return value
+
+
 def parse_json(
     data: bytes | str,
     *,
@@ -90,28 +119,11 @@ def parse_json(
     max_depth: int = MAX_DEPTH,
     check_strings: bool = True,
 ) -> Any:
-    """Parse one JSON document strictly; ``where`` (a file, maybe with a line) starts every error.
-
-    ``check_strings=False`` leaves lone surrogates to the caller (a dataset checks only the
-    strings it uses, so that an odd turn in a row nobody selects does not refuse the file).
-    """
+    """:func:`decode_json`, raising ``error`` whose message starts with ``where`` (a file, maybe a line)."""
     try:
-        value = json.loads(data, object_pairs_hook=_unique_object, parse_constant=_refuse_constant)
-    except _Refused as problem:
-        raise error(f"{where}: not valid JSON ({problem})") from None
-    except RecursionError:
-        raise error(f"{where}: not valid JSON (nested more than {max_depth} levels deep)") from None
-    except json.JSONDecodeError as problem:
-        raise error(f"{where}: not valid JSON ({problem.msg}: line {problem.lineno} column {problem.colno})") from None
-    except UnicodeDecodeError as problem:
-        raise error(f"{where}: not UTF-8 text ({problem.reason} at byte {problem.start})") from None
-    except ValueError as problem:  # an integer longer than Python converts
-        raise error(f"{where}: not valid JSON ({_short_reason(problem)})") from None
-    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
-    problem = structure_problem(value, max_depth, strings=check_strings and pattern.search(data) is not None)
-    if problem:
-        raise error(f"{where}: {problem}")
-    return value
+        return decode_json(data, max_depth=max_depth, check_strings=check_strings)
+    except JSONRefused as problem:
+        raise error(f"{where}: {problem}") from None
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -220,8 +220,8 @@ def test_redirects_are_not_followed_so_the_key_goes_nowhere_else(status):
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        (raw_reply("<html>bad gateway</html>", content_type="text/html"), "not JSON"),
-        (raw_reply(b"\xff\xfe{"), "not JSON"),
+        (raw_reply("<html>bad gateway</html>", content_type="text/html"), "not valid JSON"),
+        (raw_reply(b"\xff\xfe{"), "not UTF-8 text"),
         (json_reply({"object": "chat.completion", "model": "m"}), "no string choices"),
         (json_reply({"choices": []}), "no string choices"),
         (json_reply({"choices": [{"message": {"content": None}}]}), "no string choices"),

@@ -8,8 +8,10 @@ appends ``/chat/completions``), and the key variable to any non-empty string::
     export DEERMEM_EVAL_ANSWER_BASE_URL=http://127.0.0.1:8080/v1
     export DEERMEM_EVAL_ANSWER_API_KEY=local
 
-The client uses only the standard library. Error messages never contain the API key, request
-headers or response bodies: at most the HTTP status and a short reason.
+The client uses only the standard library (``http.client``; a proxy named by the usual
+``https_proxy``/``http_proxy``/``no_proxy`` variables is honoured). Error messages never
+contain the API key, request headers or response bodies: at most the HTTP status and a short
+reason.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import http.client
 import json
 import math
 import os
+import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -27,6 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ContractError, EvictlabError
+from ..readers import MAX_RESPONSE_BYTES, JSONRefused, decode_json
+
+
+#: Nesting depth of a response body: a chat completion has about five levels.
+MAX_BODY_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -52,22 +60,18 @@ class _RetryableFailure(Exception):
     """An attempt failed in a way that another attempt may fix (transport, 429, 5xx)."""
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect would resend the bearer key to wherever it points; treat it as a plain
-    # non-200 status instead.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 class OpenAICompatibleProvider:
     """Client for ``POST {base_url}/chat/completions`` with a bearer key.
 
     :meth:`complete` makes up to ``max_attempts`` attempts, sleeping ``retry_delay_seconds``
     (fixed, no backoff) before every attempt after the first. Transport errors (timeouts
-    included), HTTP 429 and statuses >= 500 are retried; any other non-200 status and a 200
-    whose body is not JSON or lacks a string ``choices[0].message.content`` fail at once.
-    ``timeout_seconds`` bounds connecting and each read or write. Instances hold no
-    per-call state, so several threads may call :meth:`complete` at once.
+    included), HTTP 429 and statuses >= 500 are retried; any other non-200 status (redirects
+    included: they are never followed, so the key goes nowhere else) and a 200 whose body is
+    over ``max_response_bytes``, is not strict JSON (see :func:`evictlab.readers.decode_json`)
+    or lacks a string ``choices[0].message.content`` fail at once. ``timeout_seconds`` bounds
+    each whole attempt, from connecting to the last byte of the body, however slowly a server
+    sends it. Instances hold no per-call state, so several threads may call :meth:`complete`
+    at once.
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class OpenAICompatibleProvider:
         timeout_seconds: float = 120,
         max_attempts: int = 3,
         retry_delay_seconds: float = 2.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         sleep: Callable[[float], Any] = time.sleep,
     ) -> None:
         if not isinstance(base_url, str) or not _is_http_url(base_url):
@@ -95,9 +100,9 @@ class OpenAICompatibleProvider:
         self.timeout_seconds = timeout_seconds
         self.max_attempts = max_attempts
         self.retry_delay_seconds = retry_delay_seconds
+        self.max_response_bytes = max_response_bytes
         self._api_key = api_key
         self._sleep = sleep
-        self._opener = urllib.request.build_opener(_NoRedirects)
 
     def __repr__(self) -> str:
         return (
@@ -124,40 +129,94 @@ class OpenAICompatibleProvider:
         raise ProviderError(f"failed after {self.max_attempts} attempts (last: {last_failure})")
 
     def _post(self, body: bytes) -> Any:
-        """One attempt: the parsed JSON body of a 200 response."""
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            method="POST",
-            headers={
+        """One attempt: the parsed JSON body of a 200 response, all within ``timeout_seconds``."""
+        connection = _connection(self.url, self.timeout_seconds)
+        # Socket timeouts bound each read, not the attempt: a server sending a byte a second
+        # would never trip them. The watchdog shuts the socket down at the deadline instead.
+        expired = threading.Event()
+        watchdog = threading.Timer(self.timeout_seconds, _expire, args=(connection, expired))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            connection.connect()
+            if expired.is_set():
+                raise TimeoutError
+            connection.request("POST", _request_target(connection, self.url), body=body, headers={
                 "Authorization": f"Bearer {self._api_key}",
                 "Content-Type": "application/json",
-            },
-        )
-        try:
-            with self._opener.open(request, timeout=self.timeout_seconds) as response:
-                status, raw = response.status, response.read()
-        except urllib.error.HTTPError as error:
-            error.close()
-            status, raw = error.code, b""
+            })  # fmt: skip
+            response = connection.getresponse()
+            status = response.status
+            raw = _read_capped(response, self.max_response_bytes) if status == 200 else b""
+            if expired.is_set():
+                raise TimeoutError  # the body may look complete: the watchdog closed the socket
         except (OSError, http.client.HTTPException) as error:
-            raise _RetryableFailure(_transport_reason(error)) from None
+            raise _RetryableFailure("timed out" if expired.is_set() else _transport_reason(error)) from None
+        finally:
+            watchdog.cancel()
+            connection.close()
         if status == 429 or status >= 500:
             raise _RetryableFailure(f"HTTP {status}")
         if status != 200:
             raise ProviderError(f"HTTP {status} (not retryable)")
         try:
-            return json.loads(raw)
-        except ValueError:
-            raise ProviderError("HTTP 200 but the body is not JSON") from None
+            return decode_json(raw, max_depth=MAX_BODY_DEPTH)
+        except JSONRefused as refused:
+            raise ProviderError(f"HTTP 200 but the body is refused: {refused}") from None
+
+
+def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
+    """A connection to the URL's host, or through the environment's proxy for it."""
+    parts = urllib.parse.urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if parts.scheme == "https":
+            connection = kind(via.hostname, via.port or 8080, timeout=timeout)
+            connection.set_tunnel(parts.hostname, parts.port)
+            return connection
+        connection = http.client.HTTPConnection(via.hostname, via.port or 8080, timeout=timeout)
+        connection.via_proxy = True  # type: ignore[attr-defined]
+        return connection
+    return kind(parts.hostname, parts.port, timeout=timeout)
+
+
+def _request_target(connection: http.client.HTTPConnection, url: str) -> str:
+    # A plain-HTTP proxy takes the absolute URL; a server (or a tunnel) takes the path.
+    if getattr(connection, "via_proxy", False):
+        return url
+    parts = urllib.parse.urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def _expire(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    expired.set()
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on it
+        except OSError:
+            pass
+
+
+def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
+    declared = response.getheader("Content-Length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        raise ProviderError(f"HTTP 200 but the body is {int(declared)} bytes, over the limit of {limit}")
+    chunks, size = [], 0
+    while chunk := response.read1(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            raise ProviderError(f"HTTP 200 but the body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _transport_reason(error: BaseException) -> str:
-    # urllib wraps connection failures in URLError; the cause says what actually happened.
-    cause = error.reason if isinstance(error, urllib.error.URLError) else error
-    if isinstance(cause, TimeoutError):
+    if isinstance(error, TimeoutError):
         return "timed out"
-    return f"transport error ({type(cause).__name__})"
+    return f"transport error ({type(error).__name__})"
 
 
 def _completion(document: Any, attempt: int) -> Completion:
