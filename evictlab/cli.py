@@ -5,8 +5,9 @@ this file only assembles them, so a new command is one new module. Only the modu
 command being run is imported: every other command is listed from
 :data:`evictlab.commands.INDEX`, so ``evictlab --help`` and ``--version`` load no pandas or
 numpy. A mistyped command or option is answered with the closest known one. A handler returns
-an exit code; errors derived from :class:`~evictlab.errors.EvictlabError` are printed as one
-line and end the process with that error's exit code.
+an exit code; errors derived from :class:`~evictlab.errors.EvictlabError`, and operating-system
+errors on the files a command reads or writes, are printed as one line and end the process with
+a non-zero exit code. A closed output pipe ends it quietly.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import pkgutil
 import re
+import signal
 import sys
 from collections.abc import Iterable, Sequence
 
@@ -115,6 +118,18 @@ def chosen_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argpa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's final flush
+        return code
+    except BrokenPipeError:
+        # The reader went away (``evictlab ... | head``): stop quietly, as a SIGPIPE would.
+        # Later writes, the interpreter's final flush included, go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(command_of(argv))
     chosen = chosen_parser(parser, argv)
@@ -135,6 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"evictlab {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        # An output path the system refuses (a file where a folder should be, a read-only or
+        # full disk, a name too long). Writes are atomic, so nothing finished was damaged.
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"evictlab {args.command}: error: {where}{error.strerror or error}", file=sys.stderr)
+        return EvictlabError.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,7 +20,6 @@ from openai_stub import OpenAIStub, error_reply, raw_reply, stalled_reply
 from qa_harness import (
     API_KEY,
     KEY_ENV,
-    REUSE_TAMPERING,
     TAMPERING,
     URL_ENV,
     Responder,
@@ -81,7 +80,8 @@ def test_faults_then_resume_then_grade(tmp_path, credentials, capsys, demo_tasks
     failed = sorted([repeated_500, malformed, refused], key=lambda task: task.row_id)
     reasons = {
         repeated_500.row_id: "failed after 3 attempts (last: HTTP 500)",
-        malformed.row_id: "HTTP 200 but the body is not JSON",
+        malformed.row_id: "HTTP 200 but the body is refused: not valid JSON (Expecting property name"
+        " enclosed in double quotes: line 1 column 2)",
         refused.row_id: "HTTP 401 (not retryable)",
     }
     lines = [line for line in first.err.splitlines() if line.split(":")[0] in reasons]
@@ -186,14 +186,13 @@ def test_run_qa_calls_again_exactly_the_rows_that_do_not_match(name, tmp_path, c
     tamper(output, task, name)
     before = len(answering_stub.requests)
     assert run_qa_cli(output) == 0
-    called = fingerprints_of(answering_stub, before)
-    if name in REUSE_TAMPERING:
-        assert called == [task.request_fingerprint]
-        assert "answer rows: 89 reused, 1 called, 0 failed" in capsys.readouterr().out
-        assert _load(output, task)[name] == _load(completed_run, task)[name]
-    else:  # not part of the reuse rule (spec 3.6); grade-qa refuses such a row instead
-        assert called == []
-        assert "answer rows: 90 reused, 0 called, 0 failed" in capsys.readouterr().out
+    # One validity rule for resume and grading: any row grade-qa would refuse is asked again,
+    # the fields outside spec 3.6's reuse rule (case_id, source, scenario) included.
+    assert fingerprints_of(answering_stub, before) == [task.request_fingerprint]
+    captured = capsys.readouterr()
+    assert "answer rows: 89 reused, 1 called, 0 failed" in captured.out
+    assert f"asking again 1 stored row(s) that grade-qa would refuse: {task.row_id} ({name} is" in captured.err
+    assert _load(output, task)[name] == _load(completed_run, task)[name]
 
 
 @pytest.mark.parametrize(

@@ -20,13 +20,14 @@ from ..pools import PoolSet
 from ..results import refuse_existing, write_jsonl
 from .grading import GRADER_VERSION, grade_answer
 from .runner import (
-    RESPONSE_FIELDS,
+    IDENTITY_FIELDS,
     RESPONSES_DIR,
     check_marker,
     expected_value,
     load_completed,
     mismatched_fields,
     response_path,
+    storage_problem,
 )
 from .stats import STATS_FILE, SUMMARY_FILE, write_stats_files
 from .tasks import QATask, build_tasks
@@ -34,12 +35,6 @@ from .tasks import QATask, build_tasks
 ROWS_FILE = "qa.rows.jsonl"
 GRADED_FILES = (ROWS_FILE, SUMMARY_FILE, STATS_FILE)
 GRADED_SCHEMA_VERSION = 1
-
-#: Fields that tie a stored row to its task, checked in this order.
-IDENTITY_FIELDS = (
-    "row_id", "case_id", "source", "scenario", "kept_fact_ids", "capacity", "policy",
-    "request_fingerprint",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,7 @@ def load_responses(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str,
     for task in tasks:
         path = response_path(output_dir, task.row_id)
         row = load_completed(path)
-        problem = _response_problem(path, row)
+        problem = storage_problem(path, row)
         if problem:
             problems.append(f"{task.row_id} ({problem})")
         else:
@@ -98,13 +93,6 @@ def load_responses(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str,
             f" missing or invalid: {', '.join(problems)}; run run-qa again to complete them"
         )
     return rows
-
-
-def _response_problem(path: Path, row: Mapping[str, Any] | None) -> str | None:
-    if row is None:
-        return "not a completed response row" if path.exists() else "missing"
-    absent = [name for name in RESPONSE_FIELDS if name not in row]
-    return f"no field {', '.join(absent)}" if absent else None
 
 
 def check_identities(

@@ -70,8 +70,8 @@ class OpenAICompatibleProvider:
     over ``max_response_bytes``, is not strict JSON (see :func:`evictlab.readers.decode_json`)
     or lacks a string ``choices[0].message.content`` fail at once. ``timeout_seconds`` bounds
     each whole attempt, from connecting to the last byte of the body, however slowly a server
-    sends it. Instances hold no per-call state, so several threads may call :meth:`complete`
-    at once.
+    sends it. Several threads may call :meth:`complete`
+    at once, and :meth:`abort` cuts them all.
     """
 
     def __init__(
@@ -103,6 +103,9 @@ class OpenAICompatibleProvider:
         self.max_response_bytes = max_response_bytes
         self._api_key = api_key
         self._sleep = sleep
+        self._aborted = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
 
     def __repr__(self) -> str:
         return (
@@ -110,6 +113,13 @@ class OpenAICompatibleProvider:
             f" timeout_seconds={self.timeout_seconds!r}, max_attempts={self.max_attempts!r},"
             f" retry_delay_seconds={self.retry_delay_seconds!r})"
         )
+
+    def abort(self) -> None:
+        """Cut every call in flight and refuse new ones: each fails with "aborted"."""
+        self._aborted.set()
+        with self._lock:
+            for connection in list(self._open):
+                _shut(connection)
 
     def complete(self, payload: dict[str, Any]) -> Completion:
         """Send ``payload`` as the JSON body and return the answer, or raise ProviderError."""
@@ -120,6 +130,8 @@ class OpenAICompatibleProvider:
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 self._sleep(self.retry_delay_seconds)
+            if self._aborted.is_set():
+                raise ProviderError("aborted")
             try:
                 document = self._post(body)
             except _RetryableFailure as failure:
@@ -136,9 +148,15 @@ class OpenAICompatibleProvider:
         expired = threading.Event()
         watchdog = threading.Timer(self.timeout_seconds, _expire, args=(connection, expired))
         watchdog.daemon = True
+        with self._lock:
+            self._open.add(connection)
         watchdog.start()
         try:
+            if self._aborted.is_set():
+                raise ProviderError("aborted")
             connection.connect()
+            if self._aborted.is_set():
+                raise ProviderError("aborted")
             if expired.is_set():
                 raise TimeoutError
             connection.request("POST", _request_target(connection, self.url), body=body, headers={
@@ -151,9 +169,13 @@ class OpenAICompatibleProvider:
             if expired.is_set():
                 raise TimeoutError  # the body may look complete: the watchdog closed the socket
         except (OSError, http.client.HTTPException) as error:
+            if self._aborted.is_set():
+                raise ProviderError("aborted") from None
             raise _RetryableFailure("timed out" if expired.is_set() else _transport_reason(error)) from None
         finally:
             watchdog.cancel()
+            with self._lock:
+                self._open.discard(connection)
             connection.close()
         if status == 429 or status >= 500:
             raise _RetryableFailure(f"HTTP {status}")
@@ -192,6 +214,10 @@ def _request_target(connection: http.client.HTTPConnection, url: str) -> str:
 
 def _expire(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
     expired.set()
+    _shut(connection)
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
     sock = connection.sock
     if sock is not None:
         try:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..errors import ContractError, EvictlabError
 from ..pools import PoolSet
 from ..readers import MAX_PROTOCOL_FILE_BYTES, MAX_RESPONSE_BYTES, parse_json, read_bounded
-from ..results import git_state, utc_now_iso, write_json
+from ..results import git_state, json_line, utc_now_iso, write_json
 from .providers import Completion, OpenAICompatibleProvider, ProviderError
 from .tasks import QATask, build_tasks
 
@@ -40,14 +40,22 @@ RESPONSE_FIELDS = (
     "created_at",
 )  # fmt: skip
 
-#: The fields of a stored row that must equal the recomputed task for the row to be reused.
-REUSE_FIELDS = ("row_id", "policy", "capacity", "kept_fact_ids", "request_fingerprint")
+#: The fields that tie a stored row to its task, checked in this order by resume and grading:
+#: the five of spec 3.6's reuse rule and the three case fields that grading also requires.
+IDENTITY_FIELDS = (
+    "row_id", "case_id", "source", "scenario", "kept_fact_ids", "capacity", "policy",
+    "request_fingerprint",
+)  # fmt: skip
 
 
 class QARunInterrupted(EvictlabError):
     """Ctrl-C during ``run-qa``: no new calls were started; finished rows are on disk."""
 
     exit_code = 130
+
+
+class QARunStopped(EvictlabError):
+    """An answer could not be stored (disk full, read-only): no new calls; stored rows are kept."""
 
 
 # --------------------------------------------------------------------------- the run marker
@@ -113,6 +121,12 @@ def check_marker(output_dir: str | Path, pool_set: PoolSet, *, action: str) -> N
         for name, value in sorted(run_artifacts(pool_set).items())
         if marker["artifacts"].get(name) != value
     ]
+    if not problems:
+        # With the hashes equal, any other difference is an edit to the marker itself.
+        problems = [
+            f"{name} (recorded {recorded!r}, the protocol gives {expected!r})"
+            for name, recorded, expected in _claimed_fields(marker, marker_record(pool_set, preset=None))
+        ]
     variant = pool_set.variant.as_dict()
     # Markers written by DeerFlow have no variant; their rows are checked one by one instead.
     if "variant" in marker and marker["variant"] != variant:
@@ -125,6 +139,29 @@ def check_marker(output_dir: str | Path, pool_set: PoolSet, *, action: str) -> N
             f"{path}: the inputs changed since this run started: {'; '.join(problems)};"
             f" refusing to {action} (use a new output directory)"
         )
+
+
+#: Marker blocks that restate the protocol, the dataset and the run's artifacts.
+CLAIMED_FIELDS = ("schema_version", "protocol_id", "dataset", "artifacts", "qa")
+
+
+def _claimed_fields(marker: Mapping[str, Any], expected: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(dotted name, recorded, expected) for every claimed field that differs."""
+    differences = []
+    for block in CLAIMED_FIELDS:
+        recorded, wanted = marker.get(block), expected[block]
+        if isinstance(recorded, dict) and isinstance(wanted, dict):
+            for name in sorted(set(recorded) | set(wanted)):
+                if not _same_json(recorded.get(name), wanted.get(name)):
+                    differences.append((f"{block}.{name}", recorded.get(name), wanted.get(name)))
+        elif not _same_json(recorded, wanted):
+            differences.append((block, recorded, wanted))
+    return differences
+
+
+def _same_json(recorded: Any, expected: Any) -> bool:
+    # As JSON text: true is not 1, but a recorded 0.0 equals a config's 0.0.
+    return json_line(recorded) == json_line(expected)
 
 
 def _read_marker(path: Path, action: str) -> dict[str, Any]:
@@ -221,8 +258,25 @@ def _same(stored: Any, expected: Any) -> bool:
     return type(stored) is type(expected) and stored == expected
 
 
-def is_reusable(row: Mapping[str, Any] | None, task: QATask) -> bool:
-    return row is not None and not mismatched_fields(row, task, REUSE_FIELDS)
+def storage_problem(path: Path, row: Mapping[str, Any] | None) -> str | None:
+    """Why the stored row at ``path`` (as :func:`load_completed` read it) is unusable, if it is."""
+    if row is None:
+        return "not a completed response row" if path.exists() else "missing"
+    absent = [name for name in RESPONSE_FIELDS if name not in row]
+    return f"no field {', '.join(absent)}" if absent else None
+
+
+def row_problem(path: Path, row: Mapping[str, Any] | None, task: QATask) -> str | None:
+    """The one validity rule of stored rows: why grading would refuse ``row`` for ``task``.
+
+    ``run-qa`` asks again every task whose row has a problem, so a folder it finishes is one
+    that ``grade-qa`` accepts.
+    """
+    problem = storage_problem(path, row)
+    if problem is not None or row is None:
+        return problem
+    wrong = mismatched_fields(row, task, IDENTITY_FIELDS)
+    return "; ".join(f"{name} is {row.get(name)!r}, expected {expected_value(task, name)!r}" for name in wrong) or None
 
 
 # --------------------------------------------------------------------------- running
@@ -263,14 +317,32 @@ def run_qa(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ContractError(f"workers must be an integer >= 1, got {workers!r}")
     tasks = build_tasks(pool_set)
+    paths = task_paths(output_dir, tasks)  # every row id checked before anything is written
     ensure_marker(output_dir, pool_set, preset=preset)
-    pending = [
-        task for task in tasks
-        if not is_reusable(load_completed(response_path(output_dir, task.row_id)), task)
-    ]
+    problems = {task.row_id: row_problem(paths[task.row_id], load_completed(paths[task.row_id]), task) for task in tasks}
+    pending = [task for task in tasks if problems[task.row_id] is not None]
+    refused = sorted((row_id, problem) for row_id, problem in problems.items() if problem not in (None, "missing"))
+    if refused:
+        print(
+            f"asking again {len(refused)} stored row(s) that grade-qa would refuse: "
+            + "; ".join(f"{row_id} ({problem})" for row_id, problem in refused),
+            file=sys.stderr,
+        )
     with tqdm(total=len(pending), desc="answer calls", unit="row", disable=not (progress and pending)) as bar:
         called, failures = call_tasks(pending, provider, output_dir, workers=workers, on_done=bar.update)
     return RunReport(reused=len(tasks) - len(pending), called=called, failures=failures)
+
+
+def task_paths(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str, Path]:
+    """Each task's response file; an error when a row id cannot name one or names one twice."""
+    paths: dict[str, Path] = {}
+    for task in tasks:
+        if task.row_id in paths:
+            raise ContractError(
+                f"row id {task.row_id!r} names two tasks (a case id repeated across the manifests?)"
+            )
+        paths[task.row_id] = response_path(output_dir, task.row_id)
+    return paths
 
 
 def call_tasks(
@@ -284,13 +356,16 @@ def call_tasks(
     """Call ``tasks`` on a pool of ``workers`` threads, storing each answer as it arrives.
 
     Returns (rows answered, {row id: error} of failed rows). At most ``workers`` calls are
-    started ahead of their results, so an interrupt (Ctrl-C, or any unexpected error) starts
-    nothing new: the calls in flight finish and are stored, then the error propagates
-    (Ctrl-C as :class:`QARunInterrupted`).
+    started ahead of their results, so an interrupt starts nothing new: on Ctrl-C the calls in
+    flight finish and are stored, then :class:`QARunInterrupted` is raised; a second Ctrl-C
+    aborts them (their answers are not stored). An answer that cannot be stored (a full or
+    read-only disk) stops the run the same way with :class:`QARunStopped`; every answer
+    already stored stays, and a rerun resumes from them.
     """
     queue = iter(tasks)
     running: dict[Future, QATask] = {}
     called, failures = 0, {}
+    kept = f"every stored row is kept in {Path(output_dir) / RESPONSES_DIR}; run the same command again to resume"
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run-qa") as executor:
         try:
             while True:
@@ -310,14 +385,31 @@ def call_tasks(
         except KeyboardInterrupt:
             print(
                 f"\ninterrupted: starting no new calls; waiting for {len(running)} call(s) in flight"
-                " to finish and be stored",
+                " to finish and be stored (press Ctrl-C again to abort them)",
                 file=sys.stderr,
             )
-            raise QARunInterrupted(
-                f"interrupted after {called} new row(s) in this run; every finished row is kept in"
-                f" {Path(output_dir) / RESPONSES_DIR}; run the same command again to resume"
+            _drain(running, provider)
+            raise QARunInterrupted(f"interrupted after {called} new row(s) in this run; {kept}") from None
+        except OSError as error:
+            _drain(running, provider)
+            raise QARunStopped(
+                f"cannot store an answer ({error.filename or output_dir}: {error.strerror or error});"
+                f" stopped after {called} new row(s) in this run; {kept} once the disk can take them"
             ) from None
     return called, failures
+
+
+def _drain(running: Mapping[Future, QATask], provider: OpenAICompatibleProvider) -> None:
+    """Wait for the calls in flight; on Ctrl-C, abort them instead."""
+    try:
+        wait(running)
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted again: aborting {sum(not future.done() for future in running)} call(s) in flight",
+            file=sys.stderr,
+        )
+        provider.abort()
+        wait(running)
 
 
 def _answer(task: QATask, provider: OpenAICompatibleProvider, output_dir: str | Path) -> None:
