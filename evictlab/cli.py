@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import importlib
 import os
 import pkgutil
@@ -21,6 +22,7 @@ import re
 import signal
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from . import __version__, commands
 from .errors import EvictlabError
@@ -155,9 +157,17 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         # An output path the system refuses (a file where a folder should be, a read-only or
         # full disk, a name too long). Writes are atomic, so nothing finished was damaged.
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"evictlab {args.command}: error: {where}{error.strerror or error}", file=sys.stderr)
+        print(f"evictlab {args.command}: error: {_os_error_line(error)}", file=sys.stderr)
         return EvictlabError.exit_code
+
+
+def _os_error_line(error: OSError) -> str:
+    if error.filename is None:
+        return str(error.strerror or error)
+    path = Path(os.fsdecode(error.filename))
+    if error.errno == errno.EEXIST and not path.is_dir():
+        return f"{path}: exists and is not a folder"
+    return f"{path}: {error.strerror or error}"
 
 
 if __name__ == "__main__":  # pragma: no cover
