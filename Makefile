@@ -1,18 +1,37 @@
 # Two commands do everything on a fresh machine:
 #   make report   set up .venv and run the main job on the embedded demo dataset
 #   make test     set up the same .venv and run the whole test suite
+# PYTHON picks the interpreter (e.g. PYTHON=python3.12); a .venv built by another one is
+# rebuilt. VENV picks the folder (CI keeps one per Python version).
 
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.evictlab-installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup report test benchmark lab clean help notebook-filter
+# The interpreter behind a Python: its base installation and version.
+PY_ID  := import sys; print(sys.base_prefix, *sys.version_info[:3])
+WANT   := $(shell $(PYTHON) -c '$(PY_ID)' 2>/dev/null)
+HAVE   := $(shell $(BIN)/python -c '$(PY_ID)' 2>/dev/null)
+ifneq ($(WANT),$(HAVE))
+.PHONY: $(STAMP)
+endif
+
+# The tests that pin exact outputs (kept sets, statistics, grades, prompts, reconstruction).
+EXACT_TESTS := tests/test_selectors.py tests/test_engine.py tests/test_deermem.py \
+	tests/test_stats.py tests/test_grading.py tests/test_prompt.py tests/test_reconstruction.py
+
+.PHONY: setup venv report test test-exact benchmark lab clean help notebook-filter
 
 setup: $(STAMP) notebook-filter
 
+venv: $(STAMP)
+
 $(STAMP): pyproject.toml
+	@test -n "$(WANT)" || { echo "make: no Python interpreter '$(PYTHON)' (set PYTHON=...)" >&2; exit 1; }
+	@if [ "$(WANT)" != "$(HAVE)" ] && [ -e $(VENV) ]; then \
+		echo "make: $(VENV) was built by another Python; rebuilding it with $(PYTHON)"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -25,6 +44,9 @@ report: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
+test-exact: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS) $(EXACT_TESTS)
+
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
@@ -32,7 +54,7 @@ benchmark: $(STAMP)
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 lab: $(STAMP) notebook-filter
-	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) evictlab/notebooks/
 
 # Notebooks are committed without outputs: git runs nbstripout (from this checkout's .venv)
 # on every *.ipynb it stages or diffs (.gitattributes names the filter).
@@ -47,7 +69,9 @@ help:
 	@echo "make test            set up .venv and run the whole test suite"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"
 	@echo "make benchmark       the speed measurements in benchmarks/"
+	@echo "make test-exact      only the exactness tests (CI runs them on 3.12 and 3.13 too)"
 	@echo "make setup           only create .venv and install the notebook output filter"
+	@echo "make venv            only create .venv (VENV=... PYTHON=... pick folder and interpreter)"
 	@echo "make clean           remove .venv and build leftovers"
 	@echo
 	@echo "Then: . $(BIN)/activate    (puts evictlab and jupyter on PATH for this shell)"

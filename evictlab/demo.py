@@ -47,8 +47,8 @@ the bank while tied 0.70 distractors straddle the cut: ``cb2f905c`` (confidence_
 offset 33) and ``dfffed0b`` (noisy_signal_control, offset 37); ``tests/test_demo.py`` pins both.
 
 Changing the demo on purpose: edit the generator, bump :data:`GENERATOR_VERSION`, then run
-``evictlab data demo --output data/demo/longmemeval-demo.json --manifest-output
-data/demo/manifest.json --force`` and copy the SHA-256 it prints into :data:`DEMO_SHA256`.
+``evictlab data demo --output evictlab/data/demo/longmemeval-demo.json --manifest-output
+evictlab/data/demo/manifest.json --force`` and copy the SHA-256 it prints into :data:`DEMO_SHA256`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ from typing import Any
 
 from .dataset import Dataset, check_selection, load_dataset, render_evidence, select_official
 from .errors import OutputExistsError
-from .protocol import DATA_DIR, DatasetPin, Protocol, sha256_bytes, sha256_file
+from .protocol import DatasetPin, Protocol, sha256_bytes, sha256_file
+from .resources import DATA_DIR
 from .results import atomic_write_bytes
 
 GENERATOR_VERSION = "evictlab-demo-generator-v1"

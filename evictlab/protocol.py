@@ -1,6 +1,6 @@
 """Protocol files: the config, the two manifests and the answer prompt (spec 2.1, 2.2, 2.4, 3.1, 7).
 
-evictlab ships its own copies under ``data/protocol/`` in DeerFlow's schema, and reads
+evictlab ships its own copies under ``evictlab/data/protocol/`` in DeerFlow's schema, and reads
 DeerFlow's own files unchanged when pointed at them. Loading is strict: unknown keys, wrong
 types and inconsistent values are errors naming the file and the key. Every file is identified
 by the SHA-256 of its exact bytes.
@@ -23,11 +23,9 @@ from .policies import PolicyParams
 from .policies.signals import as_utc
 from .qa.grading import GRADER_VERSION  # the grader is a leaf module; its version is part of the contract
 from .readers import MAX_PROTOCOL_FILE_BYTES, parse_json, parse_yaml, read_bounded
+from .resources import DATA_DIR
 from .schema import HEX40, HEX64, Section
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
-PROJECT_ROOT = PACKAGE_ROOT.parent
-DATA_DIR = PROJECT_ROOT / "data"
 PROTOCOL_DIR = DATA_DIR / "protocol"
 DEFAULT_CONFIG = PROTOCOL_DIR / "configs" / "pr4789-reproduction-v1.yaml"
 DEFAULT_OFFICIAL_MANIFEST = PROTOCOL_DIR / "manifests" / "longmemeval-pr4789-v1.json"

@@ -1,12 +1,12 @@
 """``evictlab report``: run the notebook suite with papermill and assemble a report folder.
 
-The suite is :data:`NOTEBOOKS`, an ordered list of files in ``notebooks/``; adding a notebook
+The suite is :data:`NOTEBOOKS`, an ordered list of files in ``evictlab/notebooks/``; adding a notebook
 to the report is adding its file name there. Every notebook receives the same parameters
 (``dataset``, ``allow_unpinned``, ``preset``, ``smoke``, ``figures_dir``, plus any
 ``-p NAME VALUE`` overrides) and saves its figures with :func:`evictlab.plots.save` into
 ``figures_dir``.
 
-A report folder (``results/<name>/`` by default) holds::
+A report folder (``results/<name>/`` in the working directory by default) holds::
 
     notebooks/<notebook>.ipynb   the executed copies (a failed one is kept up to its error)
     figures/<figure>.png|.svg    every figure the notebooks saved
@@ -44,12 +44,12 @@ from . import workbench, zoo
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .decisions import scenario_table
 from .pools import PoolSet
-from .protocol import DEFAULT_PRESET, PROJECT_ROOT, preset_variant
+from .protocol import DEFAULT_PRESET, preset_variant
 from .qa import report as qa_report
+from .resources import NOTEBOOK_DIR
 from .results import atomic_write_text, provenance, utc_now_iso, write_json
 
-NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
-RESULTS_DIR = PROJECT_ROOT / "results"
+RESULTS_DIR = Path("results")  # relative to the working directory
 
 #: The report's notebooks, in execution order (file names inside ``notebooks/``).
 NOTEBOOKS: list[str] = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +20,8 @@ from evictlab.qa.grading import (
     grade_answer,
     normalise,
 )
+from evictlab.qa.report import REFERENCE_DIR
 
-REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810"
 VERSIONS = ("v1", "v2", "v3")
 CORRECT_RULES = {"exact", "substring", "numeric-range", "overlap-accept"}
 
@@ -266,7 +265,7 @@ def test_an_answer_equal_to_the_reference_is_exact(text):
 
 
 def published_rows(version: str) -> list[dict]:
-    with open(REFERENCE / version / "qa.rows.jsonl", encoding="utf-8") as handle:
+    with open(REFERENCE_DIR / version / "qa.rows.jsonl", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle]
 
 

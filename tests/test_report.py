@@ -17,9 +17,11 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from evictlab import cli, report
 from evictlab.commands import report as report_command
+from evictlab.demo import DEMO_DIR
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
+from evictlab.qa.report import REFERENCE_DIR
 
-DEMO_DATASET = Path(report.PROJECT_ROOT) / "data" / "demo" / "longmemeval-demo.json"
+DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 
 
 def links(path: Path) -> list[str]:
@@ -254,7 +256,7 @@ def test_markdown_and_html_escape_cell_text():
 
 def test_key_tables_follow_the_qa_parameters_of_notebook_06():
     inputs = report.describe_inputs(None, "pr4810-final")
-    v1 = Path(report.PROJECT_ROOT) / "data" / "reference" / "deerflow-pr4810" / "v1"
+    v1 = REFERENCE_DIR / "v1"
     retention, stats, accuracy, *zoo_tables = report.key_tables(
         inputs, {"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
     assert [table.title for table in zoo_tables] == [f"Policy zoo at capacity {k}" for k in (5, 7, 9)]

@@ -40,6 +40,7 @@ from evictlab.cli import main
 from evictlab.errors import ContractError
 from evictlab.protocol import DEFAULT_SYNTHETIC_MANIFEST, sha256_file
 from evictlab.qa.providers import OpenAICompatibleProvider
+from evictlab.qa.report import REFERENCE_DIR
 from evictlab.qa.runner import QARunInterrupted, response_path, run_qa
 from evictlab.qa.tasks import QATask, build_tasks
 from evictlab.results import json_document
@@ -168,7 +169,7 @@ def test_marker_records_the_five_inputs_and_the_qa_settings(completed_run):
 
 
 def test_the_marker_has_the_layout_of_deerflows_schema_2_markers(completed_run):
-    published = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810" / "v3" / "qa_run.json"
+    published = REFERENCE_DIR / "v3" / "qa_run.json"
     theirs = json.loads(published.read_text(encoding="utf-8"))
     ours = json.loads((completed_run / "qa_run.json").read_text(encoding="utf-8"))
     assert set(ours) - {"preset", "variant"} == set(theirs)

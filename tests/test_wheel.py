@@ -1,0 +1,101 @@
+"""The wheel: built from the source, installed into a fresh Python 3.12 venv, it runs the report.
+
+The protocol files, the demo dataset, the reference results and the notebooks must travel
+inside the package, so the installed copy works from any folder with no source tree around.
+
+Installing the dependencies from PyPI takes minutes, so their wheels are kept in a wheelhouse
+(``$EVICTLAB_WHEELHOUSE``, default ``~/.cache/evictlab/wheelhouse-py3.12``): the first run fills
+it with ``pip download``, later runs install from it offline.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = "3.12"
+TIMEOUT = 1200  # seconds for any one step; a hang fails the test instead of the suite
+
+
+def find_python() -> str | None:
+    """A working Python 3.12: ``$EVICTLAB_WHEEL_PYTHON``, ``python3.12`` on PATH or a pyenv version.
+
+    A pyenv shim on PATH can exist without running (when 3.12 is not a selected version), so
+    each candidate is tried.
+    """
+    if os.environ.get("EVICTLAB_WHEEL_PYTHON"):
+        return os.environ["EVICTLAB_WHEEL_PYTHON"]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    installed = sorted(glob.glob(str(pyenv / "versions" / f"{VERSION}.*" / "bin" / f"python{VERSION}")), reverse=True)
+    for candidate in [shutil.which(f"python{VERSION}"), *installed]:
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def run(argv: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    if check and done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+def build_wheel(folder: Path) -> Path:
+    """Build the wheel from a copy of the sources (the build writes next to them)."""
+    source = folder / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    shutil.copytree(ROOT / "evictlab", source / "evictlab", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder / "dist"), str(source)], folder)
+    (wheel,) = (folder / "dist").glob("evictlab-*.whl")
+    return wheel
+
+
+def install(python: Path, wheel: Path, folder: Path) -> None:
+    """Install the wheel and its dependencies, from the wheelhouse when it has them all."""
+    wheelhouse = Path(os.environ.get("EVICTLAB_WHEELHOUSE", Path.home() / ".cache" / "evictlab" / f"wheelhouse-py{VERSION}"))
+    offline = [str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheelhouse), str(wheel)]
+    if run(offline, folder, check=False).returncode == 0:
+        return
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    run([str(python), "-m", "pip", "download", "--quiet", "--dest", str(wheelhouse), str(wheel)], folder)
+    for copy in wheelhouse.glob("evictlab-*.whl"):  # keep only the dependencies
+        copy.unlink()
+    run(offline, folder)
+
+
+@pytest.mark.slow
+def test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv(tmp_path):
+    base = find_python()
+    if base is None:
+        pytest.skip(f"no Python {VERSION} found (set EVICTLAB_WHEEL_PYTHON)")
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    run([base, "-m", "venv", str(venv)], tmp_path)
+    python = venv / "bin" / "python"
+    install(python, wheel, tmp_path)
+
+    work = tmp_path / "work"  # no source tree here: everything must come from the installed wheel
+    work.mkdir()
+    where = run([str(python), "-c", "import sys, evictlab.resources as r; print(sys.version_info[:2], r.DATA_DIR)"], work)
+    assert where.stdout.split(")")[0] == f"(3, {VERSION.split('.')[1]}"
+    assert Path(where.stdout.split(") ", 1)[1].strip()).is_relative_to(venv)
+
+    evictlab = str(venv / "bin" / "evictlab")
+    run([evictlab, "validate-contracts"], work)
+    done = run([evictlab, "report", "--smoke", "--no-progress"], work)
+    output = work / "results" / "report-pr4810-final-demo-smoke"
+    assert str(output / "report.md") in done.stdout
+    manifest = json.loads((output / "report.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "success"
+    assert (output / "report.html").is_file()
