@@ -21,7 +21,6 @@ from typing import Any
 from .errors import ContractError
 from .policies import PolicyParams
 from .policies.signals import as_utc
-from .qa.grading import GRADER_VERSION  # the grader is a leaf module; its version is part of the contract
 from .readers import MAX_PROTOCOL_FILE_BYTES, parse_json, parse_yaml, read_bounded
 from .resources import DATA_DIR
 from .schema import HEX40, HEX64, Section
@@ -33,6 +32,8 @@ DEFAULT_SYNTHETIC_MANIFEST = PROTOCOL_DIR / "manifests" / "synthetic-corrections
 
 PROTOCOL_POLICY_VERSION = "hybrid-v1"
 PROVIDER = "openai-compatible"
+#: The grader the config must name; evictlab.qa.grading implements exactly this version.
+GRADER_VERSION = "deterministic-overlap-v1"
 SCENARIO_ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
 SYNTHETIC_SCENARIO = "correction_reserve"
 ELIGIBLE_TYPES = ("knowledge-update", "temporal-reasoning")

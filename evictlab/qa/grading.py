@@ -4,7 +4,8 @@
 never the policy that produced the prediction. Both are normalised into tokens, then six rules
 are tried in order and the first that applies decides; its label is the row's ``grade_rule``.
 Everything here is part of the grader version: changing any rule, number word or stopword
-means a new ``GRADER_VERSION``.
+means a new ``GRADER_VERSION`` (a protocol constant, re-exported here, since the config names
+the grader it was run with).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ContractError
-
-GRADER_VERSION = "deterministic-overlap-v1"
+from ..protocol import GRADER_VERSION as GRADER_VERSION
 
 EMPTY_PREDICTION = "empty-prediction"
 INSUFFICIENT = "insufficient"

@@ -1,0 +1,93 @@
+"""Import direction: every module sits in a layer and imports only from its own layer or below.
+
+From the bottom up: the ground (errors, results, schema, file readers, packaged files, task
+plumbing), the policies (their parameters are part of the protocol files, so they sit below
+the core), the core (protocol, dataset, pools, run specs), the selection machinery, the
+analyses, the workbench (figures, widgets, report) and the command line. A new module must be
+given a layer here.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
+
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground", ("evictlab", "errors", "results", "schema", "resources", "readers", "distributed")),
+    ("policies", ("policies",)),
+    ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
+    ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
+    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces")),
+    ("workbench", ("plots", "widgets", "report", "workbench")),
+    ("cli", ("cli", "commands", "__main__")),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer index of ``evictlab[.top[...]]``, by its first component below the package."""
+    top = module.split(".")[1] if "." in module else "evictlab"
+    for index, (_, members) in enumerate(LAYERS):
+        if top in members:
+            return index
+    return None
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every evictlab module ``path`` imports, at any depth of the file."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "evictlab"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module and node.module.split(".")[0] == "evictlab":
+                    found.append((node.lineno, node.module))
+                continue
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            if node.module:
+                found.append((node.lineno, ".".join([*base, node.module])))
+            else:  # "from . import x": x may be a module or a name of the package
+                found += [(node.lineno, ".".join([*base, alias.name])) for alias in node.names]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    unplaced = [module_name(path) for path in MODULES if layer_of(module_name(path)) is None]
+    assert not unplaced, f"give these modules a layer in {Path(__file__).name}: {unplaced}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
+def test_no_module_imports_from_a_higher_layer(path):
+    own = layer_of(module_name(path))
+    upward = []
+    for line, target in imported_modules(path):
+        other = layer_of(target)
+        if other is not None and own is not None and other > own:
+            upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} ({LAYERS[other][0]})")
+    assert not upward, f"{module_name(path)} is in layer {LAYERS[own][0]!r}; " + "; ".join(upward)
+
+
+def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
+    """The checker itself: a core module importing the grader is reported."""
+    fake = tmp_path / "evictlab"
+    fake.mkdir()
+    (fake / "protocol.py").write_text("from .qa.grading import GRADER_VERSION\nimport evictlab.cli\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    targets = [target for _, target in imported_modules(fake / "protocol.py")]
+    assert targets == ["evictlab.qa.grading", "evictlab.cli"]
+    assert [layer_of(target) for target in targets] == [4, 6] and layer_of("evictlab.protocol") == 2
