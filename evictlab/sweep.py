@@ -78,14 +78,13 @@ DEERMEM_DEFAULT = PolicyParams()
 # --------------------------------------------------------------------------- grids
 
 
-def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
-    """Every (confidence, confirmation, access) weight triple on the simplex at ``step``.
+#: The most settings a grid may have unless the caller lifts it: 0.01-step weights (5,151
+#: triples) crossed with 3 x 3 half-lives is 46,359; rows and memory grow in proportion.
+MAX_SETTINGS = 50_000
 
-    ``step`` must divide 1 (within 1e-9): 0.05 gives 231 points, 0.01 gives 5,151. Points are
-    built from integer counts, ``i / n``, so each weight is the double nearest the decimal
-    value (``13 / 20 == 0.65``) and DeerMem's default lies exactly on the 0.05 grid. Order:
-    confidence weight descending, then confirmation weight descending.
-    """
+
+def simplex_divisions(step: float) -> int:
+    """``1 / step`` as an integer; an error unless ``step`` is a number in (0, 1] dividing 1."""
     if not _is_number(step):
         raise ContractError(f"weight step must be a number, got {step!r}")
     if not 0 < step <= 1:
@@ -95,6 +94,24 @@ def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
         raise ContractError(
             f"weight step {step!r} does not divide 1 (1 / step = {1 / step!r}); use e.g. 0.1, 0.05 or 0.01"
         )
+    return divisions
+
+
+def simplex_size(step: float) -> int:
+    """How many triples :func:`simplex_weights` gives for ``step``, without building them."""
+    divisions = simplex_divisions(step)
+    return (divisions + 1) * (divisions + 2) // 2
+
+
+def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
+    """Every (confidence, confirmation, access) weight triple on the simplex at ``step``.
+
+    ``step`` must divide 1 (within 1e-9): 0.05 gives 231 points, 0.01 gives 5,151. Points are
+    built from integer counts, ``i / n``, so each weight is the double nearest the decimal
+    value (``13 / 20 == 0.65``) and DeerMem's default lies exactly on the 0.05 grid. Order:
+    confidence weight descending, then confirmation weight descending.
+    """
+    divisions = simplex_divisions(step)
     return tuple(
         (i / divisions, j / divisions, (divisions - i - j) / divisions)
         for i in range(divisions, -1, -1)
@@ -190,13 +207,25 @@ def make_grid(
     reserved_maxima: Sequence[int] = (DEERMEM_DEFAULT.correction_reserved_max,),
     capacities: Sequence[int] = (5, 7, 9),
     policies: Sequence[str] = DEERMEM_POLICIES,
+    max_settings: int = MAX_SETTINGS,
 ) -> SweepGrid:
     """Check every list and build the grid.
 
     Weights: the simplex at ``weights_step``, then the explicit ``weights`` not already on
     it; DeerMem's (0.65, 0.25, 0.10) when neither is given. Capacities are checked against
-    the pools when the sweep runs.
+    the pools when the sweep runs. A grid of more than ``max_settings`` settings is refused
+    before anything is built.
     """
+    other_lists = (confirmation_half_lives, access_half_lives, reserved_fractions, reserved_maxima)
+    count = (simplex_size(weights_step) if weights_step is not None else 1) + len(weights)
+    for values in other_lists:
+        count *= max(len(values), 1)
+    if count > max_settings:
+        raise ContractError(
+            f"the grid has about {count:,} settings, over the limit of {max_settings:,}; rows and"
+            f" memory grow with it. Use a coarser grid, or pass --max-settings {count} to run it"
+            " deliberately"
+        )
     triples = list(simplex_weights(weights_step)) if weights_step is not None else []
     for triple in check_weights(weights):
         if triple not in triples:

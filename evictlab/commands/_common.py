@@ -20,6 +20,7 @@ from ..protocol import (
     parse_assignment,
     resolve_variant,
 )
+from ..qa.stats import MAX_BOOTSTRAP_ITERATIONS, check_bootstrap_work
 from ..runspec import PARAM_KEYS, coerce_value
 
 
@@ -119,8 +120,8 @@ def report_dataset(dataset: Dataset, protocol: Protocol) -> None:
         )
 
 
-def pool_set_from(args: argparse.Namespace) -> PoolSet:
-    protocol, dataset = dataset_from(args, protocol_from(args))
+def pool_set_from(args: argparse.Namespace, protocol: Protocol | None = None) -> PoolSet:
+    protocol, dataset = dataset_from(args, protocol or protocol_from(args))
     return build_pools(protocol, dataset, variant_from(args))
 
 
@@ -167,6 +168,21 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return value
+
+
+def add_bootstrap_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-bootstrap-iterations", type=positive_int, default=MAX_BOOTSTRAP_ITERATIONS, metavar="N",
+        help="refuse more bootstrap iterations than N (default: %(default)s)",
+    )  # fmt: skip
+
+
+def check_config_bootstrap(protocol: Protocol, limit: int) -> None:
+    """The config's bootstrap iterations must be within ``limit`` (--max-bootstrap-iterations)."""
+    check_bootstrap_work(
+        protocol.config.statistics.bootstrap_iterations, limit,
+        where=f"{protocol.files.config}: statistics.bootstrap_iterations",
+    )  # fmt: skip
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:

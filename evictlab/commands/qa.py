@@ -19,12 +19,13 @@ from ..qa.stats import (
     QA_CAPACITY,
     STATS_FILE,
     SUMMARY_FILE,
+    check_bootstrap_work,
     load_graded_rows,
     suite_report_lines,
     write_stats_files,
 )
 from . import summary
-from ._common import help_handler, positive_int
+from ._common import add_bootstrap_limit_option, help_handler, positive_int
 
 # The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -107,11 +108,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="A",
         help="two-sided level of the bootstrap interval (default: %(default)s)",
     )
+    add_bootstrap_limit_option(parser)
     parser.set_defaults(handler=run_stats)
 
 
 def run_stats(args: argparse.Namespace) -> int:
     """``evictlab qa stats``: read the rows, write both files, print one line per suite."""
+    check_bootstrap_work(args.iterations, args.max_bootstrap_iterations, where="--iterations")
     rows = load_graded_rows(args.rows)
     try:
         _, stats = write_stats_files(

@@ -13,7 +13,9 @@ from ..qa.runner import MARKER_FILE, RESPONSES_DIR, run_qa
 from ..qa.stats import suite_report_lines
 from . import summary
 from ._common import (
+    add_bootstrap_limit_option,
     add_pool_options,
+    check_config_bootstrap,
     dataset_from,
     non_negative_float,
     pool_set_from,
@@ -60,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     grade.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder of a run-qa run")
+    add_bootstrap_limit_option(grade)
     add_pool_options(grade)
     grade.set_defaults(handler=grade_command)
 
@@ -85,7 +88,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def grade_command(args: argparse.Namespace) -> int:
-    result = grade_run(pool_set_from(args), args.output_dir)
+    protocol = protocol_from(args)
+    check_config_bootstrap(protocol, args.max_bootstrap_iterations)
+    result = grade_run(pool_set_from(args, protocol), args.output_dir)
     for line in suite_report_lines(result.stats):
         print(line)
     print(f"graded {len(result.rows)} rows to {args.output_dir}")

@@ -14,6 +14,7 @@ from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
 from ..protocol import DEFAULT_PRESET, PRESETS, Config
 from ..sweep import (
     MANIFEST_FILE,
+    MAX_SETTINGS,
     ROWS_FILE,
     SUMMARY_FILE,
     SweepGrid,
@@ -29,7 +30,7 @@ from ..sweep import (
     write_sweep,
 )
 from . import summary
-from ._common import add_pool_options, dataset_from, parse_csv, protocol_from
+from ._common import add_pool_options, dataset_from, parse_csv, positive_int, protocol_from
 
 EXAMPLE = (
     "example:\n"
@@ -104,6 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="P,P,...",
         help=f"sweep over several presets, building pools for each (instead of --preset; known: {', '.join(PRESETS)})",
     )
+    grid.add_argument(
+        "--max-settings", type=positive_int, default=MAX_SETTINGS, metavar="N",
+        help="refuse a grid of more settings than N, before building it (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     add_pool_options(parser)
     parser.set_defaults(handler=run)
@@ -146,6 +151,7 @@ def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
         reserved_maxima=args.reserved_max or (defaults.correction_reserved_max,),
         capacities=args.capacities or config.pool.capacities,
         policies=args.policies,
+        max_settings=args.max_settings,
     )
 
 

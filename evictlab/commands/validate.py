@@ -6,8 +6,17 @@ import argparse
 
 from ..dataset import build_bank, check_selection, select_official
 from ..pools import build_pools
+from ..qa.prompt import parse_answer_template
 from . import summary
-from ._common import add_pool_options, add_protocol_options, dataset_from, protocol_from, variant_from
+from ._common import (
+    add_bootstrap_limit_option,
+    add_pool_options,
+    add_protocol_options,
+    check_config_bootstrap,
+    dataset_from,
+    protocol_from,
+    variant_from,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,10 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Load the config, both manifests and the answer prompt strictly (unknown keys, wrong"
             " types and inconsistent values are errors naming the file and key), check them"
-            " against each other, and print the five identity hashes."
+            " against each other, parse the answer prompt's template, check that the bootstrap"
+            " stays within --max-bootstrap-iterations, and print the five identity hashes."
         ),
     )
     add_protocol_options(contracts)
+    add_bootstrap_limit_option(contracts)
     contracts.set_defaults(handler=run_validate_contracts)
 
     dataset = subparsers.add_parser(
@@ -38,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_validate_contracts(args: argparse.Namespace) -> int:
     protocol = protocol_from(args)
+    parse_answer_template(protocol.answer_prompt, source=str(protocol.files.answer_prompt))
+    check_config_bootstrap(protocol, args.max_bootstrap_iterations)
     print(f"protocol {protocol.protocol_id}")
     for name, path in vars(protocol.files).items():
         print(f"  {name:<19} {protocol.hashes[name]}  {path}")

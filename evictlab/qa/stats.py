@@ -39,6 +39,9 @@ SUITES = ("official", "synthetic", "overall")
 
 BOOTSTRAP_SEED = 4789
 BOOTSTRAP_ITERATIONS = 10000
+#: The most bootstrap iterations evictlab runs unless the user lifts the limit: 20 times the
+#: protocol's; each iteration is a Python loop over every case of three suites.
+MAX_BOOTSTRAP_ITERATIONS = 200_000
 ALPHA = 0.05
 QA_CAPACITY = 7
 
@@ -285,6 +288,15 @@ def build_summary(
         "qa_capacity": qa_capacity,
         "schema_version": SCHEMA_VERSION,
     }
+
+
+def check_bootstrap_work(iterations: int, limit: int = MAX_BOOTSTRAP_ITERATIONS, *, where: str = "bootstrap") -> None:
+    """Refuse more than ``limit`` bootstrap iterations, saying how to lift the limit."""
+    if iterations > limit:
+        raise ContractError(
+            f"{where}: {iterations:,} bootstrap iterations are over the limit of {limit:,};"
+            f" pass --max-bootstrap-iterations {iterations} to run them deliberately"
+        )
 
 
 def write_stats_files(

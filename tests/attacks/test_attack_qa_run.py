@@ -135,3 +135,21 @@ def test_a_closed_pipe_ends_quietly(argv):
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
     # Quiet, as if killed by SIGPIPE; 0 when all the output fitted in the pipe's buffer.
     assert process.returncode in (0, 128 + signal.SIGPIPE)
+
+
+# --------------------------------------------------------------------------- item 9: huge rows
+
+
+def test_a_2_gb_response_file_is_asked_again_not_read(tmp_path, completed_run, answering_stub, demo_tasks, capsys):
+    task = tampered_task(demo_tasks)
+    runs = [copy_run(completed_run, tmp_path / name) for name in ("grade", "run")]
+    for output in runs:
+        with open(response_path(output, task.row_id), "r+b") as handle:
+            handle.truncate(2 << 30)  # sparse: 2 GiB to a reader, no disk space
+    assert grade_cli(runs[0]) == 2
+    assert f"{task.row_id} (not a completed response row)" in capsys.readouterr().err
+    assert run_qa_cli(runs[1]) == 0
+    captured = capsys.readouterr()
+    assert f"{task.row_id} (not a completed response row)" in captured.err
+    assert "answer rows: 89 reused, 1 called, 0 failed" in captured.out
+    assert response_path(runs[1], task.row_id).stat().st_size < 10_000
