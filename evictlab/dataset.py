@@ -14,18 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DatasetError
-from .protocol import ELIGIBLE_TYPES, DatasetPin, OfficialManifest, PoolConfig, sha256_bytes
+from .protocol import DatasetPin, OfficialManifest, PoolConfig, SelectionRule, sha256_bytes
 from .readers import MAX_DATASET_BYTES, check_size, is_text, parse_json, read_bounded
 
-PILOT_IDS = frozenset(
-    {"0f05491a", "dfde3500", "4b24c848", "7e974930", "8077ef71", "bcbe585f",
-     "gpt4_85da3956", "gpt4_af6db32f"}
-)
-EXCLUDED_ANSWER_PHRASES = ("not enough", "only mentioned")
-MAX_ANSWER_CHARS = 100
-MAX_EVIDENCE_CHARS = 2000
-CASES_PER_TYPE = 20
-CASES_PER_TYPE_PER_SCENARIO = 5
 HAYSTACK_FIELDS = ("haystack_session_ids", "haystack_dates", "haystack_sessions")
 HEADERS = {
     "session": "SESSION {session_id} AT {date}",
@@ -167,65 +158,63 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class Selection:
-    """The recomputed official selection: the first 20 eligible ids per type and why others fell out."""
+    """The recomputed official selection: the first ids per type and why others fell out."""
 
     by_type: dict[str, tuple[str, ...]]
     scenarios: dict[str, tuple[str, ...]]
     exclusions: tuple[Exclusion, ...]
 
 
-def exclusion_reason(row: Mapping[str, Any], header: str = "session") -> str | None:
-    """Why an eligible-type row is not a candidate (spec 2.3), or None.
+def exclusion_reason(row: Mapping[str, Any], rule: SelectionRule, header: str = "session") -> str | None:
+    """Why an eligible-type row is not a candidate under ``rule`` (spec 2.3), or None.
 
-    The id and answer rules come first, so a pilot or ``_abs`` row is excluded without its
+    The id and answer rules come first, so a pilot or abstention row is excluded without its
     evidence being rendered (a malformed haystack there does not stop the run).
     """
     question_id = row["question_id"]
-    if question_id in PILOT_IDS:
+    if question_id in rule.excluded_pilot_ids:
         return "pilot id"
-    if question_id.endswith("_abs"):
-        return "abstention id (_abs)"
+    if question_id.endswith(rule.exclude_abstention_suffix):
+        return f"abstention id ({rule.exclude_abstention_suffix})"
     answer = answer_text(row).strip()
-    if not 1 <= len(answer) <= MAX_ANSWER_CHARS:
-        return f"answer length {len(answer)} outside 1..{MAX_ANSWER_CHARS}"
+    if not rule.answer_min_chars <= len(answer) <= rule.answer_max_chars:
+        return f"answer length {len(answer)} outside {rule.answer_min_chars}..{rule.answer_max_chars}"
     lowered = answer.lower()
-    for phrase in EXCLUDED_ANSWER_PHRASES:
-        if phrase in lowered:
+    for phrase in rule.answer_excluded_substrings:
+        if phrase.lower() in lowered:
             return f"answer contains {phrase!r}"
     evidence = render_evidence(row, header)
-    if not 1 <= len(evidence) <= MAX_EVIDENCE_CHARS:
-        return f"evidence length {len(evidence)} outside 1..{MAX_EVIDENCE_CHARS}"
+    if not rule.evidence_min_chars <= len(evidence) <= rule.evidence_max_chars:
+        return f"evidence length {len(evidence)} outside {rule.evidence_min_chars}..{rule.evidence_max_chars}"
     return None
 
 
-def select_official(dataset: Dataset, scenario_order: Sequence[str], header: str = "session") -> Selection:
-    """Recompute the official 40-case selection from the dataset (spec 2.3)."""
-    eligible: dict[str, list[str]] = {kind: [] for kind in ELIGIBLE_TYPES}
+def select_official(dataset: Dataset, manifest: OfficialManifest, header: str = "session") -> Selection:
+    """Recompute the official selection from the dataset with the manifest's rule (spec 2.3)."""
+    rule = manifest.selection
+    eligible: dict[str, list[str]] = {kind: [] for kind in rule.eligible_question_types}
     exclusions = []
     for row in dataset.rows:
         kind = row.get("question_type")
         if not isinstance(kind, str) or kind not in eligible:
             continue
         check_candidate(row)
-        reason = exclusion_reason(row, header)
+        reason = exclusion_reason(row, rule, header)
         if reason is None:
             eligible[kind].append(row["question_id"])
         else:
             exclusions.append(Exclusion(row["question_id"], kind, reason))
+    take = rule.take_per_question_type
     by_type = {}
     for kind, ids in eligible.items():
-        if len(ids) < CASES_PER_TYPE:
-            raise DatasetError(
-                f"{dataset.path}: not enough eligible {kind} rows: {len(ids)} of {CASES_PER_TYPE} needed"
-            )
-        by_type[kind] = tuple(sorted(ids)[:CASES_PER_TYPE])
-    if CASES_PER_TYPE != len(scenario_order) * CASES_PER_TYPE_PER_SCENARIO:
-        raise DatasetError(f"{CASES_PER_TYPE} cases per type do not split into {len(scenario_order)} scenarios of 5")
-    step = CASES_PER_TYPE_PER_SCENARIO
-    # Scenario k takes the k-th block of five from each type, knowledge-update first.
+        if len(ids) < take:
+            raise DatasetError(f"{dataset.path}: not enough eligible {kind} rows: {len(ids)} of {take} needed")
+        by_type[kind] = tuple(sorted(ids)[:take])
+    step = rule.cases_per_type_per_scenario
+    # Scenario k takes the k-th block from each type, in the rule's type order.
     scenarios = {
-        name: tuple(case_id for kind in ELIGIBLE_TYPES for case_id in by_type[kind][k * step:(k + 1) * step])
-        for k, name in enumerate(scenario_order)
+        name: tuple(case_id for kind in rule.eligible_question_types for case_id in by_type[kind][k * step:(k + 1) * step])
+        for k, name in enumerate(manifest.scenario_order)
     }
     return Selection(by_type, scenarios, tuple(exclusions))
 

@@ -127,17 +127,19 @@ def write_demo(output: str | Path, *, force: bool = False) -> Path:
 def derive_manifest(protocol: Protocol) -> dict[str, Any]:
     """The demo's official manifest: the selection rule (spec 2.3) applied to the demo rows.
 
-    Same schema and ``protocol_id`` as the protocol's own official manifest.
+    Same schema, ``protocol_id`` and ``selection`` block as the protocol's own official
+    manifest; the rule reads its parameters from that block.
     """
     rows = generate_rows()
     dataset = Dataset(
         path=DEMO_DATASET, sha256=sha256_bytes(serialise(rows)), pinned=True, pin=DEMO_PIN,
         rows=tuple(rows), by_id={row["question_id"]: row for row in rows},
     )
-    selection = select_official(dataset, protocol.official.scenario_order, "session")
+    selection = select_official(dataset, protocol.official, "session")
     return {
         "schema_version": 1,
         "protocol_id": protocol.protocol_id,
+        "selection": protocol.official.selection.as_dict(),
         "scenario_order": list(protocol.official.scenario_order),
         "loss_ranks": list(protocol.official.loss_ranks),
         "scenarios": {name: list(ids) for name, ids in selection.scenarios.items()},
@@ -167,7 +169,7 @@ def load_demo(protocol: Protocol | None = None, *, path: str | Path | None = Non
     """
     dataset = load_dataset(path or DEMO_DATASET, DEMO_PIN)
     if protocol is not None:
-        selection = select_official(dataset, protocol.official.scenario_order, "session")
+        selection = select_official(dataset, protocol.official, "session")
         check_selection(selection, protocol.official, protocol.files.official_manifest)
     return dataset
 

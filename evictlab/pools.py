@@ -228,7 +228,7 @@ def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> N
 def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolSet:
     """Recompute the selection, check it against the manifest and build all cases in build order."""
     header = variant.evidence_header
-    selection = select_official(dataset, protocol.official.scenario_order, header)
+    selection = select_official(dataset, protocol.official, header)
     check_selection(selection, protocol.official, protocol.files.official_manifest)
     bank = build_bank(dataset, protocol.config.pool, header)
     items = official_sources(protocol, dataset, header) + synthetic_sources(protocol)

@@ -107,3 +107,17 @@ def test_diff_warns_about_an_unpinned_dataset(tmp_path, capsys):
     assert "warning:" in capsys.readouterr().err
     summary = json.loads((tmp_path / "out" / "diff.summary.json").read_text())
     assert summary["dataset"]["pinned"] is False
+
+
+def test_the_manifests_selection_block_drives_the_recomputed_selection(tmp_path, capsys):
+    # Listing a selected demo case as a pilot id excludes it, so the manifest no longer agrees.
+    manifest = json.loads(DEMO_MANIFEST.read_text())
+    first = manifest["scenarios"]["confirmation_help"][0]
+    manifest["selection"]["excluded_pilot_ids"].append(first)
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    assert main(["validate", "--official-manifest", str(DEMO_MANIFEST)]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--official-manifest", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "disagrees with the selection recomputed" in err and f"manifest-only ['{first}']" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -17,6 +18,15 @@ from evictlab.dataset import (
 )
 from evictlab.errors import DatasetError
 from evictlab.protocol import DatasetPin, OfficialManifest, load_protocol, sha256_file
+
+RULE = load_protocol().official.selection  # DeerFlow's values (spec 2.3)
+ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
+
+
+def manifest(scenarios=None, rule=RULE, order=ORDER):
+    """An official manifest object around ``rule`` (scenario lists only matter to check_selection)."""
+    scenarios = scenarios if scenarios is not None else {name: () for name in order}
+    return OfficialManifest("p", order, (6,) * 10, scenarios, rule)
 
 
 def row(question_id, *, kind="knowledge-update", answer="blue", sessions=None, **extra):
@@ -133,25 +143,25 @@ def evidence_row(question_id, answer, evidence_chars):
     ],
 )
 def test_exclusion_rules(question_id, answer, evidence_chars, reason):
-    assert reason in exclusion_reason(evidence_row(question_id, answer, evidence_chars))
+    assert reason in exclusion_reason(evidence_row(question_id, answer, evidence_chars), RULE)
 
 
 def test_lengths_are_code_points_at_the_bounds():
-    assert exclusion_reason(evidence_row("q", "é" * 100, 2000)) is None
-    assert exclusion_reason(evidence_row("q", None, 50)) is None  # "null" passes
+    assert exclusion_reason(evidence_row("q", "é" * 100, 2000), RULE) is None
+    assert exclusion_reason(evidence_row("q", None, 50), RULE) is None  # "null" passes
 
 
 def test_id_exclusions_come_before_rendering():
     broken = row("0f05491a", haystack_dates=None)  # would not render
-    assert exclusion_reason(broken) == "pilot id"
+    assert exclusion_reason(broken, RULE) == "pilot id"
     with pytest.raises(DatasetError, match="haystack_dates"):
-        exclusion_reason(dict(broken, question_id="q"))
+        exclusion_reason(dict(broken, question_id="q"), RULE)
 
 
 def test_rows_with_a_non_string_type_are_skipped(tmp_path):
     rows = make_selection_rows() + [row("a-odd", kind=["knowledge-update"])]
     path = write_rows(tmp_path, rows)
-    selection = select_official(load_dataset(path, pin_for(path)), ("a", "b", "c", "d"))
+    selection = select_official(load_dataset(path, pin_for(path)), manifest())
     assert "a-odd" not in selection.by_type["knowledge-update"]
 
 
@@ -182,26 +192,107 @@ def test_selection_takes_first_twenty_sorted_ids_per_type(tmp_path):
     rows.reverse()  # file order must not matter
     path = write_rows(tmp_path, rows)
     dataset = load_dataset(path, pin_for(path))
-    order = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
-    selection = select_official(dataset, order)
+    selection = select_official(dataset, manifest())
     assert selection.by_type["knowledge-update"] == tuple(f"a{i:03d}" for i in range(20))
     assert selection.scenarios["access_help"] == tuple(
         [f"a{i:03d}" for i in range(5, 10)] + [f"b{i:03d}" for i in range(5, 10)]
     )
     reasons = {item.question_id: item.reason for item in selection.exclusions}
     assert reasons == {"a000_abs": "abstention id (_abs)", "0f05491a": "pilot id"}
-    manifest = OfficialManifest("p", order, (6,) * 10, dict(selection.scenarios))
-    check_selection(selection, manifest, "m.json")
+    check_selection(selection, manifest(dict(selection.scenarios)), "m.json")
     wrong = dict(selection.scenarios, access_help=("a005",) * 10)
     with pytest.raises(DatasetError, match="access_help: manifest-only"):
-        check_selection(selection, OfficialManifest("p", order, (6,) * 10, wrong), "m.json")
+        check_selection(selection, manifest(wrong), "m.json")
 
 
 def test_not_enough_eligible_rows(tmp_path):
     rows = [r for r in make_selection_rows() if r["question_id"] not in {"a000", "a001", "a002"}]
     path = write_rows(tmp_path, rows)
     with pytest.raises(DatasetError, match="not enough eligible knowledge-update rows: 19"):
-        select_official(load_dataset(path, pin_for(path)), ("a", "b", "c", "d"))
+        select_official(load_dataset(path, pin_for(path)), manifest())
+
+
+# Each parameter of the manifest's selection block, changed alone, changes the selection:
+# (changed parameters, edits to a few default rows, the id now excluded, its reason).
+LONG_TEXT = "My bike is blue, and it has been blue since the spring I bought it."
+DEFAULT_EVIDENCE = len(render_evidence(row("x")))
+PARAMETER_CHANGES = {
+    "excluded_pilot_ids": ({"excluded_pilot_ids": (*RULE.excluded_pilot_ids, "a003")}, {}, "a003", "pilot id"),
+    "answer_min_chars": ({"answer_min_chars": 3}, {"a005": {"answer": "no"}}, "a005", "answer length 2 outside 3..100"),
+    "answer_max_chars": (
+        {"answer_max_chars": 10}, {"a006": {"answer": "a long answer"}}, "a006", "answer length 13 outside 1..10",
+    ),
+    "answer_excluded_substrings": (
+        {"answer_excluded_substrings": ("not enough", "RED")}, {"a007": {"answer": "a red one"}}, "a007",
+        "answer contains 'RED'",
+    ),
+    "evidence_min_chars": (
+        {"evidence_min_chars": DEFAULT_EVIDENCE},
+        {"a008": {"haystack_sessions": [[{"role": "user", "content": "Blue."}]]}},
+        "a008",
+        f"evidence length {DEFAULT_EVIDENCE - 11} outside {DEFAULT_EVIDENCE}..2000",
+    ),
+    "evidence_max_chars": (
+        {"evidence_max_chars": DEFAULT_EVIDENCE},
+        {"a009": {"haystack_sessions": [[{"role": "user", "content": LONG_TEXT}]]}},
+        "a009",
+        f"evidence length {DEFAULT_EVIDENCE + len(LONG_TEXT) - 16} outside 1..{DEFAULT_EVIDENCE}",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETER_CHANGES))
+def test_each_exclusion_parameter_of_the_manifest_changes_the_selection(tmp_path, name):
+    changes, edits, excluded, reason = PARAMETER_CHANGES[name]
+    rows = make_selection_rows()
+    for item in rows:
+        item.update(edits.get(item["question_id"], {}))
+    path = write_rows(tmp_path, rows)
+    dataset = load_dataset(path, pin_for(path))
+    before = select_official(dataset, manifest())
+    after = select_official(dataset, manifest(rule=dataclasses.replace(RULE, **changes)))
+    assert excluded in before.by_type["knowledge-update"]
+    # The excluded id leaves; the 21st eligible id moves up.
+    assert after.by_type["knowledge-update"] == tuple(
+        sorted(set(before.by_type["knowledge-update"]) - {excluded} | {"a020"})
+    )
+    assert (excluded, "knowledge-update", reason) in {
+        (item.question_id, item.question_type, item.reason) for item in after.exclusions
+    }
+
+
+def test_another_abstention_suffix_excludes_other_ids_and_readmits_abs(tmp_path):
+    path = write_rows(tmp_path, make_selection_rows())
+    dataset = load_dataset(path, pin_for(path))
+    assert "a000_abs" not in select_official(dataset, manifest()).by_type["knowledge-update"]
+    after = select_official(dataset, manifest(rule=dataclasses.replace(RULE, exclude_abstention_suffix="04")))
+    assert after.by_type["knowledge-update"] == ("a000", "a000_abs", *(f"a{i:03d}" for i in range(1, 20) if i != 4))
+    assert ("a004", "abstention id (04)") in {(item.question_id, item.reason) for item in after.exclusions}
+
+
+def test_take_and_cases_per_scenario_come_from_the_manifest(tmp_path):
+    path = write_rows(tmp_path, make_selection_rows())
+    dataset = load_dataset(path, pin_for(path))
+    rule = dataclasses.replace(RULE, take_per_question_type=8, cases_per_type_per_scenario=2)
+    selection = select_official(dataset, manifest(rule=rule))
+    assert selection.by_type["temporal-reasoning"] == tuple(f"b{i:03d}" for i in range(8))
+    assert selection.scenarios["confirmation_help"] == ("a000", "a001", "b000", "b001")
+    assert selection.scenarios["noisy_signal_control"] == ("a006", "a007", "b006", "b007")
+    rule = dataclasses.replace(RULE, take_per_question_type=23, cases_per_type_per_scenario=5)
+    with pytest.raises(DatasetError, match="not enough eligible knowledge-update rows: 22 of 23 needed"):
+        select_official(dataset, manifest(rule=rule))
+
+
+def test_the_type_order_of_the_manifest_orders_each_scenario(tmp_path):
+    path = write_rows(tmp_path, make_selection_rows())
+    dataset = load_dataset(path, pin_for(path))
+    rule = dataclasses.replace(RULE, eligible_question_types=("temporal-reasoning", "knowledge-update"))
+    selection = select_official(dataset, manifest(rule=rule))
+    assert selection.scenarios["access_help"] == tuple(
+        [f"b{i:03d}" for i in range(5, 10)] + [f"a{i:03d}" for i in range(5, 10)]
+    )
+    only_tr = dataclasses.replace(RULE, eligible_question_types=("temporal-reasoning",))
+    assert set(select_official(dataset, manifest(rule=only_tr)).by_type) == {"temporal-reasoning"}
 
 
 def test_bank_bounds_sort_and_size(tmp_path):
@@ -228,7 +319,7 @@ def test_candidate_row_errors_name_question_and_field(tmp_path, mutate, message)
     path = write_rows(tmp_path, rows)
     dataset = load_dataset(path, pin_for(path))
     with pytest.raises(DatasetError, match=message):
-        select_official(dataset, ("a", "b", "c", "d"))
+        select_official(dataset, manifest())
         build_bank(dataset, load_protocol().config.pool)
 
 

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from evictlab import cli, demo
-from evictlab.dataset import PILOT_IDS, answer_text, build_bank, exclusion_reason, render_evidence, select_official
+from evictlab.dataset import answer_text, build_bank, exclusion_reason, render_evidence, select_official
 from evictlab.errors import DatasetError, OutputExistsError
 from evictlab.policies import select
 from evictlab.pools import build_pools
@@ -42,7 +42,7 @@ def pools(protocol, dataset):
 
 
 def selection(dataset, protocol, header="session"):
-    return select_official(dataset, protocol.official.scenario_order, header)
+    return select_official(dataset, protocol.official, header)
 
 
 def kept_sources(protocol, case, policy, capacity):
@@ -90,7 +90,8 @@ def test_committed_manifest_has_the_protocol_schema_and_id():
     assert manifest["loss_ranks"] == own["loss_ranks"]
 
 
-def test_rows_have_the_longmemeval_shape():
+def test_rows_have_the_longmemeval_shape(protocol):
+    pilot_ids = protocol.official.selection.excluded_pilot_ids
     rows = json.loads(demo.DEMO_DATASET.read_bytes())
     ids = [row["question_id"] for row in rows]
     assert len(set(ids)) == len(ids)
@@ -103,7 +104,7 @@ def test_rows_have_the_longmemeval_shape():
         lengths = {len(row[key]) for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions")}
         assert len(lengths) == 1
         qid = row["question_id"]
-        assert HEX8.fullmatch(qid) or qid in PILOT_IDS or qid.endswith("_abs") or qid.startswith("gpt4_"), qid
+        assert HEX8.fullmatch(qid) or qid in pilot_ids or qid.endswith("_abs") or qid.startswith("gpt4_"), qid
     assert Counter(row["question_type"] for row in rows) == {
         "knowledge-update": 32, "temporal-reasoning": 28, "single-session-user": 30,
         "single-session-preference": 16, "multi-session": 2, "single-session-assistant": 1,
@@ -128,7 +129,7 @@ EXPECTED_REASONS = {
 def test_every_trap_is_excluded_for_its_reason_and_would_otherwise_be_selected(dataset, protocol, roles, header):
     chosen = selection(dataset, protocol, header)
     reasons = {item.question_id: (item.question_type, item.reason) for item in chosen.exclusions}
-    assert len(roles["pilot"]) == 8 and set(roles["pilot"]) == PILOT_IDS
+    assert len(roles["pilot"]) == 8 and set(roles["pilot"]) == set(protocol.official.selection.excluded_pilot_ids)
     expected_ids = {qid for role in EXPECTED_REASONS for qid in roles[role]}
     assert set(reasons) == expected_ids
     for role, pattern in EXPECTED_REASONS.items():
@@ -150,7 +151,7 @@ def test_null_answer_passes_the_filters_but_sorts_after_the_selection(dataset, p
     (qid,) = roles["answer-null"]
     row = dataset.by_id[qid]
     assert row["answer"] is None and answer_text(row) == "null"
-    assert exclusion_reason(row) is None
+    assert exclusion_reason(row, protocol.official.selection) is None
     for extra in roles["extra-eligible"] + [qid]:
         kind = dataset.by_id[extra]["question_type"]
         assert extra not in chosen.by_type[kind]

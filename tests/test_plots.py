@@ -14,7 +14,6 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from evictlab import plots, workbench
-from evictlab.dataset import MAX_EVIDENCE_CHARS
 from evictlab.policies import known_policies
 from evictlab.qa import report as qa_report
 
@@ -43,7 +42,7 @@ def builders(pool_set, retention, qa_rows):
     return {
         "pool_overview": lambda: plots.pool_overview(cases),
         "pool_metadata": lambda: plots.pool_metadata(facts),
-        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=MAX_EVIDENCE_CHARS,
+        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=pool_set.protocol.official.selection.evidence_max_chars,
                                                            bank_limits=(40, 700)),
         "retention_by_scenario": lambda: plots.retention_by_scenario(retention),
         "support_rank_distribution": lambda: plots.support_rank_distribution(retention),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evictlab.demo import DEMO_MANIFEST
 from evictlab.errors import ContractError
 from evictlab.protocol import (
     DEFAULT_CONFIG,
@@ -125,6 +126,27 @@ def test_bad_yaml_and_missing_file(tmp_path):
         ("official", lambda d: d.update(loss_ranks=[6] * 9 + [11]), r"loss_ranks: values must be in \[1, 10\]"),
         ("official", lambda d: d.update(protocol_id="x"), "does not match the config"),
         ("official", lambda d: d["scenarios"].update(extra=[]), "scenarios: unknown key"),
+        ("official", lambda d: d.pop("selection"), "<root>: missing key"),
+        ("official", lambda d: d["selection"].update(note="x"), "selection: unknown key"),
+        ("official", lambda d: d["selection"].pop("answer_max_chars"), "selection: missing key"),
+        ("official", lambda d: d["selection"].update(eligible_question_types=["multi-session"]),
+         "selection.eligible_question_types: values must be knowledge-update or temporal-reasoning"),
+        ("official", lambda d: d["selection"].update(eligible_question_types=[]), "eligible_question_types: must not be empty"),
+        ("official", lambda d: d["selection"].update(excluded_pilot_ids="0f05491a"),
+         "selection.excluded_pilot_ids: must be a list of non-empty strings"),
+        ("official", lambda d: d["selection"].update(exclude_abstention_suffix=""),
+         "selection.exclude_abstention_suffix: must be a non-empty string"),
+        ("official", lambda d: d["selection"].update(answer_min_chars=-1), r"selection.answer_min_chars: must be in \[0"),
+        ("official", lambda d: d["selection"].update(answer_max_chars=0), r"selection.answer_max_chars: must be in \[1"),
+        ("official", lambda d: d["selection"].update(evidence_min_chars=True), "selection.evidence_min_chars: must be an integer"),
+        ("official", lambda d: d["selection"].update(evidence_max_chars=2000.0), "selection.evidence_max_chars: must be an integer"),
+        ("official", lambda d: d["selection"].update(evidence_min_chars=2001), "evidence_max_chars: must be >= evidence_min_chars"),
+        ("official", lambda d: d["selection"].update(answer_excluded_substrings=[""]), "answer_excluded_substrings"),
+        ("official", lambda d: d["selection"].update(take_per_question_type=0), r"take_per_question_type: must be in \[1"),
+        ("official", lambda d: d["selection"].update(take_per_question_type=21),
+         "take_per_question_type: must equal 4 scenarios x cases_per_type_per_scenario = 20, got 21"),
+        ("official", lambda d: d["selection"].update(cases_per_type_per_scenario=4, take_per_question_type=16),
+         r"scenarios.confirmation_help: must list 8 case ids \(selection"),
         ("synthetic", lambda d: d["cases"].pop(), "exactly 5 cases"),
         ("synthetic", lambda d: d["cases"][1].update(case_id=d["cases"][0]["case_id"]), "unique"),
         ("synthetic", lambda d: d["cases"][2].update(loss_rank="8"), r"cases\[2\].loss_rank"),
@@ -144,6 +166,21 @@ def test_manifest_errors_name_file_and_key(tmp_path, which, change, message):
     assert source.name in str(caught.value)
 
 
+def test_the_selection_block_holds_deerflows_values():
+    rule = load_protocol().official.selection
+    assert rule.eligible_question_types == ("knowledge-update", "temporal-reasoning")
+    assert set(rule.excluded_pilot_ids) == {
+        "0f05491a", "dfde3500", "4b24c848", "7e974930", "8077ef71", "bcbe585f", "gpt4_85da3956", "gpt4_af6db32f",
+    }
+    assert rule.exclude_abstention_suffix == "_abs"
+    assert (rule.answer_min_chars, rule.answer_max_chars) == (1, 100)
+    assert rule.answer_excluded_substrings == ("not enough", "only mentioned")
+    assert (rule.evidence_min_chars, rule.evidence_max_chars) == (1, 2000)
+    assert (rule.take_per_question_type, rule.cases_per_type_per_scenario) == (20, 5)
+    manifest = json.loads(DEFAULT_OFFICIAL_MANIFEST.read_text())
+    assert rule.as_dict() == manifest["selection"]
+
+
 def test_presets_and_overrides():
     assert resolve_variant() == PRESETS["pr4810-final"] == Variant("session", "protocol", "blank-line")
     assert resolve_variant("pr4810-run1") == Variant("bracket", "raw", "newline")
@@ -157,3 +194,9 @@ def test_presets_and_overrides():
         resolve_variant(None, ["evidence_header=square"])
     with pytest.raises(ContractError, match="expected KEY=VALUE"):
         resolve_variant(None, ["fact_ids"])
+
+
+def test_the_readme_names_the_current_manifest_hashes():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for path in (DEFAULT_OFFICIAL_MANIFEST, DEMO_MANIFEST):
+        assert f"`{sha256_file(path)[:8]}…`" in readme, path

@@ -143,7 +143,7 @@ def test_rebuilt_dataset_has_the_published_structure(protocol, dataset, rebuilt,
         assert BANK_MIN_CHARS <= len(render_evidence(admitted, header)) <= BANK_MAX_CHARS
 
     for header in ("session", "bracket"):
-        selection = select_official(dataset, protocol.official.scenario_order, header)
+        selection = select_official(dataset, protocol.official, header)
         assert {kind: list(ids) for kind, ids in selection.by_type.items()} == official_by_type
         assert {name: list(ids) for name, ids in selection.scenarios.items()} == {
             name: list(ids) for name, ids in protocol.official.scenarios.items()

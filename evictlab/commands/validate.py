@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "validate",
         help=summary("validate"),
         description=(
-            "Verify the dataset's SHA-256 against the pin, check its rows, recompute the 40-case"
+            "Verify the dataset's SHA-256 against the pin, check its rows, recompute the official"
             " selection with every exclusion and compare it with the official manifest, build the"
             " distractor bank and prepare the 45 cases under the chosen variant."
         ),
@@ -66,7 +66,7 @@ def run_validate(args: argparse.Namespace) -> int:
     protocol, dataset = dataset_from(args, protocol_from(args))
     variant = variant_from(args)
     header = variant.evidence_header
-    selection = select_official(dataset, protocol.official.scenario_order, header)
+    selection = select_official(dataset, protocol.official, header)
     check_selection(selection, protocol.official, protocol.files.official_manifest)
     bank = build_bank(dataset, protocol.config.pool, header)
     pools = build_pools(protocol, dataset, variant)
