@@ -60,9 +60,9 @@ lab: $(STAMP) notebook-filter
 # on every *.ipynb it stages or diffs (.gitattributes names the filter).
 notebook-filter: $(STAMP)
 	@git rev-parse --git-dir >/dev/null 2>&1 || exit 0; \
-	git config filter.nbstripout.clean '$(BIN)/python -m nbstripout' && \
+	git config filter.nbstripout.clean '$(BIN)/python -m nbstripout --keep-id' && \
 	git config filter.nbstripout.smudge cat && \
-	git config diff.ipynb.textconv '$(BIN)/python -m nbstripout -t'
+	git config diff.ipynb.textconv '$(BIN)/python -m nbstripout --keep-id -t'
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def executed_notebook() -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_code_cell("print(42)", execution_count=3)
+    cell = nbformat.v4.new_code_cell("print(42)", execution_count=3, id="parameters")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="42\n")]
-    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title"), cell])
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title", id="title"), cell])
 
 
 def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
@@ -40,7 +40,7 @@ def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
 
     run("git", "init", "-q")
     run("make", "--no-print-directory", "notebook-filter", f"STAMP={stamp}")
-    assert run("git", "config", "filter.nbstripout.clean").strip() == ".venv/bin/python -m nbstripout"
+    assert run("git", "config", "filter.nbstripout.clean").strip() == ".venv/bin/python -m nbstripout --keep-id"
 
     notebook = repo / "notebooks" / "n.ipynb"
     nbformat.write(executed_notebook(), notebook)
@@ -48,4 +48,5 @@ def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
     staged = nbformat.reads(run("git", "show", ":notebooks/n.ipynb"), as_version=4)
     code = [cell for cell in staged.cells if cell.cell_type == "code"]
     assert code and all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    assert [cell.id for cell in staged.cells] == ["title", "parameters"]  # ids name cells: kept
     assert nbformat.read(notebook, as_version=4).cells[1].outputs  # the working copy keeps its outputs
