@@ -77,6 +77,48 @@ def test_weight_simplex_maps_colour_every_cell_and_hatch_the_safe_region(simplex
         plots.weight_simplex_maps(simplex, 6)
 
 
+def cielab(rgba) -> np.ndarray:
+    """CIE L*a*b* (D65) of an sRGB colour, to measure how far apart two colours look."""
+    rgb = np.asarray(rgba[:3], dtype=float)
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    x, y, z = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = lambda t: np.cbrt(t) if t > 0.008856 else 7.787 * t + 16 / 116  # noqa: E731
+    return np.array([116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))])
+
+
+@pytest.fixture(scope="module")
+def fine_simplex(pool_set):
+    """Step 0.05: DeerMem's (0.65, 0.25, 0.10) is a lattice point."""
+    grid = make_grid(weights_step=0.05, capacities=(5,), policies=["hybrid-v1"])
+    return run_sweep({"pr4810-final": pool_set}, grid, progress=False).summary
+
+
+def test_the_deermem_mark_leaves_its_cell_visible_and_states_its_value(fine_simplex):
+    fig = plots.weight_simplex_maps(fine_simplex, 5)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    at_default = fine_simplex[
+        np.isclose(fine_simplex["confidence_weight"], 0.65) & np.isclose(fine_simplex["confirmation_weight"], 0.25)
+    ]
+    x, y = plots.ternary_xy(plots.DEERMEM_WEIGHTS)[0]
+    for ax in panels:
+        marks = [line for line in ax.get_lines() if np.allclose(line.get_xydata(), [[x, y]])]
+        assert marks and all(line.get_markerfacecolor() == "none" for line in marks)  # a ring: the cell shows
+        scenario = ax.get_title().split(" (")[0]
+        rows = at_default if scenario == plots.ALL_CASES else at_default[at_default["scenario"] == scenario]
+        assert f"DeerMem default: {rows['support_retained'].sum()}/{rows['cases'].sum()} kept" in ax.get_title()
+    assert "35/45" in panels[-1].get_title()  # the demo's capacity-5 total under hybrid-v1
+
+
+def test_the_colour_scale_sets_every_case_kept_apart_from_nearly_all(fine_simplex):
+    all_cases = [ax for ax in plots.weight_simplex_maps(fine_simplex, 5).axes if ax.get_title()][-1]
+    cells = next(c for c in all_cases.collections if isinstance(c, PolyCollection))
+    colour = lambda share: cielab(cells.cmap(cells.norm(share)))  # noqa: E731
+    for cases in (5, 10, 45):
+        nearest = min(np.linalg.norm(colour(100 * kept / cases) - colour(100.0)) for kept in range(cases))
+        assert nearest > 20, f"{cases - 1}/{cases} looks like {cases}/{cases} (delta E {nearest:.1f})"
+
+
 def test_half_life_heatmaps_show_the_retained_counts(pool_set):
     grid = make_grid(confirmation_half_lives=[2, 30, 90], access_half_lives=[30, 90], capacities=[5],
                      policies=["hybrid-v1"])

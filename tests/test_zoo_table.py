@@ -164,17 +164,26 @@ def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
     assert np.nanmin(image) >= 0 and np.nanmax(image) == 100
 
 
-def test_capacity_curves_draw_one_panel_per_policy_with_the_summary_values(summary):
+def test_capacity_curves_draw_one_panel_per_scenario_and_one_line_per_policy(summary):
     fig = plots.capacity_curves(summary)
     panels = [ax for ax in fig.axes if ax.get_visible()]
-    non_bounds = [p for p in dict.fromkeys(summary["policy"]) if p not in zoo.BOUND_POLICIES]
-    assert [ax.get_title().split(" (")[0] for ax in panels] == non_bounds
+    scenarios = plots.scenario_order(s for s in summary["scenario"] if s != zoo.ALL_CASES) + [zoo.ALL_CASES]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == scenarios
     assert fig.legends and plots.figure_title(fig)
-    hybrid = panels[non_bounds.index("hybrid-v1")]
-    line = next(line for line in hybrid.get_lines() if line.get_label().startswith(zoo.ALL_CASES))
-    expected = summary[(summary["policy"] == "hybrid-v1") & (summary["scenario"] == zoo.ALL_CASES)]
-    assert list(line.get_xdata()) == list(CAPACITIES)
-    assert np.allclose(line.get_ydata(), 100 * expected["retained_rate"].to_numpy())  # the all-cases line is not shifted
+    policies = list(dict.fromkeys(summary["policy"]))
+    for ax, scenario in zip(panels, scenarios):
+        assert [line.get_label() for line in ax.get_lines()] == policies
+        for line in ax.get_lines():  # the values themselves, never nudged apart
+            expected = summary[(summary["policy"] == line.get_label()) & (summary["scenario"] == scenario)]
+            assert list(line.get_xdata()) == list(CAPACITIES)
+            assert np.allclose(line.get_ydata(), 100 * expected.sort_values("capacity")["retained_rate"].to_numpy())
+            assert line.get_color() == plots.policy_color(line.get_label())
     for ax in panels:  # labels sit on the outer panels of the shared axes
         assert any(other.get_ylabel() for other in ax.get_shared_y_axes().get_siblings(ax))
         assert any(other.get_xlabel() for other in ax.get_shared_x_axes().get_siblings(ax))
+
+
+def test_no_capacity_curve_value_lies_outside_0_to_100(summary):
+    values = np.concatenate([line.get_ydata() for ax in plots.capacity_curves(summary).axes for line in ax.get_lines()])
+    assert values.size and values.min() >= 0 and values.max() <= 100
+    assert {0.0, 100.0} <= set(values.tolist())  # the extremes occur and are drawn exactly there

@@ -20,6 +20,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -85,6 +86,11 @@ ALL_CASES = "all cases"
 
 #: The colour map of every sequential scale (retention shares).
 SEQUENTIAL_CMAP = "cividis"
+
+#: Bins of the binned retention scale (:func:`retention_norm`): ten 10-point bins below 100 %
+#: and a bin of its own for exactly 100 % (every case kept), so that "all kept" never shares a
+#: colour with "most kept" (45/45 against 35/45).
+RETENTION_BOUNDS = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100 - 1e-6, 100 + 1e-6)
 
 #: Markers that tell lines apart without colour, in order of use.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p", "8", "d")
@@ -215,6 +221,27 @@ def percent(retained: Any, cases: Any) -> np.ndarray:
 def format_count(value: float) -> str:
     """A count as text: whole numbers without decimals, expected counts (seed means) with one."""
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def retention_cmap() -> ListedColormap:
+    """:data:`SEQUENTIAL_CMAP` in one colour per bin of :data:`RETENTION_BOUNDS`: the bins below
+    100 % spread over its first 80 %, the 100 % bin its brightest end, a visible step apart."""
+    base = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    below = len(RETENTION_BOUNDS) - 2
+    return ListedColormap([base(0.8 * i / (below - 1)) for i in range(below)] + [base(1.0)], name="retention")
+
+
+def retention_norm() -> BoundaryNorm:
+    """The binned colour scale of retention shares in percent (use with :func:`retention_cmap`)."""
+    return BoundaryNorm(RETENTION_BOUNDS, len(RETENTION_BOUNDS) - 1)
+
+
+def retention_colorbar(fig: Figure, mappable: Any, axes: Any, label: str) -> Any:
+    """A colour bar for :func:`retention_norm`: equal-width bins, the 100 % bin labelled "100 (all)"."""
+    colorbar = fig.colorbar(mappable, ax=axes, shrink=0.75, pad=0.02, spacing="uniform")
+    colorbar.set_ticks([0, 20, 40, 60, 80, 100], labels=["0", "20", "40", "60", "80", "100 (all)"])
+    colorbar.set_label(label)
+    return colorbar
 
 
 def text_color(cmap: Any, fraction: float) -> str:

@@ -29,6 +29,9 @@ from .style import (
     hide_unused,
     percent,
     require_columns,
+    retention_cmap,
+    retention_colorbar,
+    retention_norm,
     scenario_groups,
     styled,
     text_color,
@@ -150,8 +153,10 @@ def weight_simplex_maps(
     ``summary``: :func:`evictlab.sweep.scenario_summary` of one policy and preset over a
     simplex grid (a weights step), at one pair of half-lives. Each lattice point is a
     hexagonal cell coloured by the share of the scenario's cases whose support is retained;
-    ``marked`` (DeerMem's default) is a star; the hatched, outlined region holds the weights
-    at which no control scenario loses a case.
+    ``marked`` (DeerMem's default) is a ring around its cell, which stays visible, and its
+    value is written in each panel; the hatched, outlined region holds the weights at which no
+    control scenario loses a case. The colour scale is binned (:func:`.style.retention_norm`),
+    with a bin of its own for 100 %.
     """
     require_columns(summary, ["setting", *WEIGHT_COLUMNS, "scenario", "capacity", "support_retained", "cases"],
                     "weight_simplex_maps")
@@ -167,6 +172,7 @@ def weight_simplex_maps(
     step = lattice_step(weights)
     hexagons = _hexagons(ternary_xy(weights), step)
     position = {setting: i for i, setting in enumerate(settings["setting"])}
+    marked_settings = list(settings.loc[np.all(np.isclose(weights, marked, atol=1e-9), axis=1), "setting"])
     safe_table = control_losses(at, control_scenarios)
     safe = np.zeros(len(settings), dtype=bool)
     safe[[position[s] for s in safe_table.loc[safe_table["safe"], "setting"]]] = True
@@ -176,7 +182,7 @@ def weight_simplex_maps(
     rows, cols = grid_shape(len(groups), 3)
     fig = Figure(figsize=(12.5, 4.3 * rows + 0.9), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
-    cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    cmap = retention_cmap()
     image = None
     for ax, group in zip(axes.flat, groups):
         members = table[table["scenario"] == group]
@@ -184,14 +190,16 @@ def weight_simplex_maps(
         values[[position[s] for s in members["setting"]]] = percent(members["support_retained"], members["cases"])
         cases = int(members["cases"].iloc[0])
         image = _ternary_panel(ax, values, hexagons, safe, cmap, marked)
-        ax.set_title(f"{group} ({cases} cases)")
+        retained = members.set_index("setting")["support_retained"]
+        at_marked = [retained.get(setting) for setting in marked_settings]
+        deermem = f"{format_count(at_marked[0])}/{cases} kept" if at_marked else "not on the lattice"
+        ax.set_title(f"{group} ({cases} cases)\nDeerMem default: {deermem}")
     hide_unused(axes, len(groups))
-    colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.75, pad=0.02)
-    colorbar.set_label("support retained (% of the panel's cases)")
+    retention_colorbar(fig, image, axes.ravel().tolist(), "support retained (% of the panel's cases)")
     half_lives = (at["confirmation_half_life_days"].iloc[0], at["access_half_life_days"].iloc[0])
     handles = [
-        Line2D([], [], marker="*", linestyle="", markersize=14, markerfacecolor="white", markeredgecolor="black",
-               label=f"DeerMem default {tuple(float(w) for w in marked)}"),
+        Line2D([], [], marker="o", linestyle="", markersize=11, markerfacecolor="none", markeredgecolor="black",
+               markeredgewidth=2, label=f"DeerMem default {tuple(float(w) for w in marked)}"),
         Patch(facecolor="none", edgecolor="black", hatchcolor="black", hatch="///",
               label=f"no loss in {' or '.join(control_scenarios)}"),
     ]
@@ -209,8 +217,7 @@ def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.n
     corners = np.array([[0.5, _SQRT3_2], [0.0, 0.0], [1.0, 0.0]])
     frame = Polygon(corners, closed=True, facecolor="none", edgecolor="black", linewidth=1.0, zorder=5)
     ax.add_patch(frame)
-    image = PolyCollection(hexagons, array=values, cmap=cmap, edgecolors="face", linewidths=0.3)
-    image.set_clim(0, 100)
+    image = PolyCollection(hexagons, array=values, cmap=cmap, norm=retention_norm(), edgecolors="face", linewidths=0.3)
     image.set_clip_path(frame)
     ax.add_collection(image)
     _ternary_grid(ax)
@@ -225,7 +232,9 @@ def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.n
         outline.set_clip_path(frame)
         ax.add_collection(outline)
     x, y = ternary_xy(marked)[0]
-    ax.plot(x, y, marker="*", markersize=15, markerfacecolor="white", markeredgecolor="black", zorder=6)
+    # A ring, not a filled marker: the cell it marks keeps its colour.
+    ax.plot(x, y, marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black", markeredgewidth=2,
+            zorder=6, path_effects=[patheffects.withStroke(linewidth=4, foreground="white")])
     labels = (("confidence", 0.5, _SQRT3_2 + 0.04, "bottom", "center"),
               ("confirmation", -0.02, -0.05, "top", "left"),
               ("access", 1.02, -0.05, "top", "right"))

@@ -1,12 +1,10 @@
 """Figures of the policy zoo (notebooks 04 and 08), drawn from :func:`evictlab.zoo.zoo_summary`.
 
 * :func:`zoo_heatmap` (08): every policy x scenario x capacity.
-* :func:`capacity_curves` (04, 08): retention against capacity, one panel per policy.
+* :func:`capacity_curves` (04): retention against capacity, one panel per scenario.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import matplotlib
 import numpy as np
@@ -14,15 +12,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .style import (
-    ALL_CASES,
     MARKERS,
-    OKABE_ITO,
-    SCENARIO_COLORS,
     SEQUENTIAL_CMAP,
     format_count,
     grid_shape,
     hide_unused,
     percent,
+    policy_color,
     require_columns,
     scenario_groups,
     styled,
@@ -90,64 +86,56 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
 
 @styled
 def capacity_curves(summary: pd.DataFrame) -> Figure:
-    """Support retained against capacity: one panel per policy, one line per scenario.
+    """Support retained against capacity: one panel per scenario, one line per policy.
 
     ``summary``: :func:`evictlab.zoo.zoo_summary` (``policy``, ``role``, ``scenario``,
-    ``capacity``, ``retained``, ``cases``). Every policy but the bounds gets a panel, in the
-    summary's order; each panel repeats the all-cases curves of the ``random`` floor and of the
-    ``oracle`` ceiling when the summary has them. Scenario lines are shifted up or down by at
-    most 2 percentage points so that coinciding lines stay visible; the all-cases line is not.
+    ``capacity``, ``retained``, ``cases``). Panels follow the protocol's scenario order, then
+    all cases pooled; lines keep the summary's policy order, each in its policy's colour and
+    marker. The values are drawn as they are (no offsets): where policies coincide their lines
+    lie on top of each other; the DeerMem policies are thickest, and the bounds (``oracle``,
+    ``keep-all``) are dashed and drawn on top so that what they cover shows through.
     """
     require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases"], "capacity_curves")
     roles = summary.drop_duplicates("policy").set_index("policy")["role"]
-    policies = [p for p in dict.fromkeys(summary["policy"]) if roles[p] != "bound"]
-    if not policies:
-        raise ValueError("capacity_curves needs at least one policy that is not a bound")
+    policies = list(dict.fromkeys(summary["policy"]))
     groups = scenario_groups(summary)
     capacities = sorted(summary["capacity"].unique())
-    totals = summary[summary["scenario"] == ALL_CASES]
-    references = [(name, label, style) for name, label, style in (
-        ("oracle", "oracle (all cases): ceiling", "-."), ("random", "random (all cases): floor", ":"))
-        if name in set(totals["policy"])]
-    rows, cols = grid_shape(len(policies), 4)
-    fig = Figure(figsize=(14, 2.9 * rows + 1.3), layout="constrained")
+    rows, cols = grid_shape(len(groups), 3)
+    fig = Figure(figsize=(13, 3.3 * rows + 1.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
-    scenario_lines = [group for group in groups if group != ALL_CASES]
-    shifts = np.linspace(-2, 2, len(scenario_lines)) if len(scenario_lines) > 1 else np.zeros(len(scenario_lines))
-    dodge = [dict(zip(scenario_lines, shifts)).get(group, 0.0) for group in groups]
-    handles: dict[str, Any] = {}
-    for ax, policy in zip(axes.flat, policies):
-        for name, label, style in references:
-            line = totals[totals["policy"] == name].sort_values("capacity")
-            (handle,) = ax.plot(line["capacity"], percent(line["retained"], line["cases"]), linestyle=style,
-                                color=OKABE_ITO["grey"], linewidth=1.6, zorder=1, label=label)
-            handles.setdefault(label, handle)
-        members = summary[summary["policy"] == policy]
-        for index, (group, offset) in enumerate(zip(groups, dodge)):
-            line = members[members["scenario"] == group].sort_values("capacity")
+    for ax, group in zip(axes.flat, groups):
+        members = summary[summary["scenario"] == group]
+        for index, policy in enumerate(policies):
+            line = members[members["policy"] == policy].sort_values("capacity")
             if line.empty:
                 continue
-            everything = group == ALL_CASES
-            (handle,) = ax.plot(line["capacity"], percent(line["retained"], line["cases"]) + offset,
-                                color=SCENARIO_COLORS.get(group, OKABE_ITO["grey"]), linewidth=2.6 if everything else 1.4,
-                                marker=MARKERS[index % len(MARKERS)], markersize=4.5 if not everything else 5.5,
-                                markeredgecolor="black", markeredgewidth=0.4, zorder=3 if everything else 2,
-                                label=f"{group} ({int(line['cases'].iloc[0])} cases)")
-            handles.setdefault(group, handle)
-        ax.set_title(f"{policy} ({roles[policy]})")
+            deermem, bound = roles[policy] == "deermem", roles[policy] == "bound"
+            ax.plot(
+                line["capacity"], percent(line["retained"], line["cases"]),
+                color=policy_color(policy), label=policy, marker=MARKERS[index % len(MARKERS)],
+                linestyle=(0, (4, 3)) if bound else "-", linewidth=2.6 if deermem else 1.3,
+                markersize=5.5 if deermem else 4, markeredgecolor="black", markeredgewidth=0.3,
+                zorder=4 if bound else 3 if deermem else 2,  # dashed bounds on top show what they cover
+            )
+        ax.set_title(f"{group} ({int(members['cases'].iloc[0])} cases)")
         ax.set_xticks(capacities)
-        ax.set_ylim(-6, 106)
+        ax.set_ylim(-4, 104)  # room for the markers at 0 and 100, which are drawn where they are
         ax.set_yticks([0, 25, 50, 75, 100])
         ax.grid(color="#e5e5e5", linewidth=0.7)
         ax.set_axisbelow(True)
     for ax in axes[:, 0]:
         ax.set_ylabel("support retained (%)")
-    used = len(policies)
+    used = len(groups)
     for index, ax in enumerate(axes.flat[:used]):
         if index + cols >= used:  # the lowest panel of its column: its x axis carries the label
             ax.set_xlabel("capacity (facts kept of 10)")
             ax.xaxis.set_tick_params(labelbottom=True)
     hide_unused(axes, used)
-    fig.legend(handles=list(handles.values()), loc="outside lower center", ncols=4, frameon=False)
-    fig.suptitle("Support retained against capacity, per policy and scenario")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, [f"{label} ({roles[label]})" for label in labels], loc="outside lower center",
+               ncols=min(len(labels), 5), frameon=False)
+    fig.suptitle(
+        "Support retained against capacity, per scenario: one line per policy\n"
+        "(policies with equal values share a line; the table beside this figure lists each one)"
+    )
     return fig
