@@ -160,6 +160,37 @@ def test_support_rank_distribution_refuses_an_absent_capacity(retention):
         plots.support_rank_distribution(retention, capacity=6)
 
 
+def test_evidence_length_bins_never_straddle_the_inclusive_bank_bounds():
+    cases = pd.DataFrame({"scenario": ["access_help"], "source": ["longmemeval"], "support_chars": [300]})
+    lengths = [40, 41, 120, 350, 697, 700]
+    bank = pd.DataFrame({"evidence_chars": lengths, "question_type": ["single-session-user"] * len(lengths)})
+    ax = plots.evidence_lengths(cases, bank, bank_limits=(40, 700)).axes[1]
+    edges = sorted(line.get_xdata()[0] for line in ax.get_lines())
+    assert edges == [39.5, 700.5]  # records at exactly 40 and 700 lie inside the drawn bounds
+    bars = [(patch.get_x(), patch.get_x() + patch.get_width(), patch.get_height()) for patch in ax.patches]
+    assert all(not (left < edge < right) for left, right, _ in bars for edge in edges)
+    for length in lengths:  # each record sits in a bin inside the bounds
+        assert any(left <= length < right and 39.5 <= left and right <= 700.5 and height > 0
+                   for left, right, height in bars)
+    outside = plots.evidence_lengths(cases, pd.DataFrame({"evidence_chars": [10, 40, 700, 900],
+                                                           "question_type": ["single-session-user"] * 4}),
+                                     bank_limits=(40, 700)).axes[1]
+    assert min(p.get_x() for p in outside.patches) <= 10 and max(p.get_x() + p.get_width() for p in outside.patches) > 900
+
+
+def test_support_rank_distribution_hatches_supports_kept_by_a_reserved_slot(retention):
+    fig = plots.support_rank_distribution(retention, capacity=7)
+    panel = next(ax for ax in fig.axes if ax.get_title().startswith("correction_reserve"))
+    hatched = [patch for patch in panel.patches if patch.get_hatch() and patch.get_height() > 0]
+    expected = retention[(retention["capacity"] == 7) & retention["support_retained"] & (retention["support_rank"] > 7)]
+    assert len(expected) == 4 and set(expected["policy"]) == {"hybrid-v1"}
+    assert sum(patch.get_height() for patch in hatched) == len(expected)
+    assert {round(patch.get_x() + patch.get_width() / 2) for patch in hatched} == set(expected["support_rank"])
+    others = [ax for ax in fig.axes if ax.get_title() and not ax.get_title().startswith("correction_reserve")]
+    assert not any(patch.get_hatch() for ax in others for patch in ax.patches)
+    assert "kept by a reserved slot" in [text.get_text() for text in fig.legends[0].get_texts()]
+
+
 def test_save_is_byte_deterministic(builders, tmp_path):
     first = plots.save(builders["retention_by_scenario"](), tmp_path / "a" / "figure")
     second = plots.save(builders["retention_by_scenario"](), tmp_path / "b" / "figure")

@@ -180,6 +180,10 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
     bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
     assert bold == [f"{case.support_fact_ids[0]} (reserved)"]
     assert "capacity 5" in plots.figure_title(fig)
+    legend = fig.legends[0]
+    swatch = legend.legend_handles[[text.get_text() for text in legend.get_texts()].index("evicted (hatched)")]
+    # An opaque, outlined swatch: a translucent edgeless one renders as stray hatch marks.
+    assert swatch.get_hatch() == "//" and swatch.get_linewidth() > 0 and swatch.get_alpha() in (None, 1)
 
 
 def test_the_live_image_stays_right_after_the_figure_is_saved(tmp_path):

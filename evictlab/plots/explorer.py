@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
+from matplotlib.patches import Patch
 from matplotlib.path import Path as MplPath
 
 from .style import (
@@ -89,7 +90,7 @@ def explanation_figure(
                 label="score")
     evicted = ~ordered["kept"].to_numpy(dtype=bool)
     ax.barh(y[evicted], ordered["score"].to_numpy(dtype=float)[evicted], height=0.65, facecolor="white", alpha=0.55,
-            edgecolor="black", hatch="//", linewidth=0.0, label="evicted (hatched)")
+            edgecolor="black", hatch="//", linewidth=0.0)
     scores = ordered["score"].to_numpy(dtype=float)
     low, high = min(0.0, scores.min()), max(0.0, scores.max())
     span = (high - low) or 1.0
@@ -118,7 +119,11 @@ def explanation_figure(
         # In the empty band right of the longest bar, at the top.
         ax.text(high + 0.04 * span, -0.4, "\n\n".join(notes), ha="left", va="top", fontsize=8.5,
                 bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": OKABE_ITO["grey"]})
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=5, frameon=False)
+    handles, names = ax.get_legend_handles_labels()
+    # Its own swatch: the bars' overlay (translucent, no edge) reads as stray marks in a legend box.
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
+    names.append("evicted (hatched)")
+    fig.legend(handles, names, loc="outside lower center", ncols=5, frameon=False)
     fig.suptitle(f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
                  + (f", {case_label}" if case_label else "") + " (support in bold)")
     return fig

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from .style import (
     OKABE_ITO,
@@ -170,22 +171,43 @@ def evidence_lengths(
 
     types = sorted(bank["question_type"].unique())
     type_colors = [OKABE_ITO[c] for c in ("sky_blue", "orange", "reddish_purple", "bluish_green")]
-    upper = max(int(bank["evidence_chars"].max()), bank_limits[1] if bank_limits else 0)
-    bins = np.linspace(0, upper * 1.05, 16)
+    lengths = bank["evidence_chars"].to_numpy()
+    upper = max(int(lengths.max()), bank_limits[1] if bank_limits else 0)
+    bins = length_bins(lengths, bank_limits)
     right.hist([bank.loc[bank["question_type"] == t, "evidence_chars"].to_numpy() for t in types], bins=bins,
                stacked=True, color=type_colors[: len(types)], edgecolor="black", linewidth=0.5, label=types)
     if bank_limits is not None:
-        for limit in bank_limits:
-            right.axvline(limit, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
+        # The filter keeps lo <= length <= hi (whole characters): its edges lie half a character
+        # outside, where the bins also break, so a record at exactly lo or hi is drawn inside.
+        for edge in (bank_limits[0] - 0.5, bank_limits[1] + 0.5):
+            right.axvline(edge, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
         right.text(bank_limits[1] - upper * 0.02, right.get_ylim()[1] * 0.97,
-                   f"bank filter\n{bank_limits[0]}..{bank_limits[1]}", ha="right", va="top",
+                   f"bank filter\n{bank_limits[0]} to {bank_limits[1]}\n(both kept)", ha="right", va="top",
                    color=OKABE_ITO["vermillion"], fontsize=8.5)
     right.set_xlabel("distractor evidence length (characters)")
     right.set_ylabel("bank records")
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))
     right.set_title(f"Distractor bank ({len(bank)} records)")
     right.legend(frameon=False, loc="upper center")
     title_with_source(fig, "Evidence lengths that the protocol's filters see", source)
     return fig
+
+
+def length_bins(lengths: np.ndarray, limits: tuple[int, int] | None, count: int = 14) -> np.ndarray:
+    """Histogram edges for whole-character lengths that never straddle an inclusive filter.
+
+    With ``limits`` (lo, hi), ``count`` equal bins span exactly lo - 0.5 to hi + 0.5, so the
+    records a filter keeps (lo <= length <= hi, the bounds included) fall in bins inside the
+    filter's edges; lengths outside get bins of the same width beyond them.
+    """
+    lengths = np.asarray(lengths, dtype=float)
+    if limits is None:
+        return np.linspace(0, max(1.0, lengths.max()) * 1.05, count + 1)
+    low, high = limits[0] - 0.5, limits[1] + 0.5
+    width = (high - low) / count
+    below = int(np.ceil(max(0.0, low - min(lengths.min(), low)) / width))
+    above = int(np.ceil(max(0.0, max(lengths.max(), high) - high) / width))
+    return low + width * np.arange(-below, count + above + 1)
 
 
 def _short_case_id(case_id: str) -> str:

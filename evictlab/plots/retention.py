@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from .style import (
     ALL_CASES,
@@ -75,6 +76,7 @@ def support_rank_distribution(
     ``frame``: :func:`evictlab.decisions.decide_grid`'s frame. A score-based policy ranks the same
     way at every capacity, so one capacity is shown (default: the middle one); the dashed line
     marks it: a support ranked to its right survives only through a reserved correction slot.
+    With a ``support_retained`` column, the supports kept that way are drawn hatched.
     """
     require_columns(frame, ["scenario", "policy", "capacity", "support_rank"], "support_rank_distribution")
     capacities = sorted(frame["capacity"].unique())
@@ -93,9 +95,15 @@ def support_rank_distribution(
     for ax, scenario in zip(axes.flat, scenarios):
         members = shown[shown["scenario"] == scenario]
         for offset, policy in zip(offsets, policies):
-            counts = members.loc[members["policy"] == policy, "support_rank"].value_counts()
-            ax.bar(ranks + offset, [counts.get(r, 0) for r in ranks], width, color=policy_color(policy),
-                   edgecolor="black", linewidth=0.5)
+            rows = members[members["policy"] == policy]
+            counts = rows["support_rank"].value_counts()
+            reserved = reserved_keeps(rows, capacity).value_counts()
+            held = np.array([reserved.get(r, 0) for r in ranks])
+            total = np.array([counts.get(r, 0) for r in ranks])
+            ax.bar(ranks + offset, total - held, width, color=policy_color(policy), edgecolor="black", linewidth=0.5)
+            if held.any():
+                ax.bar(ranks + offset, held, width, bottom=total - held, color=policy_color(policy),
+                       edgecolor="black", linewidth=0.5, hatch="xx")
         ax.axvline(capacity + 0.5, color="black", linestyle="--", linewidth=1)
         ax.set_xticks(ranks)
         ax.set_title(f"{scenario} ({_case_count(members, policies)} cases)")
@@ -112,10 +120,20 @@ def support_rank_distribution(
         note.text(0.05, 0.5, f"A support ranked right of the dashed line\nis evicted at capacity {capacity}, unless the\n"
                   "policy reserves a slot for it (hybrid-v1\nkeeps one correction fact this way).",
                   transform=note.transAxes, va="center", fontsize=9.5)
-    policy_legend(fig, policies)
+    policy_legend(fig, policies, extra=[Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx",
+                                              label="kept by a reserved slot")] if "support_retained" in shown else ())
     title_with_source(fig, f"Rank of the support fact in its pool of {max_rank} (dashed line: capacity {capacity})",
                       source)
     return fig
+
+
+def reserved_keeps(rows: pd.DataFrame, capacity: int) -> pd.Series:
+    """Support ranks of the rows whose support was kept although ranked below ``capacity``:
+    only a reserved slot keeps such a fact (empty without a ``support_retained`` column)."""
+    if "support_retained" not in rows:
+        return rows["support_rank"].iloc[:0]
+    kept = rows["support_retained"].astype(bool) & (rows["support_rank"] > capacity)
+    return rows.loc[kept, "support_rank"]
 
 
 def _case_count(members: pd.DataFrame, policies: Sequence[str]) -> int:

@@ -190,9 +190,10 @@ def label_panels(axes: np.ndarray, used: int, xlabel: str, ylabel: str) -> None:
             ax.set_ylabel(ylabel)
 
 
-def policy_legend(fig: Figure, policies: Sequence[str], *, title: str = "policy") -> None:
-    """One legend for the figure: a colour patch per policy, below the panels."""
+def policy_legend(fig: Figure, policies: Sequence[str], *, title: str = "policy", extra: Sequence[Any] = ()) -> None:
+    """One legend for the figure: a colour patch per policy (then any ``extra`` handles), below the panels."""
     handles = [Patch(facecolor=policy_color(p), edgecolor="black", linewidth=0.5, label=p) for p in policies]
+    handles += list(extra)
     # Below the panels: matplotlib does not stack an outside-top legend under the suptitle.
     fig.legend(handles=handles, title=title, loc="outside lower center", ncols=min(len(handles), 7), frameon=False)
 
