@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
-import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,6 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import EvictlabError
+from ..readers import MAX_ROW_LINE_BYTES, parse_json
 from ..results import atomic_write_bytes, json_line
 
 EVENTS = ("add", "search", "confirm", "ask", "tick")
@@ -268,13 +268,14 @@ def _check_chunk(chunk: Chunk, checker: RowChecker) -> None:
 def _jsonl_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterator[Chunk]:
     chunk = empty_chunk()
     with path.open("rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
+        # readline with a bound: a file without line breaks is refused, not read whole.
+        for line_number, raw in enumerate(iter(lambda: handle.readline(MAX_ROW_LINE_BYTES + 1), b""), start=1):
+            where = f"{path}: row {checker.row} (line {line_number})"
+            if len(raw) > MAX_ROW_LINE_BYTES:
+                raise TraceError(f"{where}: longer than evictlab's limit of {MAX_ROW_LINE_BYTES} bytes")
             if not raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-                raise TraceError(f"{path}: row {checker.row} (line {line_number}): not valid JSON ({error})") from None
+            record = parse_json(raw, where=where, error=TraceError)
             if not isinstance(record, dict):
                 raise TraceError(f"{path}: row {checker.row} (line {line_number}): must be a JSON object")
             unknown = sorted(set(record) - set(COLUMNS))

@@ -207,3 +207,21 @@ def test_synthetic_case_id_equal_to_an_official_one_is_refused(tmp_path, capsys)
                     "--official-manifest", str(DEFAULT_OFFICIAL_MANIFEST))  # fmt: skip
     assert code == 2
     assert f"case id(s) {official_id} also appear in the official manifest" in error_line(err)
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "tick", "event": "ask"}\n', "duplicate key 'event'"),
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "tick", "size": 1' + b"0" * 5000 + b"}\n", "more digits"),
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "' + b"x" * (5 << 20), "longer than evictlab's limit"),
+    ],
+    ids=["duplicate key", "long integer", "endless line"],
+)
+def test_a_hostile_trace_file_gives_a_clean_error(tmp_path, capsys, line, reason):
+    trace = tmp_path / "hostile.jsonl"
+    trace.write_bytes(line)
+    code, err = run(capsys, "trace", "replay", "--trace", str(trace), "--output-dir", str(tmp_path / "out"))
+    assert code == 2
+    assert f"{trace}: row 0 (line 1): " in error_line(err) and reason in error_line(err)
+    assert not (tmp_path / "out").exists()
