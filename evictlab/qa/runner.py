@@ -12,6 +12,7 @@ Nothing written here contains the API key, a question, a reference answer or mem
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -358,45 +359,106 @@ def call_tasks(
     Returns (rows answered, {row id: error} of failed rows). At most ``workers`` calls are
     started ahead of their results, so an interrupt starts nothing new: on Ctrl-C the calls in
     flight finish and are stored, then :class:`QARunInterrupted` is raised; a second Ctrl-C
-    aborts them (their answers are not stored). An answer that cannot be stored (a full or
-    read-only disk) stops the run the same way with :class:`QARunStopped`; every answer
-    already stored stays, and a rerun resumes from them.
+    aborts them (their answers are not stored).
+
+    While calls run, :data:`SPACE_RESERVE_BYTES` of the disk are held back in a file. When an
+    answer cannot be stored (the disk is full), the space is released, the answers in hand
+    (that one and those of the calls still in flight) are stored in it, and the run stops with
+    :class:`QARunStopped`: an answer that was paid for is not lost, and a rerun resumes.
     """
+    if not tasks:
+        return 0, {}
     queue = iter(tasks)
     running: dict[Future, QATask] = {}
     called, failures = 0, {}
     kept = f"every stored row is kept in {Path(output_dir) / RESPONSES_DIR}; run the same command again to resume"
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run-qa") as executor:
-        try:
-            while True:
-                while len(running) < workers and (task := next(queue, None)) is not None:
-                    running[executor.submit(_answer, task, provider, output_dir)] = task
-                if not running:
-                    break
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    task = running.pop(future)
-                    try:
-                        future.result()
-                        called += 1
-                    except ProviderError as error:
-                        failures[task.row_id] = str(error)
-                    on_done(1)
-        except KeyboardInterrupt:
-            print(
-                f"\ninterrupted: starting no new calls; waiting for {len(running)} call(s) in flight"
-                " to finish and be stored (press Ctrl-C again to abort them)",
-                file=sys.stderr,
-            )
-            _drain(running, provider)
-            raise QARunInterrupted(f"interrupted after {called} new row(s) in this run; {kept}") from None
-        except OSError as error:
-            _drain(running, provider)
-            raise QARunStopped(
-                f"cannot store an answer ({error.filename or output_dir}: {error.strerror or error});"
-                f" stopped after {called} new row(s) in this run; {kept} once the disk can take them"
-            ) from None
+    reserve = _hold_space(Path(output_dir) / RESPONSES_DIR / RESERVE_FILE)
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run-qa") as executor:
+            try:
+                while True:
+                    while len(running) < workers and (task := next(queue, None)) is not None:
+                        running[executor.submit(_answer, task, provider, output_dir)] = task
+                    if not running:
+                        break
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        task = running.pop(future)
+                        try:
+                            future.result()
+                            called += 1
+                        except ProviderError as error:
+                            failures[task.row_id] = str(error)
+                        on_done(1)
+            except KeyboardInterrupt:
+                print(
+                    f"\ninterrupted: starting no new calls; waiting for {len(running)} call(s) in flight"
+                    " to finish and be stored (press Ctrl-C again to abort them)",
+                    file=sys.stderr,
+                )
+                _drain(running, provider)
+                raise QARunInterrupted(f"interrupted after {called} new row(s) in this run; {kept}") from None
+            except _Unstored as first:
+                _release(reserve)
+                stored = first.store()  # at once: a kill while the calls in flight finish loses nothing
+                _drain(running, provider)
+                held = [future.exception() for future in running if not future.cancelled()]
+                stored += sum(unstored.store() for unstored in held if isinstance(unstored, _Unstored))
+                stored += sum(1 for future in running if not future.cancelled() and future.exception() is None)
+                error = first.error
+                raise QARunStopped(
+                    f"cannot store answers ({error.filename or output_dir}: {error.strerror or error});"
+                    f" stopped after {called + stored} new row(s) in this run, the answers in hand stored"
+                    f" in the space held back for them; {kept} once the disk has room"
+                ) from None
+    finally:
+        _release(reserve)
     return called, failures
+
+
+#: Disk space held back while calls run, so that the answers in hand when the disk fills up
+#: can still be stored (a response row takes one 4 KiB block on most file systems).
+SPACE_RESERVE_BYTES = 256 * 1024
+RESERVE_FILE = ".space-reserve"
+
+
+def _hold_space(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(SPACE_RESERVE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        _release(path)
+        raise QARunStopped(
+            f"{path.parent}: cannot hold back {SPACE_RESERVE_BYTES // 1024} KiB of disk space for the"
+            f" answers ({error.strerror or error}); no call was made"
+        ) from None
+    return path
+
+
+def _release(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # already released, or on a disk that refuses even that
+
+
+class _Unstored(Exception):
+    """An answer that arrived but could not be written; it is held until there is room."""
+
+    def __init__(self, path: Path, row: dict[str, Any], error: OSError) -> None:
+        super().__init__(str(error))
+        self.path, self.row, self.error = path, row, error
+
+    def store(self) -> int:
+        """Write the row now; 1 when it was stored, 0 when the disk still refuses it."""
+        try:
+            write_json(self.path, self.row)
+        except OSError:
+            return 0
+        return 1
 
 
 def _drain(running: Mapping[Future, QATask], provider: OpenAICompatibleProvider) -> None:
@@ -414,4 +476,8 @@ def _drain(running: Mapping[Future, QATask], provider: OpenAICompatibleProvider)
 
 def _answer(task: QATask, provider: OpenAICompatibleProvider, output_dir: str | Path) -> None:
     completion = provider.complete(task.payload)
-    write_json(response_path(output_dir, task.row_id), response_row(task, completion))
+    path, row = response_path(output_dir, task.row_id), response_row(task, completion)
+    try:
+        write_json(path, row)
+    except OSError as error:
+        raise _Unstored(path, row, error) from None

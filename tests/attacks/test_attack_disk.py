@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, grade_cli, run_qa_cli
 
 from evictlab.cli import main
-from evictlab.qa.runner import RESPONSE_FIELDS, RESPONSES_DIR
+from evictlab.qa.runner import RESERVE_FILE, RESPONSE_FIELDS, RESPONSES_DIR, SPACE_RESERVE_BYTES
 
 OUTPUT_COMMANDS = {
     "run-policy": ["run-policy"],
@@ -106,8 +107,8 @@ def stored_rows(folder: Path) -> dict[str, dict]:
     return rows
 
 
-def test_run_qa_stops_on_a_full_disk_and_resumes_after(tmpfs, demo_tasks, credentials, capsys):
-    disk = tmpfs("64k")  # the marker and a dozen 4 KiB response pages
+def test_run_qa_stops_on_a_full_disk_keeping_every_answer_it_paid_for(tmpfs, demo_tasks, credentials, capsys):
+    disk = tmpfs(f"{SPACE_RESERVE_BYTES // 1024 + 64}k")  # the space held back, the marker, a dozen rows
     with OpenAIStub(fallback=Responder(demo_tasks)) as stub:
         credentials(stub)
         assert run_qa_cli(disk / "run") == 2
@@ -116,6 +117,8 @@ def test_run_qa_stops_on_a_full_disk_and_resumes_after(tmpfs, demo_tasks, creden
         assert "No space left on device" in err and "run the same command again to resume" in err
         kept = stored_rows(disk / "run")
         assert 0 < len(kept) < 90
+        assert len(kept) == len(stub.requests)  # every answer received was stored
+        assert not (disk / "run" / RESPONSES_DIR / RESERVE_FILE).exists()
         remount(disk, "size=2m")
         assert run_qa_cli(disk / "run") == 0
     assert f"answer rows: {len(kept)} reused, {90 - len(kept)} called, 0 failed" in capsys.readouterr().out
@@ -124,31 +127,55 @@ def test_run_qa_stops_on_a_full_disk_and_resumes_after(tmpfs, demo_tasks, creden
     assert grade_cli(disk / "run") == 0
 
 
-def test_killing_run_qa_on_a_full_disk_loses_no_stored_answer(tmpfs, demo_tasks):
-    disk = tmpfs("64k")
-    with OpenAIStub(fallback=Responder(demo_tasks)) as stub:
+def test_killing_run_qa_on_a_full_disk_loses_no_received_answer(tmpfs, demo_tasks):
+    disk = tmpfs("1m")
+    release = threading.Event()
+    responder = Responder(demo_tasks)
+
+    def answer(body):  # the first six at once, the next calls once the disk is full
+        if len(stub.requests) > 6:
+            release.wait(60)
+        return responder(body)
+
+    with OpenAIStub(fallback=answer) as stub:
         env = {**os.environ, KEY_ENV: API_KEY, URL_ENV: stub.base_url}
         process = subprocess.Popen(
             [sys.executable, "-m", "evictlab", "run-qa", "--output-dir", str(disk / "run"), "--retry-delay", "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 60
-            while os.statvfs(disk).f_bavail > 0 and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert os.statvfs(disk).f_bavail == 0  # the disk is full
+            wait_for(lambda: len(stub.requests) == 9 and len(stored_rows(disk / "run")) == 6)
+            fill(disk / "filler")  # the disk is full while three answers are on their way
+            release.set()
+            wait_for(lambda: len(stored_rows(disk / "run")) == 9 or process.poll() is not None)
             process.send_signal(signal.SIGKILL)
         finally:
+            release.set()
             process.kill()
             _, err = process.communicate()
         assert b"Traceback" not in err
         kept = stored_rows(disk / "run")  # every file is a whole row: none torn by the kill
-        assert kept
-        remount(disk, "size=2m")
-        for leftover in (disk / "run" / RESPONSES_DIR).glob(".*.tmp"):
-            leftover.unlink()  # a kill -9 can leave a temporary file; it is never read
+        assert len(kept) == len(stub.requests) == 9  # and every answer received is among them
+        (disk / "filler").unlink()
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(KEY_ENV, API_KEY)
             patch.setenv(URL_ENV, stub.base_url)
             assert run_qa_cli(disk / "run") == 0
     assert all(stored_rows(disk / "run")[name] == row for name, row in kept.items())
+
+
+def wait_for(condition, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def fill(path: Path) -> None:
+    with open(path, "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(bytes(4096))
+        except OSError:
+            pass
+    assert os.statvfs(path.parent).f_bavail == 0
