@@ -22,7 +22,7 @@ endif
 EXACT_TESTS := tests/test_selectors.py tests/test_engine.py tests/test_deermem.py \
 	tests/test_stats.py tests/test_grading.py tests/test_prompt.py tests/test_reconstruction.py
 
-.PHONY: setup venv report test test-exact benchmark lab clean help notebook-filter
+.PHONY: setup venv report lint test test-fast test-exact benchmark lab clean help notebook-filter
 
 setup: $(STAMP) notebook-filter
 
@@ -41,8 +41,17 @@ report: $(STAMP)
 	$(BIN)/evictlab report
 	@echo "Run '. $(BIN)/activate' to use the bare 'evictlab ...' commands of the README."
 
-test: $(STAMP)
+# ruff and mypy on the package (configured in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check evictlab
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# The daily lane: every test not marked slow (notebooks, report runs, the wheel).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 test-exact: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS) $(EXACT_TESTS)
@@ -66,7 +75,9 @@ notebook-filter: $(STAMP)
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"
-	@echo "make test            set up .venv and run the whole test suite"
+	@echo "make test            set up .venv, run ruff and mypy, then the whole test suite"
+	@echo "make test-fast       the tests not marked slow (daily work; under 2 minutes)"
+	@echo "make lint            only ruff and mypy on the package"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"
 	@echo "make benchmark       the speed measurements in benchmarks/"
 	@echo "make test-exact      only the exactness tests (CI runs them on 3.12 and 3.13 too)"

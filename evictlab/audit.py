@@ -90,7 +90,7 @@ def audit_event(
     """
     if not decision.evicted:
         return None
-    moment = occurred_at if occurred_at is not None else _dt.datetime.now(_dt.timezone.utc)
+    moment = occurred_at if occurred_at is not None else _dt.datetime.now(_dt.UTC)
     event: dict[str, Any] = {
         "occurredAt": format_timestamp(moment),
         "reason": AUDIT_REASON,

@@ -8,7 +8,7 @@ error naming its question id and the field.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,7 +213,9 @@ def select_official(dataset: Dataset, manifest: OfficialManifest, header: str = 
     step = rule.cases_per_type_per_scenario
     # Scenario k takes the k-th block from each type, in the rule's type order.
     scenarios = {
-        name: tuple(case_id for kind in rule.eligible_question_types for case_id in by_type[kind][k * step:(k + 1) * step])
+        name: tuple(
+            case_id for kind in rule.eligible_question_types for case_id in by_type[kind][k * step : (k + 1) * step]
+        )
         for k, name in enumerate(manifest.scenario_order)
     }
     return Selection(by_type, scenarios, tuple(exclusions))

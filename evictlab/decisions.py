@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 
 from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 from .errors import ContractError
-from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
+from .policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from .pools import PoolSet
 from .protocol import PRESETS
 
@@ -100,7 +100,7 @@ def decide_grid(
     named = _named_pools(pools)
     policies = _distinct("policies", tuple(policies))
     for name in policies:
-        get_policy(name)  # an unknown name fails here, naming the known ones
+        resolve_policy(name)  # an unknown name fails here, naming the known ones
     first = next(iter(named.values()))
     if settings is None:
         settings = (first.protocol.config.hybrid,) if isinstance(first, PoolSet) else (PolicyParams(),)
@@ -238,7 +238,7 @@ class DecisionRows:
             "policy": np.int32,
             "seed": np.int64,
             "setting": np.int64,
-            **{name: np.int32 for name in CASE_COLUMNS},
+            **dict.fromkeys(CASE_COLUMNS, np.int32),
             "capacity": np.int64,
             **OUTPUT_DTYPES,
         }
@@ -297,7 +297,7 @@ class DecisionRows:
 def settings_frame(settings: Sequence[PolicyParams]) -> pd.DataFrame:
     """One row per setting: ``setting`` and the seven parameters."""
     frame = pd.DataFrame([s.as_dict() for s in settings], columns=list(SETTING_COLUMNS))
-    frame = frame.astype({name: "float64" for name in SETTING_COLUMNS[:-1]})
+    frame = frame.astype(dict.fromkeys(SETTING_COLUMNS[:-1], "float64"))
     frame = frame.astype({"correction_reserved_max": "int64"})
     frame.insert(0, "setting", np.arange(len(frame), dtype=np.int64))
     return frame

@@ -56,7 +56,7 @@ import numpy as np
 
 from .deermem import select_facts_for_capacity
 from .errors import ContractError
-from .policies import PolicyParams, SelectionContext, get_policy, select
+from .policies import PolicyParams, SelectionContext, resolve_policy, select
 from .policies.base import Reservation
 from .policies.hybrid import CORRECTION
 from .policies.signals import (
@@ -227,7 +227,7 @@ class PreparedCases:
         self._heat_tables: dict[float, np.ndarray] = {}
 
     @classmethod
-    def from_pool_set(cls, pool_set: Any) -> "PreparedCases":
+    def from_pool_set(cls, pool_set: Any) -> PreparedCases:
         """The cases of a :class:`~evictlab.pools.PoolSet` at its protocol's evaluation clock."""
         return cls(pool_set.cases, pool_set.protocol.evaluation_time)
 
@@ -296,7 +296,7 @@ class PreparedCases:
         capacities: Sequence[int],
         *,
         details: bool = False,
-    ) -> "BatchResult":
+    ) -> BatchResult:
         """Decide every (setting, case, capacity).
 
         With ``details`` the result also holds the kept masks, rankings and scores (memory
@@ -525,7 +525,7 @@ def reference_outcome(
             f"policy {policy!r} reports no ranking, so support rank and margin are undefined for it"
         )
     context = SelectionContext(resolve_now(now), usage, params, frozenset(case.support_fact_ids))
-    reservation = get_policy(policy).reservation(context)
+    reservation = resolve_policy(policy).reservation(context)
     ranking = list(decision.ranking)
     # Kept = not evicted (keys are unique); listed in input order at or under the cap, else
     # in rank order, as spec 1.4 lists them.

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .policies import DEERMEM_POLICIES, Decision, PolicyParams, get_policy, select
+from .policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
 from .pools import Case, PoolSet
 from .results import git_state, refuse_existing, utc_now_iso, write_json, write_jsonl
 
@@ -64,7 +64,7 @@ def evaluate(
 ) -> list[dict[str, Any]]:
     """All rows, nested case x capacity x policy."""
     for name in policies:
-        get_policy(name)  # fail on an unknown name before any work
+        resolve_policy(name)  # fail on an unknown name before any work
     protocol = pool_set.protocol
     capacities = tuple(capacities or protocol.config.pool.capacities)
     pool_set.check_capacities(capacities, f"{len(pool_set.cases)} pools")

@@ -14,6 +14,7 @@ the variable is unset), outside the work tree; ``.gitignore`` also ignores
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -104,10 +105,8 @@ def fetch_dataset(
         if not _publish(Path(temporary), target):
             return _existing(target, pin)
     finally:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        except FileNotFoundError:
-            pass
     return FetchResult(target, digest, size, source, downloaded=True)
 
 

@@ -30,7 +30,7 @@ SYNTHETIC_QUESTION_TYPE = "synthetic-correction"
 
 def offset_for(namespace: str, case_id: str, bank_size: int) -> int:
     """First 4 bytes of SHA-256 of ``{namespace}:{case_id}``, big-endian, modulo the bank size."""
-    digest = hashlib.sha256(f"{namespace}:{case_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{namespace}:{case_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") % bank_size
 
 

@@ -223,7 +223,9 @@ def _parse_clock(root: Section) -> _dt.datetime:
     try:
         return as_utc(value)
     except OverflowError:
-        raise root.error(f"is out of the representable range in UTC, got {value.isoformat()!r}", "evaluation_time") from None
+        raise root.error(
+            f"is out of the representable range in UTC, got {value.isoformat()!r}", "evaluation_time"
+        ) from None
 
 
 def _parse_dataset_pin(section: Section) -> DatasetPin:
@@ -256,10 +258,14 @@ def _parse_pool(section: Section) -> PoolConfig:
     low = section.integer("distractor_min_evidence_chars", 0)
     high = section.integer("distractor_max_evidence_chars", 0)
     if low > high:
-        raise section.error(f"must be >= distractor_min_evidence_chars ({low}), got {high}", "distractor_max_evidence_chars")
+        raise section.error(
+            f"must be >= distractor_min_evidence_chars ({low}), got {high}", "distractor_max_evidence_chars"
+        )
     fact_order = section.string("fact_order")
     if fact_order != "fact-id":
-        raise section.error(f"must be 'fact-id' (the only order the protocol defines), got {fact_order!r}", "fact_order")
+        raise section.error(
+            f"must be 'fact-id' (the only order the protocol defines), got {fact_order!r}", "fact_order"
+        )
     return PoolConfig(
         size=size,
         capacities=capacities,
@@ -535,7 +541,7 @@ class Protocol:
         """``{config_sha256, official_manifest_sha256, synthetic_manifest_sha256, answer_prompt_sha256}``."""
         return {f"{name}_sha256": self.hashes[name] for name in ARTIFACT_NAMES}
 
-    def with_official_manifest(self, path: str | Path) -> "Protocol":
+    def with_official_manifest(self, path: str | Path) -> Protocol:
         """The same protocol with another official manifest (the demo dataset has its own)."""
         path = Path(path)
         data = _read_bytes(path)
@@ -582,8 +588,12 @@ def load_protocol(
     pool_size = parsed.pool.size
     official_bytes = _read_bytes(official_path)
     synthetic_bytes = _read_bytes(synthetic_path)
-    official = parse_official_manifest(_read_json(official_path, official_bytes), file=str(official_path), pool_size=pool_size)
-    synthetic = parse_synthetic_manifest(_read_json(synthetic_path, synthetic_bytes), file=str(synthetic_path), pool_size=pool_size)
+    official = parse_official_manifest(
+        _read_json(official_path, official_bytes), file=str(official_path), pool_size=pool_size
+    )
+    synthetic = parse_synthetic_manifest(
+        _read_json(synthetic_path, synthetic_bytes), file=str(synthetic_path), pool_size=pool_size
+    )
     _check_protocol_id(parsed, official.protocol_id, official_path)
     _check_protocol_id(parsed, synthetic.protocol_id, synthetic_path)
     _check_case_ids(official, official_path, synthetic, synthetic_path)

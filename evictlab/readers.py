@@ -65,7 +65,9 @@ def read_bounded(
     return data
 
 
-def check_size(path: str | os.PathLike, limit: int, *, what: str = "file", error: type[Exception] = ContractError) -> None:
+def check_size(
+    path: str | os.PathLike, limit: int, *, what: str = "file", error: type[Exception] = ContractError
+) -> None:
     """Refuse a regular file over ``limit`` bytes, for readers that stream it."""
     try:
         info = os.stat(path)
@@ -104,10 +106,15 @@ def decode_json(data: bytes | str, *, max_depth: int = MAX_DEPTH, check_strings:
         raise JSONRefused(f"not UTF-8 text ({problem.reason} at byte {problem.start})") from None
     except ValueError as problem:  # an integer longer than Python converts
         raise JSONRefused(f"not valid JSON ({_short_reason(problem)})") from None
-    pattern = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
-    problem = structure_problem(value, max_depth, strings=check_strings and pattern.search(data) is not None)
-    if problem:
-        raise JSONRefused(problem)
+    if not check_strings:
+        escaped = False
+    elif isinstance(data, bytes):
+        escaped = _SURROGATE_ESCAPE_BYTES.search(data) is not None
+    else:
+        escaped = _SURROGATE_ESCAPE.search(data) is not None
+    found = structure_problem(value, max_depth, strings=escaped)
+    if found:
+        raise JSONRefused(found)
     return value
 
 
@@ -168,7 +175,9 @@ def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool =
         for key, child in entries:
             if strings and isinstance(key, str) and not is_text(key):
                 return f"{path or '<root>'}: a key holds a lone surrogate (not Unicode text)"
-            name = f"{path}[{key}]" if isinstance(item, list) else f"{path}.{_printable(key)}" if path else _printable(key)
+            name = (
+                f"{path}[{key}]" if isinstance(item, list) else f"{path}.{_printable(key)}" if path else _printable(key)
+            )
             stack.append((child, name, depth + 1))
     return None
 
@@ -239,9 +248,9 @@ def parse_yaml(
         raise error(f"{where}: not valid YAML (nested too deeply)") from None
     finally:
         loader.dispose()
-    problem = structure_problem(value, max_depth)
-    if problem:
-        raise error(f"{where}: {problem}")
+    found = structure_problem(value, max_depth)
+    if found:
+        raise error(f"{where}: {found}")
     return value
 
 

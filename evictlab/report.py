@@ -41,8 +41,8 @@ from typing import Any
 import pandas as pd
 
 from . import workbench, zoo
-from .errors import ContractError, EvictlabError, OutputExistsError
 from .decisions import scenario_table
+from .errors import ContractError, EvictlabError, OutputExistsError
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, preset_variant
 from .qa import report as qa_report
@@ -85,7 +85,9 @@ NOT_RUN = "not run"
 # --------------------------------------------------------------------------- selection and naming
 
 
-def default_name(preset: str | None = DEFAULT_PRESET, dataset: str | os.PathLike | None = None, smoke: bool = False) -> str:
+def default_name(
+    preset: str | None = DEFAULT_PRESET, dataset: str | os.PathLike | None = None, smoke: bool = False
+) -> str:
     """``report-<preset>``, with ``-demo`` on the embedded dataset and ``-smoke`` for smoke runs.
 
     The name depends only on the inputs, so rerunning the same command rewrites the same folder.
@@ -162,7 +164,7 @@ class ReportResult:
     status: str
     notebooks: list[NotebookRun]
     error: str | None = None
-    tables: list["Table"] = field(default_factory=list)  # the key tables shown in report.md
+    tables: list[Table] = field(default_factory=list)  # the key tables shown in report.md
 
     @property
     def manifest_path(self) -> Path:
@@ -273,18 +275,18 @@ def run_report(
         raise
 
     failures = [run for run in runs if run.status != SUCCESS]
-    error = "; ".join(describe_failure(run) for run in failures) or None
+    problems = "; ".join(describe_failure(run) for run in failures) or None
     try:
         tables = key_tables(inputs, parameters)
     except Exception as table_error:  # noqa: BLE001 - recorded: the notebooks' results still deserve a report
         tables = []
-        error = "; ".join(filter(None, [error, f"key tables: {type(table_error).__name__}: {table_error}"]))
-    status = ERROR if error else SUCCESS
-    document = build_document(root, manifest, runs, tables, status, error)
+        problems = "; ".join(filter(None, [problems, f"key tables: {type(table_error).__name__}: {table_error}"]))
+    status = ERROR if problems else SUCCESS
+    document = build_document(root, manifest, runs, tables, status, problems)
     atomic_write_text(root / MARKDOWN_FILE, render_markdown(document))
     atomic_write_text(root / HTML_FILE, render_html(document, title=f"evictlab report: {root.name}"))
-    _finish(root, manifest, runs, status, error, files=[MARKDOWN_FILE, HTML_FILE])
-    return ReportResult(root, status, runs, error, tables)
+    _finish(root, manifest, runs, status, problems, files=[MARKDOWN_FILE, HTML_FILE])
+    return ReportResult(root, status, runs, problems, tables)
 
 
 def check_kernel(kernel_name: str) -> None:
@@ -336,7 +338,9 @@ def prepare_output(root: Path) -> None:
         (root / stale).unlink(missing_ok=True)
 
 
-def execute(run: NotebookRun, parameters: Mapping[str, Any], figures_dir: Path, *, kernel_name: str = KERNEL_NAME) -> NotebookRun:
+def execute(
+    run: NotebookRun, parameters: Mapping[str, Any], figures_dir: Path, *, kernel_name: str = KERNEL_NAME
+) -> NotebookRun:
     """Execute one notebook with papermill; record status, duration, error and new figures.
 
     papermill writes the executed copy cell by cell, so a failed notebook is kept up to and
@@ -631,7 +635,9 @@ def build_document(
         blocks.append(Heading(3, Path(run.name).stem))
         for png in pngs:
             svg = png.with_suffix(".svg")
-            blocks.append(Image(_relative(png, root), figure_caption(png), _relative(svg, root) if svg.exists() else None))
+            blocks.append(
+                Image(_relative(png, root), figure_caption(png), _relative(svg, root) if svg.exists() else None)
+            )
     return blocks
 
 
@@ -666,7 +672,10 @@ def render_markdown(blocks: Sequence[Block]) -> str:
             lines += [*markdown_table(block.frame), ""]
         elif isinstance(block, Image):
             lines.append(f"![{_md_escape(block.alt)}]({block.src})")
-            lines += [f"*{_md_escape(block.alt)}* ([PNG]({block.src})" + (f", [SVG]({block.svg}))" if block.svg else ")"), ""]
+            lines += [
+                f"*{_md_escape(block.alt)}* ([PNG]({block.src})" + (f", [SVG]({block.svg}))" if block.svg else ")"),
+                "",
+            ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -753,8 +762,8 @@ __all__ = [
     "NOTEBOOKS",
     "NOTEBOOK_DIR",
     "RESULTS_DIR",
-    "ReportResult",
     "NotebookRun",
+    "ReportResult",
     "default_name",
     "execute",
     "parse_parameter_value",

@@ -7,6 +7,7 @@ half-written file and an interrupted run leaves the previous state intact.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -14,9 +15,10 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import OutputExistsError
 
@@ -36,10 +38,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return target
 
@@ -78,7 +78,7 @@ def refuse_existing(paths: Iterable[str | os.PathLike]) -> None:
 
 def utc_now_iso() -> str:
     """Current UTC time as ISO-8601 with a trailing ``Z`` (microseconds when non-zero)."""
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     return now.replace(tzinfo=None).isoformat() + "Z"
 
 

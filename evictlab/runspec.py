@@ -102,11 +102,11 @@ class RunSpec:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> "RunSpec":
+    def from_preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> RunSpec:
         """The preset's spec with keyword overrides, e.g. ``from_preset("pr4810-run2", fact_ids="protocol")``."""
         return cls(name, tuple(overrides.items()))
 
-    def override(self, **changes: Any) -> "RunSpec":
+    def override(self, **changes: Any) -> RunSpec:
         """A new spec with ``changes`` applied after this spec's own overrides."""
         return RunSpec(self.preset, self.overrides + tuple(changes.items()), "")
 
@@ -354,7 +354,7 @@ def canonical_json(value: Any) -> str:
 
 def iso_utc(moment: _dt.datetime) -> str:
     """UTC ISO-8601 with a trailing ``Z`` (microseconds only when non-zero)."""
-    return moment.astimezone(_dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    return moment.astimezone(_dt.UTC).replace(tzinfo=None).isoformat() + "Z"
 
 
 def _json_value(value: Any) -> Any:

@@ -33,7 +33,7 @@ class Section:
     def error(self, message: str, key: str | None = None) -> ContractError:
         return ContractError(f"{self.file}: {self.where(key)}: {message}")
 
-    def expect_keys(self, required: set[str] | list[str], optional: set[str] = frozenset()) -> None:
+    def expect_keys(self, required: set[str] | list[str], optional: set[str] | frozenset[str] = frozenset()) -> None:
         keys = set(self.data)
         unknown = sorted(keys - set(required) - set(optional))
         missing = sorted(set(required) - keys)
@@ -47,7 +47,7 @@ class Section:
             raise self.error("missing", key)
         return self.data[key]
 
-    def section(self, key: str) -> "Section":
+    def section(self, key: str) -> Section:
         return Section(self.raw(key), file=self.file, path=self.where(key))
 
     def string(self, key: str, *, pattern: re.Pattern[str] | None = None) -> str:

@@ -34,7 +34,7 @@ from .dataset import Dataset
 from .decisions import SETTING_COLUMNS, decide_grid, settings_frame
 from .engine import PreparedCases
 from .errors import ContractError, OutputExistsError
-from .policies import DEERMEM_POLICIES, PolicyParams, get_policy
+from .policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from .policies.base import WEIGHT_TOLERANCE
 from .pools import PoolSet, build_pools, check_capacities
 from .protocol import Protocol, preset_variant, resolve_variant
@@ -137,7 +137,8 @@ def check_weights(triples: Sequence[Sequence[float]]) -> tuple[tuple[float, floa
             raise ContractError(
                 f"weights #{number} {values!r} are off the simplex: they sum to {total!r}, not 1 within 1e-9"
             )
-        checked.append(tuple(float(value) for value in values))
+        confidence, confirmation, access = (float(value) for value in values)
+        checked.append((confidence, confirmation, access))
     return tuple(checked)
 
 
@@ -233,7 +234,7 @@ def make_grid(
     if weights_step is None and not weights:
         triples = [DEERMEM_DEFAULT.weights]
     for name in policies:
-        get_policy(name)  # an unknown name fails here, naming the known ones
+        resolve_policy(name)  # an unknown name fails here, naming the known ones
     return SweepGrid(
         weights=tuple(triples),
         confirmation_half_lives=_positive_numbers("confirmation half-lives", confirmation_half_lives),

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .demo import open_dataset
 from .decisions import decide_grid
+from .demo import open_dataset
 from .policies import DEERMEM_POLICIES
 from .pools import PoolSet, build_pools
 from .protocol import DEFAULT_PRESET, load_protocol, preset_variant
@@ -126,6 +126,7 @@ def facts_frame(pool_set: PoolSet) -> pd.DataFrame:
         for fact in case.facts:
             support = fact["id"] in case.support_fact_ids
             usage = case.usage.get(fact["id"], {})
+            source_record = case.fact_sources.get(fact["id"])
             records.append(
                 {
                     "case_id": case.case_id,
@@ -134,8 +135,8 @@ def facts_frame(pool_set: PoolSet) -> pd.DataFrame:
                     "loss_rank": case.loss_rank,
                     "fact_id": fact["id"],
                     "role": "support" if support else "distractor",
-                    "draw_index": None if support else draw_of.get(case.fact_sources.get(fact["id"])),
-                    "source_record": case.fact_sources.get(fact["id"]),
+                    "draw_index": None if support or source_record is None else draw_of.get(source_record),
+                    "source_record": source_record,
                     "category": fact["category"],
                     "confidence": fact["confidence"],
                     "created_days_ago": _days_before(clock, fact["createdAt"]),

@@ -34,22 +34,27 @@ from .decisions import decide_grid, retention_counts, retention_table
 from .engine import PreparedCases
 from .errors import ContractError
 from .evaluate import decide
-from .policies import DEERMEM_POLICIES, PolicyParams, known_policies
+from .policies import BASELINE, BOUND, DEERMEM_POLICIES, PolicyParams, known_policies, policy_class
 from .policies.random_policy import RETENTION_SEEDS
 from .pools import Case, PoolSet
 from .protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 
 ZOO_CAPACITIES = (5, 7, 9)
+# The lists below are read from the traits each policy file declares (evictlab.policies.base).
 #: Policies whose decision depends on ``SelectionContext.seed``; reported as a mean over seeds.
 #: A test checks that every other registered policy decides the same under any seed.
-SEEDED_POLICIES = ("random", "memorybank-seeded")
-#: Reference points that are not deployable policies.
-BOUND_POLICIES = ("oracle", "keep-all")
-#: The bound evaluated with no capacity limit.
-UNLIMITED_POLICIES = ("keep-all",)
-#: The floor: a uniformly random subset.
-BASELINE_POLICIES = ("random",)
-ROLES = ("deermem", "zoo", "baseline", "bound")
+SEEDED_POLICIES = tuple(name for name in known_policies() if policy_class(name).seeded)
+#: Reference points that are not deployable policies: those that respect the capacity first.
+BOUND_POLICIES = tuple(
+    sorted((name for name in known_policies() if policy_class(name).role == BOUND),
+           key=lambda name: (policy_class(name).unlimited, name))
+)
+#: The bounds evaluated with no capacity limit.
+UNLIMITED_POLICIES = tuple(name for name in known_policies() if policy_class(name).unlimited)
+#: The floors: a uniformly random subset.
+BASELINE_POLICIES = tuple(name for name in known_policies() if policy_class(name).role == BASELINE)
+#: The table's roles: DeerMem's two policies, the other deployable ones, baselines and bounds.
+ROLES = ("deermem", "zoo", BASELINE, BOUND)
 ALL_CASES = "all cases"
 
 ROW_COLUMNS = (
@@ -192,7 +197,9 @@ def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
     order = {"policy": policies, "scenario": [*scenarios, ALL_CASES]}
     counts = counts.sort_values(
         ["policy", "scenario", "capacity"],
-        key=lambda column: column.map({v: i for i, v in enumerate(order[column.name])}) if column.name in order else column,
+        key=lambda column: (
+            column.map({v: i for i, v in enumerate(order[column.name])}) if column.name in order else column
+        ),
         kind="stable",
     )
     roles = rows.drop_duplicates("policy").set_index("policy")["role"]

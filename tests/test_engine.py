@@ -262,6 +262,7 @@ def arbitrary_cases(draw, max_cases=4):
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cases=arbitrary_cases(),

@@ -250,6 +250,7 @@ _words = st.lists(
 ).map(" ".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(prediction=_words, reference=_words.filter(lambda text: normalise(text)))
 def test_every_grade_has_a_known_label_matching_its_verdict(prediction, reference):

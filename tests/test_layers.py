@@ -1,10 +1,10 @@
 """Import direction: every module sits in a layer and imports only from its own layer or below.
 
-From the bottom up: the ground (errors, results, schema, file readers, packaged files, task
-plumbing), the policies (their parameters are part of the protocol files, so they sit below
-the core), the core (protocol, dataset, pools, run specs), the selection machinery, the
-analyses, the workbench (figures, widgets, report) and the command line. A new module must be
-given a layer here.
+From the bottom up: the ground (errors, results, schema, file readers, packaged files, the
+palette, task plumbing), the policies (their parameters are part of the protocol files, so
+they sit below the core), the core (protocol, dataset, pools, run specs), the selection
+machinery, the analyses, the workbench (figures, widgets, report) and the command line. A new
+module must be given a layer here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("evictlab", "errors", "results", "schema", "resources", "readers", "distributed")),
+    ("ground", ("evictlab", "errors", "results", "schema", "resources", "readers", "distributed", "palette")),
     ("policies", ("policies",)),
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),

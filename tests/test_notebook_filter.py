@@ -24,6 +24,7 @@ def executed_notebook() -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title", id="title"), cell])
 
 
+@pytest.mark.slow
 def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)

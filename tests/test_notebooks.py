@@ -83,6 +83,7 @@ def test_one_parameters_cell_of_commented_literals(name):
         assert values[parameter] == default, f"{name}: {parameter} defaults to {values[parameter]!r}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", report.NOTEBOOKS)
 def test_notebook_executes_in_smoke_mode(name, tmp_path):
     """papermill runs the notebook on the embedded demo with smoke=True; its figures land in figures_dir."""

@@ -23,6 +23,8 @@ from evictlab.qa.report import REFERENCE_DIR
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 
+pytestmark = pytest.mark.slow  # the report end to end: most tests here run the notebooks
+
 
 def links(path: Path) -> list[str]:
     """Every link target of a report.md or report.html."""

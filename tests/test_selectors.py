@@ -359,6 +359,7 @@ def positions_of(kept, facts):
     return [where[id(fact)] for fact in kept]
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(snapshots(), capacities(), st.sampled_from(POLICIES), clocks(), policy_params())
 def test_deermem_selection_matches_the_spec_restated(snapshot, capacity, policy, now, params):
@@ -395,6 +396,7 @@ def test_deermem_selection_matches_the_spec_restated(snapshot, capacity, policy,
         assert item.components == decision.scores[item.fact_id].components
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     snapshots(unique_ids=True), capacities(), st.sampled_from(POLICIES), clocks(), policy_params()

@@ -63,6 +63,7 @@ def brute_force(chunk: dict, capacity: int) -> int:
     return best(1, frozenset())
 
 
+@pytest.mark.slow
 def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
     rng = random.Random(20261201)
     binding = 0

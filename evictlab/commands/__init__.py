@@ -25,7 +25,10 @@ INDEX: dict[str, tuple[str, str]] = {
     ),
     "run-qa": ("qa_run", "ask an OpenAI-compatible model the 90 questions (45 cases x 2 policies); resumable"),
     "sweep": ("sweep", "support retention over a grid of weights, half-lives, reservations, capacities and presets"),
-    "trace": ("trace", "memory over time: generate traces, replay capacity curves against the exact optimum, study workloads on Dask"),
+    "trace": (
+        "trace",
+        "memory over time: generate traces, replay capacity curves against the exact optimum, study workloads on Dask",
+    ),
     "validate": ("validate", "check a dataset against the pin and the manifest and prepare the 45 cases"),
     "validate-contracts": ("validate", "check the protocol files without a dataset and print their identity hashes"),
 }

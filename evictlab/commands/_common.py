@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..dataset import Dataset
 from ..demo import DEMO_PIN, open_dataset
 from ..errors import ContractError
+from ..policies import resolve_policy, split_list
 from ..pools import PoolSet, build_pools
 from ..protocol import (
     DEFAULT_PRESET,
@@ -129,13 +132,19 @@ def preset_name(args: argparse.Namespace) -> str:
     return args.preset or DEFAULT_PRESET
 
 
-def parse_csv(text: str, kind: type = str) -> list:
-    """``"5,7,9"`` -> ``[5, 7, 9]`` (with ``kind=int``); blank items are ignored."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
+def parse_csv(text: str, kind: Callable[[str], Any] = str) -> list:
+    """``"5,7,9"`` -> ``[5, 7, 9]`` (with ``kind=int``); blank items are ignored.
+
+    Commas inside parentheses do not split (:func:`~evictlab.policies.split_list`), so a list
+    of policies may hold ``lru+reserve(correction,0.1,10)``.
+    """
     try:
-        return [kind(item) for item in items]
+        return [kind(item) for item in split_list(text)]
+    except ContractError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}") from None
+        name = getattr(kind, "__name__", "value")
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {name}, got {text!r}") from None
 
 
 def help_handler(parser: argparse.ArgumentParser):
@@ -185,22 +194,80 @@ def check_config_bootstrap(protocol: Protocol, limit: int) -> None:
     )  # fmt: skip
 
 
-def add_param_option(parser: argparse.ArgumentParser) -> None:
+POLICY_HELP = (
+    "a policy spec: a registered name, optionally with parameters and modifiers, e.g. lru,"
+    " lfu-aging(half_life_days=7), lru+reserve(correction,0.1,10), confidence+mmr(0.5)"
+)
+
+
+def add_param_option(parser: argparse.ArgumentParser, *, protocol: bool = True) -> None:
+    """``--param``: a hybrid-v1 parameter of the config (``NAME=VALUE``, when ``protocol``) or a
+    policy's declared parameter (``POLICY.NAME=VALUE[,VALUE...]``, one run per value)."""
+    hybrid = "a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5, or " if protocol else ""
     parser.add_argument(
         "--param",
         action="append",
         default=[],
-        metavar="NAME=VALUE",
-        help="override a hybrid-v1 parameter of the config, e.g. confidence_weight=0.5 (repeatable)",
+        metavar="NAME=VALUE" if protocol else "POLICY.NAME=V,V",
+        help=f"set {hybrid}a policy's own parameter, one run per value, e.g. lfu-aging.half_life_days=7,30"
+        " (repeatable)",
     )
 
 
 def parameter_changes(assignments: list[str]) -> dict[str, Any]:
-    """``--param NAME=VALUE`` overrides of the config's hybrid-v1 parameters, names and types checked."""
+    """``--param NAME=VALUE`` overrides of the config's hybrid-v1 parameters, names and types checked.
+
+    ``POLICY.NAME=...`` assignments are a policy's own parameters (:func:`with_policy_parameters`).
+    """
     changes = {}
     for text in assignments:
         key, value = parse_assignment(text)
+        if "." in key:
+            continue
         if key not in PARAM_KEYS:
             raise ContractError(f"--param {text}: unknown parameter {key!r}; known: {', '.join(PARAM_KEYS)}")
         changes[key] = coerce_value(key, value, where=f"--param {text}")
     return changes
+
+
+def with_policy_parameters(policies: Sequence[str], assignments: Sequence[str]) -> list[str]:
+    """``policies`` with the ``--param POLICY.NAME=V[,V...]`` assignments applied.
+
+    A policy named there becomes one spec per combination of its values, ``POLICY(NAME=V,...)``
+    followed by its modifiers, in the order given; every spec is checked
+    (:func:`~evictlab.policies.resolve_policy`) before anything runs.
+    """
+    values: dict[str, dict[str, list[str]]] = {}
+    for text in assignments:
+        key, value = parse_assignment(text)
+        policy, dot, name = key.partition(".")
+        if not dot:
+            continue
+        items = split_list(value)
+        if not policy or not name or not items:
+            raise ContractError(f"--param {text}: expected POLICY.NAME=VALUE[,VALUE...]")
+        if name in values.setdefault(policy, {}):
+            raise ContractError(f"--param {text}: {key} is given twice")
+        values[policy][name] = items
+    specs = []
+    bases = []
+    for spec in policies:
+        base, *modifiers = split_list(spec, "+")
+        bases.append(base)
+        assigned = values.get(base)
+        if not assigned:
+            specs.append(spec)
+            continue
+        for combination in itertools.product(*assigned.values()):
+            inner = ",".join(f"{name}={value}" for name, value in zip(assigned, combination))
+            specs.append("+".join([f"{base}({inner})", *modifiers]))
+    unused = [policy for policy in values if policy not in bases]
+    if unused:
+        raise ContractError(
+            f"--param {unused[0]}.{next(iter(values[unused[0]]))}: {unused[0]} is not among the policies"
+            f" ({', '.join(policies)}); a parameter goes to a policy named without parentheses"
+        )
+    for spec in specs:
+        resolve_policy(spec)
+    return specs
+

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from ..errors import ContractError
 from ..explain import (
     CHANGE_FIELDS,
     CONFIDENCE,
@@ -16,10 +17,18 @@ from ..explain import (
     explain,
 )
 from ..policies import PolicyParams, known_policies
-from ..policies.modifiers import resolve_policy
 from ..pools import Case, PoolSet, check_capacities
 from . import summary
-from ._common import add_param_option, add_pool_options, parameter_changes, pool_set_from, positive_int, preset_name
+from ._common import (
+    POLICY_HELP,
+    add_param_option,
+    add_pool_options,
+    parameter_changes,
+    pool_set_from,
+    positive_int,
+    preset_name,
+    with_policy_parameters,
+)
 
 FORMATS = ("table", "json")
 SCHEMA_VERSION = 1
@@ -55,12 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--policy",
         required=True,
-        metavar="NAME",
-        help=f"policy name, optionally with modifiers, e.g. lru+reserve(correction) (known: {', '.join(known_policies())})",
+        metavar="SPEC",
+        help=f"{POLICY_HELP} (known: {', '.join(known_policies())})",
     )
     parser.add_argument("--capacity", required=True, type=positive_int, metavar="K", help="facts kept of the pool")
     add_param_option(parser)
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of seeded policies such as random (default 0)")
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of seeded policies such as random (default 0)"
+    )
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     add_pool_options(parser)
     parser.set_defaults(handler=run)
@@ -69,7 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # A bad override or policy fails before the pools are built.
     changes = parameter_changes(args.param)
-    resolve_policy(args.policy)
+    specs = with_policy_parameters([args.policy], args.param)
+    if len(specs) != 1:
+        raise ContractError(f"explain takes one policy; --param gives {len(specs)}: {', '.join(specs)}")
+    (policy,) = specs
     pool_set = pool_set_from(args)
     case = pool_set.case(args.case)
     check_capacities([args.capacity], len(case.facts), f"case {case.case_id}")
@@ -77,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     explanation = explain(
         case.facts,
         args.capacity,
-        policy=args.policy,
+        policy=policy,
         usage=case.usage,
         now=pool_set.protocol.evaluation_time,
         params=params,
@@ -100,7 +114,9 @@ def smallest_changes(explanation: Explanation, item: FactExplanation) -> dict[st
     it); None for a kept fact."""
     if item.kept:
         return None
-    return {CHANGE_FIELDS[signal]: getattr(item, CHANGE_FIELDS[signal]) for signal in explanation.counterfactual_signals}
+    return {
+        CHANGE_FIELDS[signal]: getattr(item, CHANGE_FIELDS[signal]) for signal in explanation.counterfactual_signals
+    }
 
 
 def explanation_record(

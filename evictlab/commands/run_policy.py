@@ -9,7 +9,16 @@ from ..decisions import decide_grid, scenario_table
 from ..evaluate import RUN_FILES, write_run
 from ..policies import DEERMEM_POLICIES, known_policies
 from . import summary
-from ._common import add_param_option, add_pool_options, parameter_changes, parse_csv, pool_set_from, preset_name
+from ._common import (
+    POLICY_HELP,
+    add_param_option,
+    add_pool_options,
+    parameter_changes,
+    parse_csv,
+    pool_set_from,
+    preset_name,
+    with_policy_parameters,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=lambda text: parse_csv(text),
         default=list(DEERMEM_POLICIES),
         metavar="A,B,...",
-        help=f"policies to evaluate (default: {','.join(DEERMEM_POLICIES)}; known: {', '.join(known_policies())})",
+        help=f"policies to evaluate, each {POLICY_HELP} (default: {','.join(DEERMEM_POLICIES)};"
+        f" known: {', '.join(known_policies())})",
     )
     parser.add_argument(
         "--capacities",
@@ -44,18 +54,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    changes = parameter_changes(args.param)  # a bad override fails before the pools are built
+    # A bad override or policy fails before the pools are built.
+    changes = parameter_changes(args.param)
+    policies = with_policy_parameters(args.policies, args.param)
     pool_set = pool_set_from(args)
     params = pool_set.protocol.config.hybrid.replace(**changes)
     rows = write_run(
         args.output_dir,
         pool_set,
-        args.policies,
+        policies,
         args.capacities,
         preset=preset_name(args),
         params=params,
     )
-    decisions = decide_grid(pool_set, args.policies, [params], args.capacities)
+    decisions = decide_grid(pool_set, policies, [params], args.capacities)
     print(scenario_table(decisions).to_string())
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0

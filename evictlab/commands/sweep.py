@@ -30,7 +30,16 @@ from ..sweep import (
     write_sweep,
 )
 from . import summary
-from ._common import add_pool_options, dataset_from, parse_csv, positive_int, protocol_from
+from ._common import (
+    POLICY_HELP,
+    add_param_option,
+    add_pool_options,
+    dataset_from,
+    parse_csv,
+    positive_int,
+    protocol_from,
+    with_policy_parameters,
+)
 
 EXAMPLE = (
     "example:\n"
@@ -97,8 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=parse_csv,
         default=list(DEERMEM_POLICIES),
         metavar="A,B,...",
-        help=f"policies (default: {','.join(DEERMEM_POLICIES)}; known: {', '.join(known_policies())})",
+        help=f"policies, each {POLICY_HELP} (default: {','.join(DEERMEM_POLICIES)};"
+        f" known: {', '.join(known_policies())})",
     )
+    add_param_option(grid, protocol=False)
     grid.add_argument(
         "--presets",
         type=parse_csv,
@@ -150,9 +161,20 @@ def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
         reserved_fractions=args.reserved_fractions or (defaults.correction_reserved_fraction,),
         reserved_maxima=args.reserved_max or (defaults.correction_reserved_max,),
         capacities=args.capacities or config.pool.capacities,
-        policies=args.policies,
+        policies=policies_from(args),
         max_settings=args.max_settings,
     )
+
+
+def policies_from(args: argparse.Namespace) -> list[str]:
+    """``--policies`` with each ``--param POLICY.NAME=V,V`` expanded into one spec per value."""
+    for text in args.param:
+        if "." not in text.partition("=")[0]:
+            raise ContractError(
+                f"--param {text}: sweep takes POLICY.NAME=V,V (a policy's own parameters); sweep hybrid-v1's"
+                " with --weights, --confirmation-half-lives, --access-half-lives, --reserved-fractions, --reserved-max"
+            )
+    return with_policy_parameters(args.policies, args.param)
 
 
 def presets_from(args: argparse.Namespace) -> tuple[str, ...]:

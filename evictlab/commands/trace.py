@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,15 @@ from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
 from ..traces.generate import DESCRIPTIONS, WorkloadParams, generate, knowledge_update_trace, parse_mix, parse_param
-from ..traces.metrics import DEFAULT_CAPACITIES, curve_rows, curve_summary, default_policies, describe_gap, largest_gap
+from ..traces.metrics import (
+    DEFAULT_CAPACITIES,
+    TraceSource,
+    curve_rows,
+    curve_summary,
+    default_policies,
+    describe_gap,
+    largest_gap,
+)
 from ..traces.output import write_run
 from ..traces.schema import iter_chunks, write_trace
 from ..traces.study import STUDY_POLICIES, run_study, study_summary, study_tasks
@@ -172,8 +181,9 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
 
 def run_replay(args: argparse.Namespace) -> int:
     policies, params = args.policies, params_from(args)
+    traces: list[tuple[str, TraceSource]]
     if args.trace:
-        traces = [(str(path), (lambda path=path: iter_chunks(path))) for path in args.trace]
+        traces = [(str(path), partial(iter_chunks, path)) for path in args.trace]
         for path in args.trace:  # read each file once up front: a bad row fails before any output
             for _ in iter_chunks(path):
                 pass
@@ -183,7 +193,7 @@ def run_replay(args: argparse.Namespace) -> int:
             raise ContractError(f"--seeds must be >= 1, got {args.seeds}")
         workload = workload_from(args)
         chunks = {seed: generate(workload, seed) for seed in range(args.seeds)}
-        traces = [(f"seed-{seed}", (lambda chunk=chunk: [chunk])) for seed, chunk in chunks.items()]
+        traces = [(f"seed-{seed}", partial(iter, [chunk])) for seed, chunk in chunks.items()]
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
 
     def compute() -> dict[str, pd.DataFrame]:
@@ -201,7 +211,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def curve_lines(table: pd.DataFrame) -> list[str]:
     """Answerable rate (regret) per policy and capacity, and where the DeerMem policies differ most."""
-    cells = table.assign(cell=table["answerable_rate"].map("{:.3f}".format) + " (" + table["regret"].map("{:+.3f}".format) + ")")
+    cells = table.assign(
+        cell=table["answerable_rate"].map("{:.3f}".format) + " (" + table["regret"].map("{:+.3f}".format) + ")"
+    )
     wide = cells.pivot(index="policy", columns="capacity", values="cell")
     wide = wide.reindex(list(dict.fromkeys(cells["policy"])))
     lines = ["answerable rate (regret = optimum - policy) per capacity:", *wide.to_string().splitlines()]

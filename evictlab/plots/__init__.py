@@ -28,6 +28,7 @@ The modules, one per family of figures; use them through this package
 
 from __future__ import annotations
 
+from ..palette import OKABE_ITO, OKABE_ITO_SHADES
 from .explorer import EXPLORER_DPI, ExplorerFigure, explanation_figure, score_weights
 from .pools import evidence_lengths, pool_metadata, pool_overview
 from .qa import qa_accuracy, qa_grade_rules, qa_paired, qa_tokens
@@ -35,8 +36,6 @@ from .retention import retention_by_scenario, support_rank_distribution
 from .saving import FIGURE_DPI, SVG_HASH_SALT, figure_title, save, save_into
 from .style import (
     ALL_CASES,
-    OKABE_ITO,
-    OKABE_ITO_SHADES,
     POLICY_COLORS,
     SCENARIO_COLORS,
     SCENARIOS,

@@ -178,9 +178,9 @@ class ExplorerFigure:
 
     def __init__(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,
                  capacity: int, pool_size: int, subtitle: str = "") -> None:
-        with matplotlib.rc_context(STYLE):
+        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
             self.figure = Figure(figsize=(11.5, 5.0), dpi=EXPLORER_DPI, layout="constrained")
-            FigureCanvasAgg(self.figure)
+            self.canvas = FigureCanvasAgg(self.figure)
             self.groups = scenario_groups(summary)
             self.scenarios = [g for g in self.groups if g != ALL_CASES]
             self._build(cases, pool_size)
@@ -214,7 +214,9 @@ class ExplorerFigure:
         row = {scenario: i for i, scenario in enumerate(self.scenarios)}
         order = cases.groupby("scenario", sort=False).cumcount().to_numpy()
         size = cases.groupby("scenario", sort=False)["scenario"].transform("size").to_numpy()
-        self.case_y = np.array([row[s] for s in cases["scenario"]]) + (order - (size - 1) / 2) * (0.6 / np.maximum(size, 1))
+        self.case_y = np.array([row[s] for s in cases["scenario"]]) + (order - (size - 1) / 2) * (
+            0.6 / np.maximum(size, 1)
+        )
         self.points = right.scatter(np.ones(len(cases)), self.case_y, s=34, edgecolor="black", linewidth=0.6, zorder=3)
         self.selected = right.scatter([np.nan], [np.nan], s=170, facecolor="none", edgecolor="black", linewidth=1.6,
                                       zorder=4, label="selected case")
@@ -276,7 +278,7 @@ class ExplorerFigure:
         """The current state as PNG bytes (fast compression: it is redrawn on every change)."""
         from PIL import Image
 
-        canvas = self.figure.canvas
+        canvas = self.canvas
         if self._background is None:
             for artist in self._changing:
                 artist.set_visible(False)

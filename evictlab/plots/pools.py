@@ -54,7 +54,9 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
     ranks = sorted(cases["loss_rank"].unique())
     rank_counts = cases.groupby(["scenario", "loss_rank"]).size().unstack(fill_value=0).reindex(scenarios, fill_value=0)
     offsets, width = dodge(len(ranks))
-    rank_colors = [OKABE_ITO[c] for c in ("bluish_green", "yellow", "vermillion", "sky_blue", "reddish_purple", "orange")]
+    rank_colors = [
+        OKABE_ITO[c] for c in ("bluish_green", "yellow", "vermillion", "sky_blue", "reddish_purple", "orange")
+    ]
     for offset, rank, color in zip(offsets, ranks, rank_colors * len(ranks)):
         values = rank_counts[rank].to_numpy()
         right.bar(x + offset, values, width, color=color, edgecolor="black", linewidth=0.5, label=f"loss rank {rank}")
@@ -117,12 +119,18 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
         ax.set_title(scenario)
     legend_ax = axes.flat[len(scenarios)]
     legend_ax.axis("off")
+
+    def key(marker: str, size: float, color: str, label: str) -> Line2D:
+        return Line2D(
+            [], [], marker=marker, linestyle="", markersize=size, color=color, markeredgecolor="black", label=label
+        )
+
     handles = [
-        Line2D([], [], marker="o", linestyle="", markersize=9, color=role_colors["support"], markeredgecolor="black", label="support fact"),
-        Line2D([], [], marker="o", linestyle="", markersize=6, color=role_colors["distractor"], markeredgecolor="black", label="distractor"),
-        Line2D([], [], marker="o", linestyle="", markersize=7, color="white", markeredgecolor="black", label="no signal"),
-        Line2D([], [], marker="^", linestyle="", markersize=7, color="white", markeredgecolor="black", label="confirmed 7 days ago"),
-        Line2D([], [], marker="s", linestyle="", markersize=7, color="white", markeredgecolor="black", label="access heat 8 at the clock"),
+        key("o", 9, role_colors["support"], "support fact"),
+        key("o", 6, role_colors["distractor"], "distractor"),
+        key("o", 7, "white", "no signal"),
+        key("^", 7, "white", "confirmed 7 days ago"),
+        key("s", 7, "white", "access heat 8 at the clock"),
     ]
     legend_ax.legend(handles=handles, loc="center", frameon=False, title="(L8) = the case's loss rank")
     hide_unused(axes, len(scenarios) + 1)

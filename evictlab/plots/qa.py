@@ -96,7 +96,9 @@ def qa_paired(stats: pd.DataFrame, *, source: str | None = None) -> Figure:
                 left.text(s + w / 2, yi, str(int(count)), ha="center", va="center", fontsize=8.5,
                           color="white" if color in (OKABE_ITO["blue"], OKABE_ITO["vermillion"]) else "black")
         start += share
-    left.set_yticks(y, [f"{s}\n(n={int(n)}, McNemar p={_format_p(p)})" for s, n, p in zip(suites, totals, stats["p_value"])])
+    left.set_yticks(
+        y, [f"{s}\n(n={int(n)}, McNemar p={_format_p(p)})" for s, n, p in zip(suites, totals, stats["p_value"])]
+    )
     left.set_ylabel("suite")
     left.set_ylim(len(suites) - 0.5, -0.5)
     left.set_xlim(0, 100)
@@ -129,7 +131,12 @@ def qa_grade_rules(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
     correct_rules = sorted(rows.loc[rows["grade_correct"], "grade_rule"].unique())
     wrong_rules = sorted(set(rows.loc[~rows["grade_correct"], "grade_rule"]) - set(correct_rules))
     rules = correct_rules + wrong_rules
-    counts = rows.groupby(["grade_rule", "policy"]).size().unstack(fill_value=0).reindex(index=rules, columns=policies, fill_value=0)
+    counts = (
+        rows.groupby(["grade_rule", "policy"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(index=rules, columns=policies, fill_value=0)
+    )
     fig = Figure(figsize=(9, 1.5 + 0.5 * len(rules)), layout="constrained")
     ax = fig.subplots()
     offsets, width = dodge(len(policies))

@@ -117,13 +117,20 @@ def support_rank_distribution(
         note = axes.flat[len(scenarios)]
         note.set_visible(True)
         note.axis("off")
-        note.text(0.05, 0.5, f"A support ranked right of the dashed line\nis evicted at capacity {capacity}, unless the\n"
-                  "policy reserves a slot for it (hybrid-v1\nkeeps one correction fact this way).",
-                  transform=note.transAxes, va="center", fontsize=9.5)
-    policy_legend(fig, policies, extra=[Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx",
-                                              label="kept by a reserved slot")] if "support_retained" in shown else ())
-    title_with_source(fig, f"Rank of the support fact in its pool of {max_rank} (dashed line: capacity {capacity})",
-                      source)
+        note.text(
+            0.05,
+            0.5,
+            f"A support ranked right of the dashed line\nis evicted at capacity {capacity}, unless the\n"
+            "policy reserves a slot for it (hybrid-v1\nkeeps one correction fact this way).",
+            transform=note.transAxes,
+            va="center",
+            fontsize=9.5,
+        )
+    reserved = Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx", label="kept by a reserved slot")
+    policy_legend(fig, policies, extra=[reserved] if "support_retained" in shown else ())
+    title_with_source(
+        fig, f"Rank of the support fact in its pool of {max_rank} (dashed line: capacity {capacity})", source
+    )
     return fig
 
 

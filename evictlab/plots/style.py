@@ -1,8 +1,9 @@
 """The house style shared by every figure module: palette, rc settings and panel helpers.
 
-Colours come from the Okabe-Ito palette, which stays distinguishable under the common forms
-of colour blindness, plus darker and lighter shades of it once its eight colours run out. A
-policy has the same colour in every figure (:data:`POLICY_COLORS`, :func:`policy_color`).
+Colours come from the Okabe-Ito palette (:mod:`evictlab.palette`), which stays
+distinguishable under the common forms of colour blindness, plus darker and lighter shades of
+it once its eight colours run out. A policy has the same colour in every figure: the one its
+policy file declares (:data:`POLICY_COLORS`, :func:`policy_color`).
 Sequential colour maps use ``cividis`` (:data:`SEQUENTIAL_CMAP`), which is designed to read
 the same under the common colour-vision deficiencies.
 
@@ -24,52 +25,14 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..palette import OKABE_ITO
+from ..policies import known_policies, policy_class
 from ..protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 
-#: The Okabe-Ito palette (Okabe & Ito 2008), plus a neutral grey.
-OKABE_ITO: dict[str, str] = {
-    "black": "#000000",
-    "orange": "#E69F00",
-    "sky_blue": "#56B4E9",
-    "bluish_green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "reddish_purple": "#CC79A7",
-    "grey": "#999999",
-}
-
-#: Darker and lighter Okabe-Ito hues for the policies beyond the palette's eight colours: the
-#: hue mixed in sRGB with black (dark 30-40 %, darker 60 %) or white (light 70 %). Chosen so
-#: that every pair of policy colours stays apart under simulated protanopia, deuteranopia and
-#: tritanopia at least as well as the base palette's own closest pair.
-OKABE_ITO_SHADES: dict[str, str] = {
-    "vermillion_dark": "#954200",  # 30 % black
-    "vermillion_darker": "#552600",  # 60 % black
-    "bluish_green_darker": "#003F2E",  # 60 % black
-    "bluish_green_light": "#B2E2D5",  # 70 % white
-    "reddish_purple_dark": "#7A4964",  # 40 % black
-}
-
-#: Fixed colours of every registered policy; the two DeerMem policies get the two most distinct
-#: hues, the bounds black (oracle) and grey (keep-all).
+#: Fixed colours of every registered policy, as each policy file declares it (the two DeerMem
+#: policies have the two most distinct hues, the bounds black and grey).
 POLICY_COLORS: dict[str, str] = {
-    "confidence": OKABE_ITO["vermillion"],
-    "hybrid-v1": OKABE_ITO["blue"],
-    "oracle": OKABE_ITO["black"],
-    "keep-all": OKABE_ITO["grey"],
-    "random": OKABE_ITO["yellow"],
-    "fifo": OKABE_ITO["sky_blue"],
-    "lru": OKABE_ITO["bluish_green"],
-    "lfu-aging": OKABE_ITO["reddish_purple"],
-    "memoryos-heat": OKABE_ITO["orange"],
-    # The two generative-agents variants and the two memorybank variants are siblings: one
-    # hue, two lightnesses, so that each pair reads as related but stays apart.
-    "generative-agents": OKABE_ITO_SHADES["vermillion_dark"],
-    "generative-agents-code": OKABE_ITO_SHADES["vermillion_darker"],
-    "memorybank": OKABE_ITO_SHADES["bluish_green_darker"],
-    "memorybank-seeded": OKABE_ITO_SHADES["bluish_green_light"],
-    "dory": OKABE_ITO_SHADES["reddish_purple_dark"],
+    name: color for name in known_policies() if (color := policy_class(name).color) is not None
 }
 
 # Colours a policy without a fixed entry may get (black and grey stay reserved for baselines).
@@ -153,7 +116,7 @@ def styled(build: Callable[..., Figure]) -> Callable[..., Figure]:
 
     @wraps(build)
     def wrapper(*args: Any, **kwargs: Any) -> Figure:
-        with matplotlib.rc_context(STYLE):
+        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
             return build(*args, **kwargs)
 
     return wrapper

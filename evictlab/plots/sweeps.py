@@ -217,7 +217,11 @@ def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.n
     corners = np.array([[0.5, _SQRT3_2], [0.0, 0.0], [1.0, 0.0]])
     frame = Polygon(corners, closed=True, facecolor="none", edgecolor="black", linewidth=1.0, zorder=5)
     ax.add_patch(frame)
-    image = PolyCollection(hexagons, array=values, cmap=cmap, norm=retention_norm(), edgecolors="face", linewidths=0.3)
+    # An (N, 6, 2) array is matplotlib's fast path; its stubs only name sequences.
+    image = PolyCollection(
+        hexagons,  # type: ignore[arg-type]
+        array=values, cmap=cmap, norm=retention_norm(), edgecolors="face", linewidths=0.3,
+    )
     image.set_clip_path(frame)
     ax.add_collection(image)
     _ternary_grid(ax)
@@ -286,7 +290,14 @@ def half_life_heatmaps(
     triple over a half-life grid. Cells show the retained count; ``marked`` (DeerMem's
     90 / 30 days) is outlined when it is on the grid.
     """
-    columns = ["confirmation_half_life_days", "access_half_life_days", "scenario", "capacity", "support_retained", "cases"]
+    columns = [
+        "confirmation_half_life_days",
+        "access_half_life_days",
+        "scenario",
+        "capacity",
+        "support_retained",
+        "cases",
+    ]
     require_columns(summary, columns, "half_life_heatmaps")
     policy = _only(summary, "policy", "half_life_heatmaps")
     _only(summary, "preset", "half_life_heatmaps")
@@ -329,6 +340,7 @@ def half_life_heatmaps(
         ax.set_ylabel("confirmation half-life (days)")
         ax.set_title(f"{group} (retained of {cases} cases)")
     hide_unused(axes, len(groups))
+    assert image is not None  # there is always the all-cases panel
     colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.75, pad=0.02)
     colorbar.set_label("support retained (% of the panel's cases)")
     handles = [Patch(facecolor="none", edgecolor="black", linewidth=1.6,

@@ -127,9 +127,17 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame) -> Figure:
         for index, capacity in enumerate(capacities):
             line = retention[(retention["policy"] == policy) & (retention["capacity"] == capacity)]
             line = line.set_index("preset").reindex(presets)
-            right.plot(x + shifts[index], line["retained"], linestyle=styles[index % len(styles)], marker=MARKERS[index],
-                       color=policy_color(policy), markeredgecolor="black", markeredgewidth=0.4, linewidth=1.8,
-                       label=f"{policy}, capacity {capacity}")
+            right.plot(
+                x + shifts[index],
+                line["retained"],
+                linestyle=styles[index % len(styles)],
+                marker=MARKERS[index],
+                color=policy_color(policy),
+                markeredgecolor="black",
+                markeredgewidth=0.4,
+                linewidth=1.8,
+                label=f"{policy}, capacity {capacity}",
+            )
     cases = int(retention["cases"].max())
     right.set_xticks(x, presets)
     right.set_xlim(-0.3, len(presets) - 0.7)

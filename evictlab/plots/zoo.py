@@ -44,7 +44,9 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
     capacities = sorted(summary["capacity"].unique())
     columns = [(capacity, group) for capacity in capacities for group in groups]
     indexed = summary.set_index(["policy", "capacity", "scenario"])
-    retained = np.array([[indexed["retained"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float)
+    retained = np.array(
+        [[indexed["retained"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float
+    )
     seeds = summary.groupby("policy", sort=False)["seeds"].max()
     averaged = seeds[seeds > 1]
     cases = np.array([[indexed["cases"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float)

@@ -15,6 +15,10 @@ from typing import Any
 
 from ..errors import ContractError
 from .base import (
+    BASELINE,
+    BOUND,
+    POLICY,
+    ROLES,
     Decision,
     EvictedFact,
     Policy,
@@ -24,7 +28,8 @@ from .base import (
     SelectionContext,
     select_by_rank,
 )
-from .registry import get_policy, known_policies, register
+from .modifiers import resolve_policy, split_list
+from .registry import get_policy, known_policies, policy_class, register
 from .signals import fact_key, resolve_now
 
 _INFRASTRUCTURE = {"base", "registry", "signals"}
@@ -77,12 +82,13 @@ def select(
     support_fact_ids: Iterable[str] = (),
     seed: int = 0,
 ) -> Decision:
-    """Run the policy called ``policy`` on ``facts`` at ``capacity``.
+    """Run the policy ``policy`` names (a spec: ``lru``, ``lfu-aging(half_life_days=7)``,
+    ``lru+reserve(correction,0.1,10)``) on ``facts`` at ``capacity``.
 
-    Raises :class:`ContractError` for duplicate fact ids or a negative capacity and
-    :class:`~evictlab.errors.UnknownPolicyError` for an unknown name.
+    Raises :class:`ContractError` for duplicate fact ids, a negative capacity or a spec it
+    cannot read and :class:`~evictlab.errors.UnknownPolicyError` for an unknown name.
     """
-    selector = get_policy(policy)
+    selector = resolve_policy(policy)
     check_snapshot(facts, capacity)
     context = selection_context(
         now=now, usage=usage, params=params, support_fact_ids=support_fact_ids, seed=seed
@@ -91,19 +97,26 @@ def select(
 
 
 __all__ = [
+    "BASELINE",
+    "BOUND",
     "DEERMEM_POLICIES",
+    "POLICY",
+    "ROLES",
     "Decision",
     "EvictedFact",
     "Policy",
     "PolicyParams",
     "Reservation",
     "Score",
-    "check_snapshot",
     "SelectionContext",
+    "check_snapshot",
     "get_policy",
     "known_policies",
+    "policy_class",
     "register",
+    "resolve_policy",
     "select",
     "select_by_rank",
     "selection_context",
+    "split_list",
 ]

@@ -13,12 +13,15 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from ..errors import ContractError
 from .signals import fact_key, is_category, reported_category
 
 WEIGHT_TOLERANCE = 1e-9
+#: The roles a policy plays in a comparison (:attr:`Policy.role`).
+POLICY, BASELINE, BOUND = "policy", "baseline", "bound"
+ROLES = (POLICY, BASELINE, BOUND)
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class PolicyParams:
     def weights(self) -> tuple[float, float, float]:
         return (self.confidence_weight, self.confirmation_weight, self.access_weight)
 
-    def replace(self, **changes: Any) -> "PolicyParams":
+    def replace(self, **changes: Any) -> PolicyParams:
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
         unknown = sorted(set(changes) - set(values))
         if unknown:
@@ -106,6 +109,29 @@ def _require_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ContractError(f"{name} must be an integer >= 0, got {value!r}")
     return int(value)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A tunable number a policy declares: its name, default and inclusive range.
+
+    ``integer`` parameters take integers only; the others any finite real number. A value
+    is checked against the range when a policy is built (:meth:`Policy.__init__`).
+    """
+
+    name: str
+    default: int | float
+    low: int | float
+    high: int | float
+    integer: bool = False
+    doc: str = ""
+
+    def check(self, value: Any, policy: str) -> int | float:
+        what = f"{policy} parameter {self.name}"
+        number = _require_count(what, value) if self.integer else _require_real(what, value)
+        if not self.low <= number <= self.high:
+            raise ContractError(f"{what} must be in [{self.low:g}, {self.high:g}], got {value!r}")
+        return number
 
 
 @dataclass(frozen=True)
@@ -180,9 +206,42 @@ class Policy:
     A policy whose selection is not "rank by score" overrides :meth:`select` instead.
     """
 
-    name: ClassVar[str] = ""
-    summary: ClassVar[str] = ""
-    component_names: ClassVar[tuple[str, ...]] = ()
+    # Class attributes of a registered policy; a modified policy sets them per instance.
+    name: str = ""
+    summary: str = ""
+    component_names: tuple[str, ...] = ()
+    #: ``policy`` (deployable), ``baseline`` (a floor to beat) or ``bound`` (a reference that
+    #: reads what no deployed policy can, or ignores the capacity).
+    role: str = POLICY
+    #: Whether the decision depends on ``SelectionContext.seed`` (then one seed is one sample).
+    seeded: bool = False
+    #: Whether the policy is meant to run with no capacity limit (a bound on infinite memory).
+    unlimited: bool = False
+    #: The policy's fixed colour in every figure (from :mod:`evictlab.palette`); None: a hue
+    #: chosen by a hash of the name.
+    color: str | None = None
+    #: The numbers of the rule a user may change (``get_policy("lfu-aging", half_life_days=7)``).
+    parameters: tuple[Parameter, ...] = ()
+
+    def __init__(self, **values: Any) -> None:
+        """A policy with its declared parameters at their defaults, except those in ``values``.
+
+        With values the name becomes ``name(parameter=value, ...)`` (in declared order), so
+        tables and figures tell the variants apart.
+        """
+        declared = {parameter.name: parameter for parameter in self.parameters}
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            known = ", ".join(declared) or "none"
+            raise ContractError(f"policy {self.name} has no parameter {unknown[0]}; its parameters: {known}")
+        #: Every declared parameter's value, by name.
+        self.values: dict[str, int | float] = {
+            name: parameter.check(values[name], self.name) if name in values else parameter.default
+            for name, parameter in declared.items()
+        }
+        if values:
+            given = ",".join(f"{name}={self.values[name]!r}" for name in declared if name in values)
+            self.name = f"{self.name}({given})"
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         raise NotImplementedError

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from .base import Policy, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields, read_confidence
@@ -19,6 +20,7 @@ def confidence_score(fact: Any) -> Score:
 class ConfidencePolicy(Policy):
     name = "confidence"
     summary = "DeerMem's historical default: keep the facts with the highest confidence."
+    color = OKABE_ITO["vermillion"]
     component_names = ("confidence",)
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

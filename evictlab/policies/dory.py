@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO_SHADES
 from ._zoo import (
     KeyedPolicy,
     RankKey,
@@ -40,7 +41,7 @@ from ._zoo import (
     last_access_days,
     usage_entries,
 )
-from .base import Score, SelectionContext
+from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import decay
 
@@ -65,18 +66,24 @@ def core_positions(salience: Sequence[float]) -> set[int]:
 class DoryPolicy(KeyedPolicy):
     name = "dory"
     summary = "Dory's recency + frequency + salience decay; core boosted, archivable first out."
+    color = OKABE_ITO_SHADES["reddish_purple_dark"]
     component_names = ("recency", "frequency", "salience", "core", "archivable")
+    parameters = (
+        Parameter("recency_rate_per_day", RECENCY_RATE_PER_DAY, 0, 100, doc="recency's decay rate"),
+        Parameter("salience_half_life_days", SALIENCE_HALF_LIFE_DAYS, 0.01, 36500, doc="salience recency half-life"),
+        Parameter("archive_threshold", ARCHIVE_THRESHOLD, 0, 1, doc="score below which Dory archives a fact"),
+    )
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         entries = usage_entries(facts, context)
         activations = [access_count(entry) for entry in entries]
         ages = [last_access_days(fact, entry, context.now) for fact, entry in zip(facts, entries)]
         most = max(activations, default=0)
-        recency = [math.exp(-RECENCY_RATE_PER_DAY * age) for age in ages]
+        recency = [math.exp(-self.values["recency_rate_per_day"] * age) for age in ages]
         frequency = [math.log(n + 1) / math.log(most + 1) if most else 0.0 for n in activations]
         salience = [
             REINFORCEMENT_WEIGHT * min(1, confirmation_count(fact))
-            + SALIENCE_RECENCY_WEIGHT * decay(age, SALIENCE_HALF_LIFE_DAYS)
+            + SALIENCE_RECENCY_WEIGHT * decay(age, self.values["salience_half_life_days"])
             for fact, age in zip(facts, ages)
         ]
         core = core_positions(salience)
@@ -89,7 +96,7 @@ class DoryPolicy(KeyedPolicy):
             )
             is_core = index in core
             protected = activations[index] < PROTECTED_BELOW_ACTIVATIONS
-            archivable = not protected and not is_core and raw < ARCHIVE_THRESHOLD
+            archivable = not protected and not is_core and raw < self.values["archive_threshold"]
             components = {
                 "recency": recency[index],
                 "frequency": frequency[index],

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from ._zoo import days_since
 from .base import Policy, Score, SelectionContext
 from .registry import register
@@ -20,6 +21,7 @@ from .signals import fact_fields
 class FifoPolicy(Policy):
     name = "fifo"
     summary = "Oldest-first: evict the facts created longest ago."
+    color = OKABE_ITO["sky_blue"]
     component_names = ("createdAgeDays",)
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO_SHADES
 from ._zoo import last_access_days, min_max, usage_entries
-from .base import Policy, Score, SelectionContext
+from .base import Parameter, Policy, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields, read_confidence
 
@@ -33,14 +34,19 @@ HOURS_PER_DAY = 24
 class GenerativeAgentsPolicy(Policy):
     name = "generative-agents"
     summary = "Generative Agents retrieval score (recency + importance + relevance), paper weights."
+    # The two generative-agents variants share a hue, two lightnesses: related, yet apart.
+    color = OKABE_ITO_SHADES["vermillion_dark"]
     component_names = ("recency", "importance", "relevance")
+    parameters = (
+        Parameter("decay_per_hour", RECENCY_DECAY_PER_HOUR, 0.000001, 1, doc="recency factor per hour"),
+    )
     recency_weight = 1.0
     importance_weight = 1.0
     relevance_weight = 1.0
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         recency = [
-            RECENCY_DECAY_PER_HOUR ** (HOURS_PER_DAY * last_access_days(fact, entry, context.now))
+            self.values["decay_per_hour"] ** (HOURS_PER_DAY * last_access_days(fact, entry, context.now))
             for fact, entry in zip(facts, usage_entries(facts, context))
         ]
         importance = [
@@ -63,6 +69,7 @@ class GenerativeAgentsPolicy(Policy):
 class GenerativeAgentsCodePolicy(GenerativeAgentsPolicy):
     name = "generative-agents-code"
     summary = "Generative Agents retrieval score with the released code's weights (0.5, 3, 2)."
+    color = OKABE_ITO_SHADES["vermillion_darker"]
     recency_weight = 0.5
     importance_weight = 2.0
     relevance_weight = 3.0

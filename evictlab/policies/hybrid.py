@@ -10,6 +10,7 @@ import datetime as _dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from .base import Policy, Reservation, Score, SelectionContext
 from .registry import register
 from .signals import access_heat, confirmation_freshness, fact_fields, fact_key, read_confidence
@@ -67,6 +68,7 @@ class HybridV1Policy(Policy):
         "DeerMem's opt-in policy: 0.65 confidence + 0.25 confirmation freshness + 0.10 access"
         " heat, with slots reserved for corrections."
     )
+    color = OKABE_ITO["blue"]
     component_names = ("confidence", "confirmationFreshness", "accessHeat")
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

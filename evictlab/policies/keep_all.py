@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Policy, Score, SelectionContext
+from ..palette import OKABE_ITO
+from .base import BOUND, Policy, Score, SelectionContext
 from .registry import register
 
 
@@ -18,6 +19,9 @@ from .registry import register
 class KeepAllPolicy(Policy):
     name = "keep-all"
     summary = "Bound: keep everything (meant for capacity >= pool size; otherwise the first k)."
+    role = BOUND
+    unlimited = True
+    color = OKABE_ITO["grey"]
     component_names = ()
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from ._zoo import KeyedPolicy, RankKey, access_count, last_access_days, usage_entries
-from .base import Score, SelectionContext
+from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import decay
 
@@ -26,14 +27,18 @@ class LfuAgingPolicy(KeyedPolicy):
     summary = (
         "Least frequently used, counts halved every 30 days since the last access; ties by LRU."
     )
+    color = OKABE_ITO["reddish_purple"]
     component_names = ("accessCount", "accessAgeDays")
+    parameters = (
+        Parameter("half_life_days", AGING_HALF_LIFE_DAYS, 0.01, 36500, doc="days for an access count to halve"),
+    )
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         scores = []
         for fact, entry in zip(facts, usage_entries(facts, context)):
             count = access_count(entry)
             age = last_access_days(fact, entry, context.now)
-            value = count * decay(age, AGING_HALF_LIFE_DAYS)
+            value = count * decay(age, self.values["half_life_days"])
             scores.append(Score(value, {"accessCount": float(count), "accessAgeDays": age}))
         return scores
 

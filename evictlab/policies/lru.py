@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from ._zoo import last_access_days, usage_entries
 from .base import Policy, Score, SelectionContext
 from .registry import register
@@ -20,6 +21,7 @@ from .registry import register
 class LruPolicy(Policy):
     name = "lru"
     summary = "Least recently used: evict the facts whose last search hit is oldest."
+    color = OKABE_ITO["bluish_green"]
     component_names = ("accessAgeDays",)
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

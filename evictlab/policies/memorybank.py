@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO_SHADES
 from ._zoo import (
     KeyedPolicy,
     RankKey,
@@ -32,7 +33,7 @@ from ._zoo import (
     seeded_draws,
     usage_entries,
 )
-from .base import Score, SelectionContext
+from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields
 
@@ -40,7 +41,9 @@ MAX_STRENGTH_GAIN = 2
 EXPIRY_DAYS = 30
 
 
-def memorybank_score(fact: Any, entry: Mapping[str, Any], context: SelectionContext) -> Score:
+def memorybank_score(
+    fact: Any, entry: Mapping[str, Any], context: SelectionContext, expiry_days: float = EXPIRY_DAYS
+) -> Score:
     fields = fact_fields(fact)
     recalls = access_count(entry) + confirmation_count(fact)
     strength = 1 + min(recalls, MAX_STRENGTH_GAIN)
@@ -54,7 +57,7 @@ def memorybank_score(fact: Any, entry: Mapping[str, Any], context: SelectionCont
     components = {
         "strength": float(strength),
         "recallAgeDays": age,
-        "expired": flag(age >= EXPIRY_DAYS),
+        "expired": flag(age >= expiry_days),
     }
     return Score(retention, components)
 
@@ -65,11 +68,15 @@ class MemoryBankPolicy(KeyedPolicy):
     summary = (
         "MemoryBank forgetting curve: drop facts unrecalled for 30 days, then the lowest retention."
     )
-    component_names = ("strength", "recallAgeDays", "expired")
+    # The two memorybank variants share a hue, two lightnesses: related, yet apart.
+    color = OKABE_ITO_SHADES["bluish_green_darker"]
+    component_names: tuple[str, ...] = ("strength", "recallAgeDays", "expired")
+    parameters = (Parameter("expiry_days", EXPIRY_DAYS, 0, 36500, doc="days unrecalled after which a fact expires"),)
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         entries = usage_entries(facts, context)
-        return [memorybank_score(fact, entry, context) for fact, entry in zip(facts, entries)]
+        expiry = self.values["expiry_days"]
+        return [memorybank_score(fact, entry, context, expiry) for fact, entry in zip(facts, entries)]
 
     def rank_key(self, score: Score) -> RankKey:
         return (score.components["expired"], -score.value)
@@ -79,10 +86,12 @@ class MemoryBankPolicy(KeyedPolicy):
 class MemoryBankSeededPolicy(MemoryBankPolicy):
     name = "memorybank-seeded"
     summary = "MemoryBank forgetting curve, faithful form: each fact survives with probability R."
+    seeded = True
+    color = OKABE_ITO_SHADES["bluish_green_light"]
     component_names = (*MemoryBankPolicy.component_names, "survived")
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
-        draws = seeded_draws(self.name, facts, context.seed)
+        draws = seeded_draws(type(self).name, facts, context.seed)  # the same draws whatever the parameters
         return [
             Score(score.value, {**score.components, "survived": flag(draw < score.value)})
             for score, draw in zip(super().score(facts, context), draws)

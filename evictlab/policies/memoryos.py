@@ -15,8 +15,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from ._zoo import access_count, confirmation_count, last_access_days, usage_entries
-from .base import Policy, Score, SelectionContext
+from .base import Parameter, Policy, Score, SelectionContext
 from .registry import register
 
 HOURS_PER_DAY = 24
@@ -27,7 +28,11 @@ RECENCY_TIME_CONSTANT_HOURS = 24
 class MemoryOsHeatPolicy(Policy):
     name = "memoryos-heat"
     summary = "MemoryOS heat: visits + confirmations + exp(-hours since last access / 24)."
+    color = OKABE_ITO["orange"]
     component_names = ("visits", "confirmations", "recency")
+    parameters = (
+        Parameter("time_constant_hours", RECENCY_TIME_CONSTANT_HOURS, 0.01, 876000, doc="recency's e-folding time"),
+    )
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         scores = []
@@ -35,7 +40,7 @@ class MemoryOsHeatPolicy(Policy):
             visits = access_count(entry)
             confirmations = confirmation_count(fact)
             hours = HOURS_PER_DAY * last_access_days(fact, entry, context.now)
-            recency = math.exp(-hours / RECENCY_TIME_CONSTANT_HOURS)
+            recency = math.exp(-hours / self.values["time_constant_hours"])
             value = visits + confirmations + recency
             components = {
                 "visits": float(visits),

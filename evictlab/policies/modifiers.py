@@ -8,20 +8,24 @@ modifiers stack and can be ablated one at a time:
 * :func:`with_redundancy_penalty` re-ranks greedily by ``base score - lam * max similarity to
   the facts already ranked`` (MMR), similarity = token Jaccard of ``content``.
 
-On the command line a policy is a spec string read by :func:`resolve_policy`::
+Every command that takes a policy reads it as a spec string with :func:`resolve_policy`::
 
     SPEC     = BASE ( "+" MODIFIER )*
-    BASE     = a registered policy name (``known_policies()``)
+    BASE     = NAME [ "(" PARAMETER "=" NUMBER ( "," PARAMETER "=" NUMBER )* ")" ]
+    NAME     = a registered policy name (``known_policies()``)
     MODIFIER = "reserve(" CATEGORY [ "," FRACTION "," MAXIMUM ] ")"    defaults 0.1, 10
              | "mmr(" [ LAMBDA ] ")"                                  default 0.5
 
-Modifiers apply left to right, each on top of everything before it, as in
-``lru+reserve(correction,0.1,10)``, ``confidence+mmr(0.5)`` or
-``hybrid-v1+mmr()+reserve(correction)``.
-Spaces around names and arguments are ignored. A wrapped policy's ``name`` is the canonical
-spec (``confidence+mmr(0.5)``), which :func:`resolve_policy` reads back to the same policy.
-Modified policies are not registered: :func:`~evictlab.policies.registry.get_policy` knows the
-base names only.
+A base's parameters are those its policy declares (``lfu-aging(half_life_days=7)``; see
+:class:`~evictlab.policies.base.Parameter`). Modifiers apply left to right, each on top of
+everything before it, as in ``lru+reserve(correction,0.1,10)``, ``confidence+mmr(0.5)`` or
+``hybrid-v1+mmr()+reserve(correction)``. Spaces around names and arguments are ignored. A
+policy's ``name`` is its canonical spec (``confidence+mmr(0.5)``), which
+:func:`resolve_policy` reads back to the same policy. Modified policies are not registered:
+:func:`~evictlab.policies.registry.get_policy` knows the base names only.
+
+A list of specs (``--policies``) is split by :func:`split_list` at the commas outside
+parentheses, so ``lru+reserve(correction,0.1,10),fifo`` is two policies.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ DEFAULT_REDUNDANCY_LAMBDA = 0.5
 
 _TOKEN = re.compile(r"\w+")
 _MODIFIER = re.compile(r"(?P<name>[a-z]+)\((?P<arguments>[^()]*)\)")
+_BASE = re.compile(r"(?P<name>[^()+,=\s]+)\s*(?:\((?P<arguments>[^()]*)\))?")
 
 
 class ModifiedPolicy(KeyedPolicy):
@@ -222,14 +227,41 @@ def with_redundancy_penalty(base: Policy, lam: float = DEFAULT_REDUNDANCY_LAMBDA
 # --- specs ---------------------------------------------------------------------------------
 
 
+def split_list(text: str, separator: str = ",") -> list[str]:
+    """The items of ``text`` separated by ``separator`` outside parentheses, stripped; blank ones dropped.
+
+    ``"lru+reserve(correction,0.1,10), fifo"`` -> ``["lru+reserve(correction,0.1,10)", "fifo"]``.
+    Unbalanced parentheses are a :class:`ContractError`.
+    """
+    return [item for item in _split_top_level(text, separator) if item]
+
+
+def _split_top_level(text: str, separator: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for index, character in enumerate(text):
+        if character == "(":
+            depth += 1
+        elif character == ")":
+            depth -= 1
+            if depth < 0:
+                raise ContractError(f"{text!r}: a ')' at position {index} closes nothing")
+        elif character == separator and depth == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    if depth:
+        raise ContractError(f"{text!r}: {depth} '(' not closed")
+    items.append(text[start:].strip())
+    return items
+
+
 def resolve_policy(spec: str) -> Policy:
     """The policy a spec string names (grammar in the module docstring).
 
     Raises :class:`~evictlab.errors.UnknownPolicyError` for an unknown base name and
-    :class:`ContractError` for a modifier it cannot read, naming the spec.
+    :class:`ContractError` for parameters or a modifier it cannot read, naming the spec.
     """
-    base, *modifiers = (part.strip() for part in spec.split("+"))
-    policy = get_policy(base)
+    base, *modifiers = _split_top_level(spec, "+")
+    policy = _base_policy(base, spec)
     for text in modifiers:
         match = _MODIFIER.fullmatch(text)
         if match is None or match["name"] not in _BUILDERS:
@@ -242,6 +274,36 @@ def resolve_policy(spec: str) -> Policy:
             arguments = []
         policy = _BUILDERS[match["name"]](policy, arguments, spec)
     return policy
+
+
+def _base_policy(text: str, spec: str) -> Policy:
+    """``NAME`` or ``NAME(PARAMETER=NUMBER, ...)``: the registered policy with those parameters."""
+    match = _BASE.fullmatch(text)
+    if match is None:
+        if "(" not in text:
+            return get_policy(text)  # an unknown name: the error lists the known ones
+        raise ContractError(
+            f"cannot read policy {text!r} in policy spec {spec!r}; expected NAME or NAME(PARAMETER=VALUE,...)"
+        )
+    params: dict[str, Any] = {}
+    for item in split_list(match["arguments"] or ""):
+        name, equals, value = (part.strip() for part in item.partition("="))
+        if not equals or not name:
+            raise ContractError(f"cannot read parameter {item!r} in policy spec {spec!r}; expected PARAMETER=VALUE")
+        if name in params:
+            raise ContractError(f"parameter {name} given twice in policy spec {spec!r}")
+        params[name] = _parse(_number, value, f"parameter {name}", spec)
+    try:
+        return get_policy(match["name"], **params)
+    except ContractError as error:
+        raise ContractError(f"{error} (in policy spec {spec!r})") from None
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def _build_reservation(base: Policy, arguments: list[str], spec: str) -> Policy:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..palette import OKABE_ITO
 from ._zoo import KeyedPolicy, RankKey, flag
-from .base import Score, SelectionContext
+from .base import BOUND, Score, SelectionContext
 from .hybrid import HybridV1Policy
 from .registry import register
 from .signals import fact_key
@@ -23,6 +24,8 @@ from .signals import fact_key
 class OraclePolicy(KeyedPolicy):
     name = "oracle"
     summary = "Upper bound: keep the facts the question needs, then the best by hybrid-v1 score."
+    role = BOUND
+    color = OKABE_ITO["black"]
     component_names = (*HybridV1Policy.component_names, "support")
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:

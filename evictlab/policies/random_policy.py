@@ -13,8 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ContractError
+from ..palette import OKABE_ITO
 from ._zoo import seeded_draws
-from .base import Policy, Score, SelectionContext
+from .base import BASELINE, Policy, Score, SelectionContext
 from .registry import register
 from .signals import resolve_now
 
@@ -25,11 +26,14 @@ RETENTION_SEEDS = range(100)
 class RandomPolicy(Policy):
     name = "random"
     summary = "Lower bound: keep a uniformly random subset, seeded per case."
+    role = BASELINE
+    seeded = True
+    color = OKABE_ITO["yellow"]
     component_names = ("draw",)
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [
-            Score(draw, {"draw": draw}) for draw in seeded_draws(self.name, facts, context.seed)
+            Score(draw, {"draw": draw}) for draw in seeded_draws(type(self).name, facts, context.seed)
         ]
 
 

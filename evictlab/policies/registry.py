@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import UnknownPolicyError
 from .base import Policy
 
@@ -22,11 +24,20 @@ def known_policies() -> list[str]:
     return sorted(_POLICIES)
 
 
-def get_policy(name: str) -> Policy:
-    """A fresh instance of the policy called ``name``."""
+def policy_class(name: str) -> type[Policy]:
+    """The registered class of the policy called ``name``: its rule and its traits."""
     try:
-        return _POLICIES[name]()
+        return _POLICIES[name]
     except KeyError:
         raise UnknownPolicyError(
             f"unknown policy {name!r}; known policies: {', '.join(known_policies())}"
         ) from None
+
+
+def get_policy(name: str, **params: Any) -> Policy:
+    """A fresh instance of the policy called ``name``, with any of its declared parameters.
+
+    ``get_policy("lfu-aging", half_life_days=7)``; an undeclared or out-of-range parameter is
+    a :class:`~evictlab.errors.ContractError`.
+    """
+    return policy_class(name)(**params)

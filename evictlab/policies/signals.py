@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 SECONDS_PER_DAY = 86400
 LN_9 = math.log(9)
 DEFAULT_CONFIDENCE = 0.5

@@ -78,13 +78,14 @@ def grade_run(pool_set: PoolSet, output_dir: str | Path) -> GradeResult:
 
 def load_responses(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str, dict[str, Any]]:
     """Every task's stored row, or an error listing each missing or invalid one."""
-    rows, problems = {}, []
+    rows: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
     for task in tasks:
         path = response_path(output_dir, task.row_id)
         row = load_completed(path)
         problem = storage_problem(path, row)
-        if problem:
-            problems.append(f"{task.row_id} ({problem})")
+        if problem or row is None:
+            problems.append(f"{task.row_id} ({problem or 'missing'})")
         else:
             rows[task.row_id] = row
     if problems:

@@ -16,6 +16,7 @@ reason.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
@@ -31,7 +32,6 @@ from typing import Any
 
 from ..errors import ContractError, EvictlabError
 from ..readers import MAX_RESPONSE_BYTES, JSONRefused, decode_json
-
 
 #: Nesting depth of a response body: a chat completion has about five levels.
 MAX_BODY_DEPTH = 32
@@ -190,18 +190,25 @@ class OpenAICompatibleProvider:
 def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
     """A connection to the URL's host, or through the environment's proxy for it."""
     parts = urllib.parse.urlsplit(url)
+    host = _host(parts, url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
+    if proxy and not urllib.request.proxy_bypass(host):
         via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         if parts.scheme == "https":
-            connection = kind(via.hostname, via.port or 8080, timeout=timeout)
-            connection.set_tunnel(parts.hostname, parts.port)
+            connection = kind(_host(via, proxy), via.port or 8080, timeout=timeout)
+            connection.set_tunnel(host, parts.port)
             return connection
-        connection = http.client.HTTPConnection(via.hostname, via.port or 8080, timeout=timeout)
+        connection = http.client.HTTPConnection(_host(via, proxy), via.port or 8080, timeout=timeout)
         connection.via_proxy = True  # type: ignore[attr-defined]
         return connection
-    return kind(parts.hostname, parts.port, timeout=timeout)
+    return kind(host, parts.port, timeout=timeout)
+
+
+def _host(parts: urllib.parse.SplitResult, url: str) -> str:
+    if not parts.hostname:
+        raise ProviderError(f"{url}: the URL names no host")
+    return parts.hostname
 
 
 def _request_target(connection: http.client.HTTPConnection, url: str) -> str:
@@ -220,10 +227,8 @@ def _expire(connection: http.client.HTTPConnection, expired: threading.Event) ->
 def _shut(connection: http.client.HTTPConnection) -> None:
     sock = connection.sock
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on it
-        except OSError:
-            pass
 
 
 def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:

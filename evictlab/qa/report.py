@@ -102,8 +102,10 @@ class QARun:
     def info(self) -> dict[str, Any]:
         """What identifies the run: folder, rows, protocol, model, git head and creation time."""
         marker = self.marker or {}
-        qa = marker.get("qa") if isinstance(marker.get("qa"), Mapping) else {}
-        git = marker.get("git") if isinstance(marker.get("git"), Mapping) else {}
+        qa = marker.get("qa")
+        qa = qa if isinstance(qa, Mapping) else {}
+        git = marker.get("git")
+        git = git if isinstance(git, Mapping) else {}
         return {
             "folder": str(self.path),
             "rows": len(self.rows),
@@ -174,7 +176,8 @@ def rows_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """
     records = []
     for row in rows:
-        usage = row.get("usage") if isinstance(row.get("usage"), Mapping) else {}
+        usage = row.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
         records.append(
             {
                 "row_id": row["row_id"],
@@ -506,7 +509,9 @@ def reference_table(totals: pd.DataFrame | None = None) -> pd.DataFrame:
     cells = totals.assign(
         cell=[
             f"{first}/{n} vs {second}/{n} (p={p:.4f})"
-            for first, second, n, p in zip(totals[FIRST_POLICY], totals[SECOND_POLICY], totals["cases"], totals["p_value"])
+            for first, second, n, p in zip(
+                totals[FIRST_POLICY], totals[SECOND_POLICY], totals["cases"], totals["p_value"]
+            )
         ]
     )
     table = cells.pivot(index="suite", columns="version", values="cell")

@@ -12,6 +12,7 @@ Nothing written here contains the API key, a question, a reference answer or mem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -320,7 +321,9 @@ def run_qa(
     tasks = build_tasks(pool_set)
     paths = task_paths(output_dir, tasks)  # every row id checked before anything is written
     ensure_marker(output_dir, pool_set, preset=preset)
-    problems = {task.row_id: row_problem(paths[task.row_id], load_completed(paths[task.row_id]), task) for task in tasks}
+    problems = {
+        task.row_id: row_problem(paths[task.row_id], load_completed(paths[task.row_id]), task) for task in tasks
+    }
     pending = [task for task in tasks if problems[task.row_id] is not None]
     refused = sorted((row_id, problem) for row_id, problem in problems.items() if problem not in (None, "missing"))
     if refused:
@@ -405,9 +408,9 @@ def call_tasks(
                 held = [future.exception() for future in running if not future.cancelled()]
                 stored += sum(unstored.store() for unstored in held if isinstance(unstored, _Unstored))
                 stored += sum(1 for future in running if not future.cancelled() and future.exception() is None)
-                error = first.error
+                failure = first.error
                 raise QARunStopped(
-                    f"cannot store answers ({error.filename or output_dir}: {error.strerror or error});"
+                    f"cannot store answers ({failure.filename or output_dir}: {failure.strerror or failure});"
                     f" stopped after {called + stored} new row(s) in this run, the answers in hand stored"
                     f" in the space held back for them; {kept} once the disk has room"
                 ) from None
@@ -439,10 +442,8 @@ def _hold_space(path: Path) -> Path:
 
 
 def _release(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already released, or on a disk that refuses even that
         path.unlink()
-    except OSError:
-        pass  # already released, or on a disk that refuses even that
 
 
 class _Unstored(Exception):

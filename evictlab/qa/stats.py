@@ -14,7 +14,6 @@ line number when the rows come from a JSONL file) and by its ``row_id`` when it 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -122,20 +121,20 @@ def paired_bootstrap(
         raise ContractError(f"bootstrap seed must be an integer, got {seed!r}")
     if not 0.0 < alpha < 1.0:
         raise ContractError(f"alpha must be in (0, 1), got {alpha!r}")
-    firsts = [int(value) for value in firsts]
-    seconds = [int(value) for value in seconds]
+    first_values = [int(value) for value in firsts]
+    second_values = [int(value) for value in seconds]
     draw = random.Random(seed).randrange
     differences = []
     for _ in range(iterations):
         sample = [draw(n) for _ in range(n)]
-        resampled_firsts = [firsts[i] for i in sample]
-        resampled_seconds = [seconds[i] for i in sample]
+        resampled_firsts = [first_values[i] for i in sample]
+        resampled_seconds = [second_values[i] for i in sample]
         differences.append(_mean_difference(resampled_firsts, resampled_seconds))
     differences.sort()
     return BootstrapInterval(
         lower=differences[_clamp(math.floor(alpha / 2 * iterations), iterations)],
         upper=differences[_clamp(math.floor((1 - alpha / 2) * iterations) - 1, iterations)],
-        mean_difference=_mean_difference(firsts, seconds),
+        mean_difference=_mean_difference(first_values, second_values),
     )
 
 
@@ -161,10 +160,11 @@ def build_stats(
     Every case must have exactly one ``confidence`` and one ``hybrid-v1`` row with the same
     source; inside a suite the cases are ordered by ``case_id``. A suite with no cases has no
     paired statistics, so rows without a synthetic (or an official) case are refused, as the
-    reference implementation refuses them (spec section 0, item 6). Rows carrying a ``grader_version`` field must agree with ``grader_version``.
+    reference implementation refuses them (spec section 0, item 6). Rows carrying a
+    ``grader_version`` field must agree with ``grader_version``.
     """
     pairs = _paired_cases(rows, grader_version)
-    members = {suite: [] for suite in SUITES}
+    members: dict[str, list[tuple[Any, Any]]] = {suite: [] for suite in SUITES}
     for case_id in sorted(pairs):
         source, first, second = pairs[case_id]
         for suite in (SUITE_OF_SOURCE[source], "overall"):

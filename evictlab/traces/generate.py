@@ -99,7 +99,9 @@ class WorkloadParams:
         if self.horizon_days <= 0:
             raise ContractError(f"workload parameter horizon_days must be > 0, got {self.horizon_days!r}")
         if not isinstance(self.search_results, int) or self.search_results < 1:
-            raise ContractError(f"workload parameter search_results must be an integer >= 1, got {self.search_results!r}")
+            raise ContractError(
+                f"workload parameter search_results must be an integer >= 1, got {self.search_results!r}"
+            )
         if not 0 <= self.false_confirmation_rate <= 1:
             raise ContractError(
                 f"workload parameter false_confirmation_rate must be in [0, 1], got {self.false_confirmation_rate!r}"
@@ -110,7 +112,7 @@ class WorkloadParams:
         object.__setattr__(self, "category_mix", mix)
         _parse_start(self.start)
 
-    def replace(self, **changes: Any) -> "WorkloadParams":
+    def replace(self, **changes: Any) -> WorkloadParams:
         values = self.as_dict(raw=True)
         unknown = sorted(set(changes) - set(values))
         if unknown:
@@ -170,7 +172,7 @@ def _parse_start(text: str) -> _dt.datetime:
         moment = _dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
     except ValueError:
         raise ContractError(f"workload parameter start must be an ISO-8601 time, got {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
 
 
 # --------------------------------------------------------------------------- the generator
@@ -247,13 +249,13 @@ def generate(params: WorkloadParams | None = None, seed: int = 0) -> Chunk:
     updates = [(second, "correction") for second in arrivals(params.correction_rate)]
     updates += [(second, "update") for second in arrivals(params.knowledge_update_rate)]
     for second, kind in sorted(updates):
-        thread = pick(second)
-        if thread is None or thread.versions[-1][0] >= second:
+        updated = pick(second)
+        if updated is None or updated.versions[-1][0] >= second:
             continue
         if kind == "correction":
-            new_fact(thread, second, "correction", round(float(rng.uniform(0.9, 1.0)), 2))
+            new_fact(updated, second, "correction", round(float(rng.uniform(0.9, 1.0)), 2))
         else:
-            new_fact(thread, second, thread.category, extracted_confidence(thread.importance))
+            new_fact(updated, second, updated.category, extracted_confidence(updated.importance))
 
     by_time = sorted(range(len(facts)), key=lambda number: (facts[number]["second"], number))
     fact_seconds = np.array([facts[number]["second"] for number in by_time], dtype=np.int64)
@@ -276,16 +278,16 @@ def generate(params: WorkloadParams | None = None, seed: int = 0) -> Chunk:
     for second in arrivals(params.search_rate):
         found = []
         for _ in range(params.search_results):
-            thread = pick(second)
-            if thread is not None:
-                found.append(thread.current(second)[0])
+            searched = pick(second)
+            if searched is not None:
+                found.append(searched.current(second)[0])
         if found:
             emit(second, {"event": SEARCH, "found": list(dict.fromkeys(found))})
     for second in arrivals(params.confirmation_rate):
-        thread = pick(second)
-        if thread is None:
+        chosen = pick(second)
+        if chosen is None:
             continue
-        confirmed = thread.current(second)[0]
+        confirmed = chosen.current(second)[0]
         if rng.random() < params.false_confirmation_rate:
             existing = int(np.searchsorted(fact_seconds, second, side="right"))
             others = [number for number in by_time[:existing] if number != confirmed] if existing < 64 else None
@@ -302,7 +304,9 @@ def generate(params: WorkloadParams | None = None, seed: int = 0) -> Chunk:
     return _chunk(sorted(rows, key=lambda item: item[:3]), facts, base)
 
 
-def _chunk(ordered: Sequence[tuple[int, int, int, dict[str, Any]]], facts: Sequence[Mapping[str, Any]], base: int) -> Chunk:
+def _chunk(
+    ordered: Sequence[tuple[int, int, int, dict[str, Any]]], facts: Sequence[Mapping[str, Any]], base: int
+) -> Chunk:
     """Rows in final order, with fact ids assigned in the order facts are added."""
     rename: dict[int, str] = {}
     for _, _, _, row in ordered:
@@ -345,7 +349,7 @@ def parse_session_date(text: Any, where: str) -> int:
         raise ContractError(f"{where}: not a LongMemEval date: {text!r}")
     year, month, day, hour, minute = (int(part) for part in match.groups())
     try:
-        return time_us(_dt.datetime(year, month, day, hour, minute, tzinfo=_dt.timezone.utc))
+        return time_us(_dt.datetime(year, month, day, hour, minute, tzinfo=_dt.UTC))
     except ValueError:
         raise ContractError(f"{where}: not a valid date: {text!r}") from None
 

@@ -67,7 +67,7 @@ def outline(chunks: Iterable[Chunk]) -> Outline:
         times, events, fact_ids = chunk["time"], chunk["event"], chunk["fact_id"]
         for index in range(len(times)):
             event = events[index]
-            if event == ADD or event == CONFIRM:
+            if event in (ADD, CONFIRM):
                 if times[index] != update_time:
                     close()
                 update_time = times[index]
@@ -150,4 +150,4 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
     )
     if not result.success:  # pragma: no cover - a feasible flow always exists (all on the timeline)
         raise RuntimeError(f"the offline optimum's flow could not be solved: {result.message}")
-    return Optimum(int(capacity), len(shape.asks), int(round(-result.fun)), reachable)
+    return Optimum(int(capacity), len(shape.asks), round(-result.fun), reachable)

@@ -38,7 +38,9 @@ def check_output_dir(output_dir: str | Path, kind: str) -> None:
         return
     manifest = manifest_path(output, kind)
     if not manifest.exists():
-        raise OutputExistsError(f"{output}: folder is not empty and holds no {manifest.name}; refusing to write into it")
+        raise OutputExistsError(
+            f"{output}: folder is not empty and holds no {manifest.name}; refusing to write into it"
+        )
     try:
         status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
     except (OSError, ValueError, AttributeError) as error:
@@ -92,7 +94,10 @@ def write_run(
             atomic_write_bytes(output / file_name, data)
             outputs[file_name] = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest()}
     except BaseException as error:
-        finish(status="error", error="interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}")
+        finish(
+            status="error",
+            error="interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}",
+        )
         raise
     finish(status="success", outputs=outputs)
     return tables

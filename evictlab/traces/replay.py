@@ -130,9 +130,9 @@ def returned_ids(fact_ids: Sequence[str]) -> list[str]:
 
 def replay(
     chunks: Iterable[Chunk],
-    memory: "Memory",
+    memory: Memory,
     *,
-    on_write: Callable[[int, "Memory"], None] | None = None,
+    on_write: Callable[[int, Memory], None] | None = None,
 ) -> ReplayCounts:
     """Run every event of ``chunks`` (in order) through ``memory`` and count the outcomes.
 
@@ -140,7 +140,7 @@ def replay(
     """
     counts = ReplayCounts()
     pending: list[tuple[Any, ...]] = []
-    pending_time = None
+    pending_time = 0  # the time of the pending rows (read only while there are some)
 
     def flush() -> None:
         nonlocal pending
@@ -180,7 +180,7 @@ def replay(
         fact_id, supersedes, fact_ids = chunk["fact_id"], chunk["supersedes"], chunk["fact_ids"]
         for index in range(len(times)):
             moment, event = times[index], events[index]
-            if event == ADD or event == CONFIRM:
+            if event in (ADD, CONFIRM):
                 if pending and moment != pending_time:
                     flush()
                 pending_time = moment
@@ -330,6 +330,7 @@ class ReferenceMemory(Memory):
             )
 
     def select(self, now: int) -> list[str]:
+        assert self.capacity is not None  # only a capped memory selects
         moment = from_us(now)
         if self.selector is None:
             params = self.params
@@ -391,7 +392,7 @@ class FastMemory(Memory):
         )
         self._confirm_rate = 1.0 / (MICROSECONDS_PER_DAY * p.confirmation_half_life_days)
         self._access_rate = 1.0 / (MICROSECONDS_PER_DAY * p.access_half_life_days)
-        self._origin: int | None = None  # the first time seen; keeps the exponents small
+        self._origin = 0  # the time of the first fact added; keeps the exponents small
         self.index: dict[str, int] = {}  # fact id -> row
         self.names: list[str] = []
         self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
@@ -431,7 +432,7 @@ class FastMemory(Memory):
                 self._exponents[0, row] = self._fresh_exponent(row)
 
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
-        if self._origin is None:
+        if not self.names:
             self._origin = now
         row = len(self.names)
         if row == len(self._weighted):
@@ -517,24 +518,21 @@ class FastMemory(Memory):
 
     def select(self, now: int) -> list[str]:
         capacity = self.capacity
+        assert capacity is not None  # only a capped memory selects
         rows = self.rank(now)
         corrections = self._correction[rows] if self.reservation is not None else None
         if corrections is not None and capacity > 0:
             correction_positions = corrections.nonzero()[0]
             reserved = max(0, min(self._slots, len(correction_positions), capacity))
         else:
-            correction_positions, reserved = None, 0
-        if reserved == 0 or reserved == len(correction_positions) and len(rows) == capacity + 1:
+            correction_positions, reserved = np.zeros(0, dtype=np.int64), 0
+        if len(rows) == capacity + 1 and (reserved == 0 or reserved == len(correction_positions)):
             # One over (or nothing reserved): evict the lowest-ranked fact outside the reserve.
-            if len(rows) == capacity + 1:
-                if reserved:
-                    last = int((~corrections).nonzero()[0][-1])
-                else:
-                    last = len(rows) - 1
-                evicted = [int(rows[last])]
-                self.order = np.concatenate((rows[:last], rows[last + 1 :]))
-                self.alive.discard(evicted[0])
-                return [self.names[evicted[0]]]
+            last = int((~corrections).nonzero()[0][-1]) if reserved and corrections is not None else len(rows) - 1
+            evicted = [int(rows[last])]
+            self.order = np.concatenate((rows[:last], rows[last + 1 :]))
+            self.alive.discard(evicted[0])
+            return [self.names[evicted[0]]]
         selected = np.zeros(len(rows), dtype=bool)
         if reserved:
             selected[correction_positions[:reserved]] = True
@@ -569,7 +567,12 @@ class ReplayResult:
     counts: ReplayCounts = field(repr=False)
 
     def row(self) -> dict[str, Any]:
-        return {"policy": self.policy, "capacity": self.capacity, **self.counts.as_dict(), **self.counts.metrics(self.capacity)}
+        return {
+            "policy": self.policy,
+            "capacity": self.capacity,
+            **self.counts.as_dict(),
+            **self.counts.metrics(self.capacity),
+        }
 
 
 def replay_policy(

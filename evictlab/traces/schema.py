@@ -82,7 +82,7 @@ OPTIONAL = {ADD: ("supersedes",), SEARCH: (), CONFIRM: ("scopes",), ASK: ("super
 #: Rows per chunk when a trace is streamed.
 CHUNK_ROWS = 65_536
 MICROSECONDS = 1_000_000
-EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class TraceError(EvictlabError, ValueError):
@@ -99,7 +99,7 @@ def empty_chunk() -> Chunk:
 def time_us(moment: _dt.datetime) -> int:
     """Integer microseconds since the Unix epoch of an aware (or naive = UTC) datetime."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
+        moment = moment.replace(tzinfo=_dt.UTC)
     delta = moment - EPOCH
     return (delta.days * 86_400 + delta.seconds) * MICROSECONDS + delta.microseconds
 
@@ -148,9 +148,8 @@ class RowChecker:
             if name not in allowed:
                 raise self.error(name, f"must be empty for a {event!r} event, got {value!r}")
             self._check_value(name, value)
-        if event == CONFIRM and values.get("scopes") is not None:
-            if len(values["scopes"]) != len(values["fact_ids"]):
-                raise self.error("scopes", "must have one scope per entry of fact_ids")
+        if event == CONFIRM and values.get("scopes") is not None and len(values["scopes"]) != len(values["fact_ids"]):
+            raise self.error("scopes", "must have one scope per entry of fact_ids")
         if event == ADD:
             fact_id = values["fact_id"]
             if fact_id in self.added:
@@ -174,9 +173,8 @@ class RowChecker:
         elif name in ("fact_ids", "scopes"):
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise self.error(name, f"must be a list of strings, got {value!r}")
-        elif name == "reinforcement":
-            if not isinstance(value, bool):
-                raise self.error(name, f"must be true or false, got {value!r}")
+        elif name == "reinforcement" and not isinstance(value, bool):
+            raise self.error(name, f"must be true or false, got {value!r}")
 
 
 # --------------------------------------------------------------------------- reading

@@ -105,7 +105,11 @@ def study_summary(rows: pd.DataFrame) -> pd.DataFrame:
     for capacity in sorted(cells.index.get_level_values("capacity").unique()):
         at = cells.xs(capacity, level="capacity")
         for policy in at.columns:
-            record: dict[str, Any] = {"policy": policy, "capacity": int(capacity), "cells": int(at[policy].notna().sum())}
+            record: dict[str, Any] = {
+                "policy": policy,
+                "capacity": int(capacity),
+                "cells": int(at[policy].notna().sum()),
+            }
             for baseline in BASELINES:
                 advantage = (at[policy] - at[baseline]).dropna().to_numpy()
                 record[f"win_rate_vs_{baseline}"] = float(np.mean(advantage > 0)) if len(advantage) else np.nan
@@ -117,7 +121,9 @@ def study_summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def loss_map(rows: pd.DataFrame, x: str, y: str, *, policy: str = "hybrid-v1", baseline: str = "confidence") -> pd.DataFrame:
+def loss_map(
+    rows: pd.DataFrame, x: str, y: str, *, policy: str = "hybrid-v1", baseline: str = "confidence"
+) -> pd.DataFrame:
     """Share of (seed, capacity) cells where ``policy`` answers fewer questions than ``baseline``,
     for each combination of grid parameters ``x`` (columns) and ``y`` (rows)."""
     for name in (x, y):
