@@ -4,7 +4,7 @@ A *setting* is one :class:`~evictlab.policies.PolicyParams`: the three weights, 
 half-lives and the correction reservation. :class:`PreparedCases` reads every fact's signals
 once; :meth:`PreparedCases.select` then decides a whole batch of settings x cases x
 capacities with numpy and returns the same kept sets, support ranks and reserved counts as
-the scalar selector (:func:`evictlab.deermem.select_facts_for_capacity`), bit for bit, ties
+the scalar selector (:func:`evictlab.policies.select`), bit for bit, ties
 included. That holds because:
 
 * the raw signals (bounded confidence, elapsed days since ``lastConfirmedAt`` or
@@ -54,7 +54,6 @@ from typing import Any
 
 import numpy as np
 
-from .deermem import select_facts_for_capacity
 from .errors import ContractError
 from .policies import PolicyParams, SelectionContext, resolve_policy, select
 from .policies.base import Reservation
@@ -501,9 +500,9 @@ def reference_outcome(
 ) -> Outcome:
     """The engine's outputs computed from one scalar decision.
 
-    ``confidence`` and ``hybrid-v1`` go through DeerMem's own entry point
-    (:func:`~evictlab.deermem.select_facts_for_capacity`); any other registered policy
-    through :func:`evictlab.policies.select`, which must report a ranking. Reserved facts
+    Every policy goes through :func:`evictlab.policies.select`, which must report a ranking
+    (for ``confidence`` and ``hybrid-v1`` its decisions are those of
+    :func:`~evictlab.deermem.select_facts_for_capacity` wherever DeerMem does not raise). Reserved facts
     are the top-ranked facts of the policy's reservation category, as spec 1.4 selects them;
     the margin follows :mod:`evictlab.explain`. ``seed`` reaches seeded policies only.
     """
@@ -511,15 +510,10 @@ def reference_outcome(
     keys = _unique_keys(case, facts)
     support = _single_support(case, keys)
     usage = case.usage if isinstance(case.usage, Mapping) else {}
-    if policy in ENGINE_POLICIES:
-        decision = select_facts_for_capacity(
-            facts, max_facts=capacity, policy=policy, usage=usage, now=now, **params.as_dict()
-        )
-    else:
-        decision = select(
-            policy, facts, capacity, usage=usage, now=now, params=params,
-            support_fact_ids=case.support_fact_ids, seed=seed,
-        )
+    decision = select(
+        policy, facts, capacity, usage=usage, now=now, params=params,
+        support_fact_ids=case.support_fact_ids, seed=seed,
+    )
     if not decision.ranking:
         raise ContractError(
             f"policy {policy!r} reports no ranking, so support rank and margin are undefined for it"

@@ -207,13 +207,20 @@ def snapshots(draw, *, unique_ids: bool = False, min_size: int = 0, max_size: in
 
 
 def clocks() -> st.SearchStrategy[_dt.datetime]:
-    """Evaluation times: the protocol clock, other aware times, naive times and non-UTC offsets."""
+    """Evaluation times: the protocol clock, other aware times and non-UTC offsets.
+
+    All timezone-aware, as evictlab's own API requires; :func:`naive_clocks` adds naive ones
+    for the DeerMem-compatible entry point, which reads them as local time.
+    """
     return st.one_of(
         st.just(CLOCK),
         moments(),
-        st.datetimes(min_value=_dt.datetime(2024, 1, 1), max_value=_dt.datetime(2027, 1, 1)),
         moments().map(lambda moment: moment.astimezone(_dt.timezone(_dt.timedelta(hours=8)))),
     )
+
+
+def naive_clocks() -> st.SearchStrategy[_dt.datetime]:
+    return st.datetimes(min_value=_dt.datetime(2024, 1, 1), max_value=_dt.datetime(2027, 1, 1))
 
 
 def capacities(max_value: int = 16) -> st.SearchStrategy[int]:

@@ -365,7 +365,12 @@ def positions_of(kept, facts):
 def test_deermem_selection_matches_the_spec_restated(snapshot, capacity, policy, now, params):
     facts, usage = snapshot
     before = repr((facts, usage))
-    decision = decide("deermem", policy, facts, capacity, usage=usage, now=now, params=params)
+    try:
+        decision = decide("deermem", policy, facts, capacity, usage=usage, now=now, params=params)
+    except OverflowError:
+        # Production raises on 10**400 or an out-of-range timestamp (spec 1.3);
+        # tests/test_deermem.py checks exactly when, against its own restatement.
+        return
     again = decide("deermem", policy, facts, capacity, usage=usage, now=now, params=params)
     assert repr((facts, usage)) == before  # nothing mutated
     assert decision == again  # deterministic
@@ -404,6 +409,9 @@ def test_deermem_selection_matches_the_spec_restated(snapshot, capacity, policy,
 def test_both_entry_points_decide_identically(snapshot, capacity, policy, now, params):
     facts, usage = snapshot
     ours = decide("evictlab", policy, facts, capacity, usage=usage, now=now, params=params)
-    theirs = decide("deermem", policy, facts, capacity, usage=usage, now=now, params=params)
+    try:
+        theirs = decide("deermem", policy, facts, capacity, usage=usage, now=now, params=params)
+    except OverflowError:
+        return  # production raises here; evictlab's own API reads the value by its fallback
     assert ours == theirs
     assert positions_of(ours.kept, facts) == positions_of(theirs.kept, facts)

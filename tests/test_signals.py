@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evictlab.errors import ContractError
 from evictlab.policies.signals import (
     access_heat,
     confirmation_freshness,
@@ -124,12 +125,13 @@ def test_timestamp_parsing_never_raises(raw):
     assert parsed is None or parsed.tzinfo is not None
 
 
-def test_now_is_converted_to_utc_and_naive_now_is_utc():
+def test_now_is_converted_to_utc_and_a_naive_now_is_refused():
     shanghai = _dt.timezone(_dt.timedelta(hours=8))
     assert resolve_now(_dt.datetime(2026, 8, 13, 8, tzinfo=shanghai)) == CLOCK
-    assert resolve_now(_dt.datetime(2026, 8, 13)).tzinfo is not None
-    assert resolve_now(_dt.datetime(2026, 8, 13)) == CLOCK
+    assert resolve_now(_dt.datetime(2026, 8, 13, 8, tzinfo=shanghai)).tzinfo is UTC
     assert resolve_now(None).tzinfo is not None
+    with pytest.raises(ContractError, match="now must be a timezone-aware datetime"):
+        resolve_now(_dt.datetime(2026, 8, 13))
 
 
 # --- decay and freshness --------------------------------------------------------------------

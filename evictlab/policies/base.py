@@ -283,7 +283,9 @@ def select_by_rank(
     reserved = 0
     if reservation is not None and capacity > 0:
         candidates = [index for index in ranked if is_category(facts[index], reservation.category)]
-        reserved = max(0, min(reservation.slots(capacity), len(candidates), capacity))
+        # Never negative for validated parameters; the DeerMem-compatible entry point passes
+        # a negative maximum through, and the slice then keeps all but the last |reserved|.
+        reserved = min(reservation.slots(capacity), len(candidates), capacity)
         selected.update(candidates[:reserved])
     for index in ranked:
         if len(selected) >= limit:

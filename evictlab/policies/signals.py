@@ -12,21 +12,35 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import ContractError
+
 UTC = _dt.UTC
 SECONDS_PER_DAY = 86400
 LN_9 = math.log(9)
 DEFAULT_CONFIDENCE = 0.5
 
 
-def read_number(value: Any) -> float | None:
-    """``float(value)`` as Python reads it, or ``None`` for missing, boolean, unreadable or non-finite."""
+def to_float(value: Any) -> float | None:
+    """``float(value)``, or ``None`` for missing, boolean or unreadable values.
+
+    An ``OverflowError`` (an integer beyond the double range) propagates: DeerMem raises it,
+    and the DeerMem-compatible entry point must too.
+    """
     if value is None or isinstance(value, bool):
         return None
     try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
+        return float(value)
+    except (TypeError, ValueError):
         return None
-    if not math.isfinite(number):
+
+
+def read_number(value: Any) -> float | None:
+    """``float(value)`` as Python reads it, or ``None`` for missing, boolean, unreadable or non-finite."""
+    try:
+        number = to_float(value)
+    except OverflowError:
+        return None
+    if number is None or not math.isfinite(number):
         return None
     return number
 
@@ -39,11 +53,11 @@ def read_confidence(value: Any) -> float:
     return min(1.0, max(0.0, number))
 
 
-def parse_timestamp(value: Any) -> _dt.datetime | None:
-    """An aware UTC datetime, or ``None`` when the value is not a parseable ISO-8601 string.
+def read_iso(value: Any) -> _dt.datetime | None:
+    """The datetime an ISO-8601 string names (naive when it has no offset), or ``None``.
 
     Surrounding whitespace is stripped, a literal ``Z`` becomes ``+00:00`` and the rest is
-    read by ``datetime.fromisoformat``; a naive value is taken as UTC.
+    read by ``datetime.fromisoformat``.
     """
     if not isinstance(value, str):
         return None
@@ -51,10 +65,24 @@ def parse_timestamp(value: Any) -> _dt.datetime | None:
     if not text:
         return None
     try:
-        return as_utc(_dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except (ValueError, OverflowError):
-        # OverflowError: an offset that moves a year-1 or year-9999 value out of range in
-        # UTC. Such a value cannot be compared with the clock, so it reads as absent.
+        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def parse_timestamp(value: Any) -> _dt.datetime | None:
+    """An aware UTC datetime, or ``None`` when the value is not a parseable ISO-8601 string.
+
+    Read by :func:`read_iso`; a naive value is taken as UTC.
+    """
+    moment = read_iso(value)
+    if moment is None:
+        return None
+    try:
+        return as_utc(moment)
+    except OverflowError:
+        # An offset that moves a year-1 or year-9999 value out of range in UTC. Such a value
+        # cannot be compared with the clock, so it reads as absent.
         return None
 
 
@@ -66,7 +94,16 @@ def as_utc(moment: _dt.datetime) -> _dt.datetime:
 
 
 def resolve_now(now: _dt.datetime | None) -> _dt.datetime:
-    return as_utc(now) if now is not None else _dt.datetime.now(UTC)
+    """evictlab's clock: an aware ``now`` in UTC, or the current UTC time.
+
+    A naive ``now`` is refused: DeerMem reads it as the host's local time (only
+    :mod:`evictlab.deermem` mirrors that), so evictlab's own API asks for an explicit zone.
+    """
+    if now is None:
+        return _dt.datetime.now(UTC)
+    if not isinstance(now, _dt.datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise ContractError(f"now must be a timezone-aware datetime, got {now!r}")
+    return now.astimezone(UTC)
 
 
 def elapsed_days(now: _dt.datetime, then: _dt.datetime) -> float:
