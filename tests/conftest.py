@@ -6,6 +6,7 @@ import pytest
 from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
 
+from evictlab import browser
 from evictlab.qa.tasks import build_tasks
 
 
@@ -40,3 +41,14 @@ def completed_run(tmp_path_factory, answering_stub):
     output = tmp_path_factory.mktemp("qa") / "run"
     assert run_qa_cli(output) == 0
     return output
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """A headless Chromium context (Playwright, Debian's browser) for a module; skipped, with the
+    reason, only where no Chromium or no Playwright is installed."""
+    reason = browser.unavailable_reason()
+    if reason:
+        pytest.skip(f"browser test: {reason}")
+    with browser.chromium() as context:
+        yield context

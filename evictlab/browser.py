@@ -1,0 +1,247 @@
+"""Headless Chromium and a throwaway JupyterLab, for the browser tests and benchmarks.
+
+Both drive what a person uses: Debian's Chromium (``apt-get install chromium``, never a
+browser build downloaded by Playwright) through Playwright, and a real JupyterLab server on
+a free port of 127.0.0.1 with its own token and its own settings, workspace and runtime
+folders, stopped afterwards. Nothing here is imported by the rest of the package; Playwright
+is a development dependency and is imported only when a browser is started.
+
+* :func:`find_chromium` says where Chromium is (``EVICTLAB_CHROMIUM``, ``/usr/bin/chromium``,
+  or ``chromium`` on ``PATH``), or None.
+* :func:`chromium` starts it headless with a fresh profile and yields a Playwright browser
+  context; :class:`ConsoleLog` records a page's console errors.
+* :class:`JupyterLab` starts ``jupyter lab`` (``--allow-root`` when running as root) and
+  waits until it answers; leaving the ``with`` block stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+#: Chromium's flags for a headless run as root in a container. Without the background-networking
+#: flags Chromium's own connections (updates, sync, field trials) are refused and logged.
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable to drive, or None when none is installed."""
+    for candidate in (os.environ.get("EVICTLAB_CHROMIUM"), DEFAULT_CHROMIUM, shutil.which("chromium")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def unavailable_reason() -> str | None:
+    """Why no browser can be driven here (no Playwright, no Chromium), or None when one can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed (pip install -e '.[dev]')"
+    if find_chromium() is None:
+        return f"no Chromium at {DEFAULT_CHROMIUM} or on PATH (apt-get install chromium)"
+    return None
+
+
+@contextmanager
+def chromium(*, viewport: dict[str, int] | None = None) -> Iterator[Any]:
+    """A Playwright ``BrowserContext`` in headless Chromium with a fresh, temporary profile."""
+    from playwright.sync_api import sync_playwright
+
+    executable = find_chromium()
+    if executable is None:
+        raise RuntimeError(unavailable_reason())
+    with tempfile.TemporaryDirectory(prefix="evictlab-chromium-") as profile, sync_playwright() as driver:
+        context = driver.chromium.launch_persistent_context(
+            profile, executable_path=executable, headless=True, args=list(CHROMIUM_ARGS),
+            viewport=viewport or VIEWPORT,
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class ConsoleLog:
+    """Every console message and uncaught page error of one page; ``errors`` are the failures."""
+
+    def __init__(self, page: Any) -> None:
+        self.messages: list[str] = []
+        self.errors: list[str] = []
+        page.on("console", self._on_console)
+        page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+
+    def _on_console(self, message: Any) -> None:
+        text = f"{message.type}: {message.text}"
+        self.messages.append(text)
+        if message.type == "error":
+            self.errors.append(text)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+class JupyterLab:
+    """A JupyterLab server over ``root_dir`` on 127.0.0.1, for one ``with`` block.
+
+    ``token``: the server's token (a random one by default; ``""`` for a token-less server).
+    ``command``: what to run instead of ``python -m jupyter lab`` (for ``make lab``); the
+    server options are appended to it unless ``append_options`` is False, and it must then
+    serve on :attr:`port` itself. The server's settings, workspaces and runtime files go to a
+    temporary folder, so a run neither reads nor leaves a user's JupyterLab state. Output goes
+    to :attr:`log_path`, which :meth:`log` reads.
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike,
+        *,
+        token: str | None = None,
+        command: Sequence[str] | None = None,
+        append_options: bool = True,
+        cwd: str | os.PathLike | None = None,
+        startup_seconds: float = 90.0,
+    ) -> None:
+        self.root_dir = Path(root_dir)
+        self.token = secrets.token_hex(16) if token is None else token
+        self.port = free_port()
+        self.command = list(command or [sys.executable, "-m", "jupyter", "lab"])
+        self.append_options = append_options
+        self.cwd = cwd
+        self.startup_seconds = startup_seconds
+        self._state = tempfile.TemporaryDirectory(prefix="evictlab-lab-")
+        self.log_path = Path(self._state.name) / "server.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def page_url(self, path: str = "lab") -> str:
+        """The URL of ``path`` on the server, carrying the token when there is one."""
+        return f"{self.url}/{path.lstrip('/')}" + (f"?token={self.token}" if self.token else "")
+
+    def options(self) -> list[str]:
+        state = Path(self._state.name)
+        options = [
+            "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={self.root_dir}",
+            f"--IdentityProvider.token={self.token}", "--ServerApp.password=",
+            f"--LabApp.user_settings_dir={state / 'settings'}", f"--LabApp.workspaces_dir={state / 'workspaces'}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",  # offline: no update toast
+        ]  # fmt: skip
+        if is_root():
+            options.append("--allow-root")
+        return options
+
+    def environment(self) -> dict[str, str]:
+        state = Path(self._state.name)
+        return {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(state / "config"),
+            "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+            "IPYTHONDIR": str(state / "ipython"),
+            "JUPYTER_PLATFORM_DIRS": "1",
+        }
+
+    def _write_settings(self) -> None:
+        """Settings a person would click through once: start the notebook's kernel without asking,
+        and fetch no news (the machine is offline; the toast would cover the page)."""
+        settings = Path(self._state.name) / "settings" / "@jupyterlab"
+        for plugin, values in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
+                               ("apputils-extension/notification", {"fetchNews": "false"})):
+            path = settings / f"{plugin}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+
+    def __enter__(self) -> JupyterLab:
+        self._write_settings()
+        command = self.command + (self.options() if self.append_options else [])
+        with open(self.log_path, "wb") as log:
+            # A session of its own, so that stopping it also stops what it started (kernels, make's child).
+            self.process = subprocess.Popen(command, cwd=self.cwd, env=self.environment(), stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_seconds
+        status = f"{self.url}/api/status" + (f"?token={self.token}" if self.token else "")
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(status, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"jupyter lab did not answer on {self.url} within {self.startup_seconds:g} s:\n{self.log()}")
+
+    def stop(self) -> int | None:
+        """Stop the server (and its kernels) and return its exit code; a second call does nothing."""
+        process, self.process = self.process, None
+        if process is not None:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            self._returncode = process.returncode
+            # Kernels live in the same session: end any the server left behind.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return getattr(self, "_returncode", None)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def close(self) -> None:
+        self.stop()
+        self._state.cleanup()
