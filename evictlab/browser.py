@@ -115,36 +115,37 @@ def is_root() -> bool:
 
 
 class JupyterLab:
-    """A JupyterLab server over ``root_dir`` on 127.0.0.1, for one ``with`` block.
+    """A JupyterLab server over ``root_dir`` (default: the current folder) on 127.0.0.1, for one
+    ``with`` block.
 
     ``token``: the server's token (a random one by default; ``""`` for a token-less server).
-    ``command``: what to run instead of ``python -m jupyter lab`` (for ``make lab``); the
-    server options are appended to it unless ``append_options`` is False, and it must then
-    serve on :attr:`port` itself. The server's settings, workspaces and runtime files go to a
-    temporary folder, so a run neither reads nor leaves a user's JupyterLab state. Output goes
-    to :attr:`log_path`, which :meth:`log` reads.
+    ``command``: what to run instead of ``python -m jupyter lab ROOT [--allow-root]`` (e.g.
+    ``make lab``), run in ``cwd``.
+    Address, port and token reach the server through its config folder (``JUPYTER_CONFIG_DIR``),
+    which, with its settings, workspaces and runtime files, is a temporary folder: a run
+    neither reads nor leaves a user's JupyterLab state. Output goes to :attr:`log_path`, which
+    :meth:`log` reads.
     """
 
     def __init__(
         self,
-        root_dir: str | os.PathLike,
+        root_dir: str | os.PathLike | None = None,
         *,
         token: str | None = None,
         command: Sequence[str] | None = None,
-        append_options: bool = True,
         cwd: str | os.PathLike | None = None,
         startup_seconds: float = 90.0,
     ) -> None:
-        self.root_dir = Path(root_dir)
+        self.root_dir = root_dir
         self.token = secrets.token_hex(16) if token is None else token
         self.port = free_port()
-        self.command = list(command or [sys.executable, "-m", "jupyter", "lab"])
-        self.append_options = append_options
+        self.command = list(command) if command else [sys.executable, "-m", "jupyter", "lab", *self.options()]
         self.cwd = cwd
         self.startup_seconds = startup_seconds
         self._state = tempfile.TemporaryDirectory(prefix="evictlab-lab-")
         self.log_path = Path(self._state.name) / "server.log"
         self.process: subprocess.Popen | None = None
+        self.returncode: int | None = None
 
     @property
     def url(self) -> str:
@@ -155,17 +156,9 @@ class JupyterLab:
         return f"{self.url}/{path.lstrip('/')}" + (f"?token={self.token}" if self.token else "")
 
     def options(self) -> list[str]:
-        state = Path(self._state.name)
-        options = [
-            "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}",
-            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={self.root_dir}",
-            f"--IdentityProvider.token={self.token}", "--ServerApp.password=",
-            f"--LabApp.user_settings_dir={state / 'settings'}", f"--LabApp.workspaces_dir={state / 'workspaces'}",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",  # offline: no update toast
-        ]  # fmt: skip
-        if is_root():
-            options.append("--allow-root")
-        return options
+        """The command-line options of the default command (the rest is in :meth:`_write_config`)."""
+        root = [f"--ServerApp.root_dir={self.root_dir}"] if self.root_dir is not None else []
+        return [*root, *(["--allow-root"] if is_root() else [])]
 
     def environment(self) -> dict[str, str]:
         state = Path(self._state.name)
@@ -177,22 +170,33 @@ class JupyterLab:
             "JUPYTER_PLATFORM_DIRS": "1",
         }
 
-    def _write_settings(self) -> None:
-        """Settings a person would click through once: start the notebook's kernel without asking,
-        and fetch no news (the machine is offline; the toast would cover the page)."""
-        settings = Path(self._state.name) / "settings" / "@jupyterlab"
+    def _write_config(self) -> None:
+        """Address, token and state folders in the server's own config folder, so that a command
+        given whole (``make lab``) serves where the test looks; and the settings a person would
+        click through once: start the notebook's kernel without asking, fetch no news (the
+        machine is offline, and the toast would cover the page)."""
+        state = Path(self._state.name)
+        config = {
+            "ServerApp": {"ip": "127.0.0.1", "port": self.port, "port_retries": 0, "open_browser": False,
+                          "password": ""},
+            "IdentityProvider": {"token": self.token},
+            "LabApp": {"user_settings_dir": str(state / "settings"), "workspaces_dir": str(state / "workspaces"),
+                       "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
+        }
+        (state / "config").mkdir()
+        for name in ("jupyter_server_config.json", "jupyter_lab_config.json"):
+            (state / "config" / name).write_text(json.dumps(config))
         for plugin, values in (("notebook-extension/tracker", {"autoStartDefaultKernel": True}),
                                ("apputils-extension/notification", {"fetchNews": "false"})):
-            path = settings / f"{plugin}.jupyterlab-settings"
+            path = state / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
 
     def __enter__(self) -> JupyterLab:
-        self._write_settings()
-        command = self.command + (self.options() if self.append_options else [])
+        self._write_config()
         with open(self.log_path, "wb") as log:
             # A session of its own, so that stopping it also stops what it started (kernels, make's child).
-            self.process = subprocess.Popen(command, cwd=self.cwd, env=self.environment(), stdout=log,
+            self.process = subprocess.Popen(self.command, cwd=self.cwd, env=self.environment(), stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             start_new_session=True)
         try:
@@ -221,7 +225,7 @@ class JupyterLab:
         raise RuntimeError(f"jupyter lab did not answer on {self.url} within {self.startup_seconds:g} s:\n{self.log()}")
 
     def stop(self) -> int | None:
-        """Stop the server (and its kernels) and return its exit code; a second call does nothing."""
+        """Stop the server (and its kernels) and return its exit code (:attr:`returncode`)."""
         process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
@@ -231,13 +235,13 @@ class JupyterLab:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
-            self._returncode = process.returncode
+            self.returncode = process.returncode
             # Kernels live in the same session: end any the server left behind.
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        return getattr(self, "_returncode", None)
+        return self.returncode
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -4,6 +4,8 @@ open notebook 07, Run All, and move a slider."""
 from __future__ import annotations
 
 import shutil
+import socket
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,20 @@ def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
         )
         assert details.inner_text() != before[1]
         assert not console.errors, console.errors
+
+
+def test_make_lab_serves_the_notebooks_and_stops(chromium):
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "Makefile").exists():
+        pytest.skip("make lab: not a source checkout (no Makefile)")
+    # Address and token come from the server's config folder: the command is exactly `make lab`.
+    with JupyterLab(command=["make", "--no-print-directory", "lab"], cwd=root, startup_seconds=240) as lab:
+        page = chromium.new_page()
+        console = ConsoleLog(page)
+        page.goto(lab.page_url("lab"))
+        listing = page.locator(".jp-DirListing-content")
+        listing.get_by_text("07_explorer.ipynb").wait_for(timeout=60_000)
+        assert not console.errors, console.errors
+        assert lab.stop() is not None
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", lab.port), timeout=2).close()
