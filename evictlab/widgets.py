@@ -22,10 +22,12 @@ How a change is computed (:meth:`Explorer.refresh`): the pools of each preset ar
 (``confidence`` and ``hybrid-v1`` on the vectorised engine, any other policy on the scalar
 selector, memoised per setting); the
 selected case is explained by :func:`evictlab.explain.explain`. The figure is one
-:class:`~evictlab.plots.ExplorerFigure` whose artists are updated in place and
-rendered into one ``ipywidgets.Image`` that is displayed once; tables go into one
-``ipywidgets.HTML``. ``benchmarks/bench_explorer.py`` measures a change against the 100 ms
-budget.
+:class:`~evictlab.plots.ExplorerFigure` whose artists are updated in place; on screen it is
+its static background (one ``ipywidgets.Image``, sent once) under an ``ipywidgets.HTML``
+holding the changing artists as SVG, so a move sends a few kilobytes and encodes no image.
+Tables go into one ``ipywidgets.HTML``. Weights and half-lives are disabled while the policy
+ignores them (:attr:`evictlab.policies.Policy.reads_params`). ``benchmarks/bench_explorer.py``
+measures a change in Python and in a real browser.
 
 Tests and notebooks drive it with :meth:`Explorer.set` and read :attr:`Explorer.results`
 (one row per case), :attr:`Explorer.summary` and :attr:`Explorer.explanation`.
@@ -50,9 +52,9 @@ import pandas as pd
 from .decisions import OUTPUT_DTYPES, decide_grid, retention_counts
 from .engine import ENGINE_POLICIES, PreparedCases
 from .errors import ContractError
-from .explain import Explanation, explain
+from .explain import Explanation, FactExplanation, explain
 from .plots import ALL_CASES, ExplorerFigure
-from .policies import PolicyParams, known_policies
+from .policies import PolicyParams, get_policy, known_policies
 from .policies.base import WEIGHT_TOLERANCE
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, PRESETS
@@ -202,11 +204,20 @@ class Explorer:
         self.summary = retention_summary(self.results)
         self.explanation = self._explain(entry)
         self._figure = ExplorerFigure(*self._view(entry), **self._view_options(entry), pool_size=entry.pool_size)
-        self.image = w.Image(value=self._figure.png(), format="png", layout=w.Layout(max_width="100%"))
+        # Two layers in one grid cell: the static background once, the changing artists on top.
+        width = f"{self._figure.figure.bbox.width:.0f}px"
+        self.image = w.Image(value=self._figure.background_png(), format="png",
+                             layout=w.Layout(grid_area="figure", width="100%", margin="0"))
+        self.overlay = w.HTML(value=self._figure.overlay_svg(), layout=w.Layout(grid_area="figure", margin="0"))
+        self.image.add_class("evictlab-explorer-background")
+        self.overlay.add_class("evictlab-explorer-overlay")
         self.details = w.HTML(value=self._details_html(entry))
+        self._enable_parameters()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        self.widget = w.VBox([self._control_panel(), self.image, self.details])
+        figure = w.GridBox([self.image, self.overlay], layout=w.Layout(
+            grid_template_areas='"figure"', width=width, max_width="100%"))
+        self.widget = w.VBox([self._control_panel(), figure, self.details])
 
     # ------------------------------------------------------------------ state
 
@@ -318,9 +329,16 @@ class Explorer:
         self.summary = retention_summary(self.results)
         self.explanation = self._explain(entry)
         self._figure.update(*self._view(entry), **self._view_options(entry))
-        self.image.value = self._figure.png()
+        self.overlay.value = self._figure.overlay_svg()
         self.details.value = self._details_html(entry)
+        self._enable_parameters()
         self.updates += 1
+
+    def _enable_parameters(self) -> None:
+        """Weights and half-lives respond only for policies that read them."""
+        ignored = not get_policy(self.policy).reads_params
+        for name in (*WEIGHT_NAMES, *HALF_LIFE_NAMES):
+            self.controls[name].disabled = ignored
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._quiet_depth:
@@ -414,10 +432,12 @@ class Explorer:
         c = self.controls
         return w.HBox(
             [
-                w.VBox([w.HTML("<b>weights</b> (sum 1)"), *(c[name] for name in WEIGHT_NAMES)]),
-                w.VBox([w.HTML("<b>half-lives</b> (days, log scale)"), *(c[name] for name in HALF_LIFE_NAMES)]),
+                w.VBox([w.HTML("<b>weights</b> (sum 1; hybrid-v1 and oracle read them)"),
+                        *(c[name] for name in WEIGHT_NAMES),
+                        w.HTML("<b>half-lives</b> (days, log scale)"), *(c[name] for name in HALF_LIFE_NAMES)]),
                 w.VBox([w.HTML("<b>decision</b>"), c["capacity"], c["policy"], c["preset"], c["case_id"]]),
-            ]
+            ],
+            layout=w.Layout(flex_flow="row wrap"),
         )
 
     @staticmethod
@@ -426,18 +446,21 @@ class Explorer:
         policy = _checked_policy(policy)
         capacity = _checked_capacity(capacity)
         low, high = CAPACITY_RANGE
-        style = {"description_width": "9.5em"}
-        layout = w.Layout(width="22em")
+        style = {"description_width": "8em"}
+        # Wide tracks (over 300 px): about 3 px or more per 0.01 of weight, so a weight can be set
+        # to the step by hand.
+        slider = w.Layout(width="42em")
+        layout = w.Layout(width="24em")
         weights = {
             name: w.FloatSlider(value=value, min=0.0, max=1.0, step=0.01, readout_format=".2f", continuous_update=False,
-                                description=label, style=style, layout=layout)
+                                description=label, style=style, layout=slider)
             for name, value, label in zip(WEIGHT_NAMES, params.weights, ("confidence", "confirmation", "access"))
         }
         exponents = tuple(math.log10(days) for days in HALF_LIFE_RANGE_DAYS)
         half_lives = {
             name: w.FloatLogSlider(value=float(getattr(params, name)), base=10, min=exponents[0], max=exponents[1],
                                    step=0.01, readout_format=".1f", continuous_update=False, description=label,
-                                   style=style, layout=layout)
+                                   style=style, layout=slider)
             for name, label in zip(HALF_LIFE_NAMES, ("confirmation", "access"))
         }
         cases = [(f"{case.scenario} · {case.case_id}", case.case_id) for case in entry.pool_set.cases]
@@ -495,11 +518,11 @@ def explanation_table_html(explanation: Explanation, support: set[str]) -> str:
     header = ["rank", "fact", "status", "score", *components, "margin", "displaced by", *(label for _, label in shown)]
     rows = []
     for item in explanation.facts:
-        status = "reserved" if item.reserved else ("kept" if item.kept else "evicted")
         name = f"<b>{html.escape(item.fact_id)}</b> (support)" if item.fact_id in support else html.escape(item.fact_id)
-        cells = [str(item.rank), name, status, _number(item.score)]
+        tied = _tied_at_cut(item)
+        cells = [str(item.rank), name, item.status + (" (tie)" if tied else ""), _number(item.score)]
         cells += [_number(item.components.get(component)) for component in components]
-        cells += [_number(item.margin, signed=True), html.escape(item.displaced_by or "")]
+        cells += ["tie" if tied else _number(item.margin, signed=True), html.escape(item.displaced_by or "")]
         for field_name, _ in shown:
             value = getattr(item, field_name)
             cells.append("" if item.kept else ("none" if value is None else html.escape(repr(value))))
@@ -514,11 +537,26 @@ def _number(value: float | None, *, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
-def _support_sentence(item: Any, explanation: Explanation) -> str:
-    margin = "" if item.margin is None else f", margin {item.margin:+.4f}"
+def _tied_at_cut(item: FactExplanation) -> bool:
+    """The fact scores exactly what the fact across the cut line scores: the policy's tie-break
+    (for DeerMem's policies, the earlier input position), not the score, put it on its side."""
+    return item.margin == 0
+
+
+def _tie_phrase(item: FactExplanation, explanation: Explanation) -> str:
+    tied = sum(other.score == item.score for other in explanation.facts)
+    if tied == len(explanation.facts):
+        return f"by the tie-break: all {tied} facts score {item.score:.4f} (an all-way tie)"
+    return f"by the tie-break: {tied} facts score {item.score:.4f}"
+
+
+def _support_sentence(item: FactExplanation, explanation: Explanation) -> str:
+    tie = _tied_at_cut(item)
+    margin = "" if item.margin is None or tie else f", margin {item.margin:+.4f}"
+    where = f"{item.status} at rank {item.rank}" + (f" {_tie_phrase(item, explanation)}" if tie else margin)
     if item.kept:
-        return f"support {item.fact_id} kept at rank {item.rank}{margin}"
-    text = f"support {item.fact_id} evicted at rank {item.rank}{margin}"
+        return f"support {item.fact_id} {where}"
+    text = f"support {item.fact_id} {where}"
     if item.displaced_by is not None:
         text += f", displaced by {item.displaced_by}"
     changes = []

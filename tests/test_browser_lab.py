@@ -1,8 +1,10 @@
 """The explorer in a real JupyterLab, driven in headless Chromium as a person would use it:
-open notebook 07, Run All, and move a slider."""
+open notebook 07, Run All, read the live widget, move a slider, change the policy; and
+``make lab`` started and stopped."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -15,6 +17,7 @@ from evictlab.browser import ConsoleLog, JupyterLab
 pytestmark = pytest.mark.slow
 
 KERNEL_IDLE = "Python 3 (ipykernel) | Idle"
+MIN_TRACK_PX = 300  # 0.01 of weight is then 3 px or more: a step can be set by hand
 
 
 def open_notebook(context, lab, name):
@@ -28,6 +31,25 @@ def open_notebook(context, lab, name):
 def run_all(page):
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    page.locator("#jp-main-statusbar").get_by_text(KERNEL_IDLE).wait_for(timeout=120_000)
+
+
+def drag(page, handle, dx):
+    handle.scroll_into_view_if_needed()
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + dx, y, steps=8)
+    page.mouse.up()
+
+
+def changed(page, locator, before, timeout=30_000):
+    """Wait until the element's text differs from ``before``; return the new text. ``locator``
+    must be an element that stays (a widget's view), not content that a new value replaces."""
+    page.wait_for_function("([element, old]) => element.textContent !== old",
+                           arg=[locator.element_handle(), before], timeout=timeout)
+    return locator.text_content()
 
 
 def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
@@ -36,26 +58,44 @@ def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
     with JupyterLab(tmp_path) as lab:
         page, console = open_notebook(chromium, lab, "07_explorer.ipynb")
         run_all(page)
-        explorer = page.locator(".jp-OutputArea-output .widget-vbox").first
+        explorer = page.locator(".jp-OutputArea-output > .widget-vbox").first
+        layer = explorer.locator(".evictlab-explorer-overlay")  # the widget; its <svg> is replaced per move
+        overlay = layer.locator("svg")
+        overlay.wait_for(timeout=60_000)
         sliders = explorer.locator(".widget-slider")
-        sliders.first.wait_for(timeout=120_000)
         assert sliders.count() == 6  # three weights, two half-lives, capacity
-        image = explorer.locator(".widget-image")
+        assert explorer.locator(".evictlab-explorer-background").get_attribute("src")
         details = explorer.locator(".widget-html-content").last
-        details.get_by_text("support retained in").wait_for()
-        before = (image.get_attribute("src"), details.inner_text())
 
-        handle = sliders.first.locator(".noUi-handle")
-        box = handle.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] / 2 - 40, box["y"] + box["height"] / 2, steps=5)
-        page.mouse.up()
-        page.wait_for_function(
-            "([element, old]) => element.getAttribute('src') !== old", arg=[image.element_handle(), before[0]],
-            timeout=30_000,
-        )
-        assert details.inner_text() != before[1]
+        # After Run All the live widget shows its own parameters, not what later cells set.
+        title = overlay.locator("text").last.text_content()
+        assert title.startswith("hybrid-v1 at capacity 5, preset pr4810-final; hybrid-v1 weights (0.65, 0.25, 0.10)")
+        assert [sliders.nth(i).locator(".widget-readout").text_content() for i in (0, 1, 2, 5)] == [
+            "0.65", "0.25", "0.10", "5"]
+        assert details.text_content().startswith("hybrid-v1 at capacity 5")
+
+        # Wide tracks: a 40 px drag moves the confidence weight by about 0.1, not across the range.
+        track = sliders.first.locator(".slider-container").bounding_box()
+        assert track["width"] >= MIN_TRACK_PX, track
+        before, shown = details.text_content(), layer.text_content()
+        drag(page, sliders.first.locator(".noUi-handle"), -40)
+        shown = changed(page, layer, shown)
+        title = overlay.locator("text").last.text_content()
+        weight = float(sliders.first.locator(".widget-readout").text_content())
+        assert 0.45 <= weight <= 0.6, weight
+        assert f"weights ({weight:.2f}, " in title
+        assert changed(page, details, before) != before
+        bars = [float(rect.get_attribute("width")) for rect in overlay.locator("rect").all()]
+        assert len(bars) == 6
+
+        # A policy that ignores weights and half-lives: their sliders are disabled, the rest is not.
+        explorer.locator(".widget-dropdown select").first.select_option("confidence")
+        changed(page, layer, shown)
+        page.wait_for_function("element => element.getAttribute('contenteditable') === 'false'",
+                               arg=sliders.first.locator(".widget-readout").element_handle(), timeout=30_000)
+        editable = [sliders.nth(i).locator(".widget-readout").get_attribute("contenteditable") for i in range(6)]
+        assert editable == ["false"] * 5 + ["true"]
+        assert re.match(r"confidence at capacity 5: support retained in \d+ of 45", details.text_content())
         assert not console.errors, console.errors
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -18,6 +19,9 @@ from evictlab.diff import diff_specs
 from evictlab.explain import explain
 from evictlab.runspec import RunSpec
 from evictlab.sweep import make_grid, run_sweep
+
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
@@ -193,5 +197,37 @@ def test_the_live_image_stays_right_after_the_figure_is_saved(tmp_path):
     png, _ = plots.save(explorer.figure, tmp_path / "explorer")  # draws at another resolution
     explorer.set(capacity=6)
     fresh = Explorer(capacity=6, case_id=explorer.case_id)
+    assert explorer.overlay.value == fresh.overlay.value
     assert bytes(explorer.image.value) == bytes(fresh.image.value)
     assert Path(png).read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_live_overlay_draws_the_changing_artists_where_the_figure_has_them():
+    from evictlab.widgets import Explorer
+
+    explorer = Explorer(capacity=5)
+    explorer.set(policy="lru", capacity=7)
+    figure = explorer._figure
+    height = figure.figure.bbox.height
+    svg = ElementTree.fromstring(explorer.overlay.value)
+    assert svg.get("viewBox") == f"0 0 {figure.figure.bbox.width:.0f} {height:.0f}"
+    rects = svg.findall(f"{SVG}rect")
+    assert len(rects) == len(figure.bars)
+    for rect, bar in zip(rects, figure.bars):
+        extent = bar.get_window_extent()
+        assert float(rect.get("x")) == pytest.approx(extent.x0, abs=0.01)
+        assert float(rect.get("width")) == pytest.approx(extent.width, abs=0.02)
+        assert float(rect.get("y")) == pytest.approx(height - extent.y1, abs=0.01)
+    texts = [element.text for element in svg.findall(f"{SVG}text")]
+    assert texts == [*(label.get_text() for label in figure.bar_labels), "cut: ranks 1-7 kept",
+                     plots.figure_title(explorer.figure)]
+    # One marker per finite point: 2 x 6 references, 45 supports, the selected case's ring.
+    markers = svg.findall(f"{SVG}path")
+    assert len(markers) == 2 * len(figure.groups) + len(explorer.results) + 1
+    centres = figure.points.get_offset_transform().transform(figure.points.get_offsets())
+    shown = [tuple(map(float, m.get("transform")[len("translate("):-1].split())) for m in markers[12:57]]
+    assert np.allclose(shown, np.column_stack([centres[:, 0], height - centres[:, 1]]), atol=0.01)
+    (line,) = svg.findall(f"{SVG}polyline")
+    x = figure.cut.get_transform().transform(figure.cut.get_xydata())[0, 0]
+    assert float(line.get("points").split(",")[0]) == pytest.approx(x, abs=0.01)
+    assert "stroke-dasharray" in line.attrib  # the cut line stays dashed

@@ -3,6 +3,7 @@ the scalar selector and the explanations decide for the setting on its controls.
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -14,12 +15,13 @@ from evictlab import plots
 from evictlab.engine import PreparedCases
 from evictlab.errors import ContractError, EvictlabError
 from evictlab.explain import explain
-from evictlab.policies import PolicyParams, select
+from evictlab.policies import PolicyParams, get_policy, known_policies, select
 from evictlab.widgets import (
     ALL_CASES,
     CONTROL_NAMES,
     Explorer,
     PoolCache,
+    decisions_for,
     rescale_weights,
 )
 
@@ -118,6 +120,7 @@ def assert_figure_matches(explorer):
     assert title.startswith(f"{explorer.policy} at capacity {explorer.capacity}, preset {explorer.preset};")
     assert f"({', '.join(f'{weight:.2f}' for weight in explorer.weights)})" in title
     assert bytes(explorer.image.value).startswith(PNG_SIGNATURE)
+    assert f">{html.escape(title)}</text>" in explorer.overlay.value  # the live layer shows the same state
 
 
 def test_starts_at_deermem_defaults_with_a_case_whose_support_is_evicted(explorer, pools):
@@ -164,12 +167,13 @@ def test_weights_given_one_two_or_three_at_a_time(explorer):
 
 
 def test_moving_a_slider_rescales_the_others_and_refreshes_once(explorer, pools):
-    figure, image = explorer.figure, bytes(explorer.image.value)
+    figure, image, overlay = explorer.figure, bytes(explorer.image.value), explorer.overlay.value
     before = explorer.updates
     explorer.controls["access_weight"].value = 0.5
     assert explorer.updates == before + 1
     assert explorer.weights == pytest.approx((0.65 / 0.9 * 0.5, 0.25 / 0.9 * 0.5, 0.5))
-    assert bytes(explorer.image.value) != image
+    assert explorer.overlay.value != overlay
+    assert bytes(explorer.image.value) == image  # the background is drawn once
     explorer.controls["capacity"].value = 8
     explorer.controls["policy"].value = "memoryos-heat"
     assert explorer.updates == before + 3
@@ -226,6 +230,35 @@ def test_details_explain_the_selected_case(explorer):
     assert f"confidence &gt;= {support.min_confidence!r}" in text
     assert text.count("<tr>") == len(explorer.explanation.facts) + 1
     assert "support evicted in" in text
+
+
+def test_an_all_way_tie_reads_as_a_tie(explorer):
+    explorer.set(policy="fifo", capacity=5, case_id="01adee5c")  # every fact of this pool was created together
+    assert len({item.score for item in explorer.explanation.facts}) == 1
+    text = explorer.details.value
+    assert "support gold_01adee5c evicted at rank 10 by the tie-break: all 10 facts score" in text
+    assert "(an all-way tie)" in text and "+0.0000" not in text
+    assert text.count("<td>evicted (tie)</td>") == 5 and text.count("<td>kept (tie)</td>") == 5
+    explorer.set(policy="hybrid-v1")
+    assert "tie" not in explorer.details.value  # scores differ: margins, not ties
+
+
+def test_parameter_sliders_respond_only_for_policies_that_read_them(explorer):
+    parameters = ("confidence_weight", "confirmation_weight", "access_weight", "confirmation_half_life_days",
+                  "access_half_life_days")
+    for policy in known_policies():
+        explorer.controls["policy"].value = policy
+        disabled = {explorer.controls[name].disabled for name in parameters}
+        assert disabled == {policy not in ("hybrid-v1", "oracle")}, policy
+        assert not explorer.controls["capacity"].disabled
+
+
+def test_policies_that_do_not_read_parameters_decide_the_same_under_any(pools):
+    prepared = pools.get("pr4810-final").prepared
+    default, other = PolicyParams(), PolicyParams(0.1, 0.2, 0.7, 2.0, 3000.0)
+    for policy in known_policies():
+        kept = [decisions_for(prepared, policy, params, 5)["kept_fact_ids"].tolist() for params in (default, other)]
+        assert (kept[0] != kept[1]) == get_policy(policy).reads_params, policy
 
 
 def test_controls_cover_the_documented_names(explorer):

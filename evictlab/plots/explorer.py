@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch
 from matplotlib.path import Path as MplPath
 
+from .overlay import artists_svg
 from .style import (
     ALL_CASES,
     OKABE_ITO,
@@ -34,8 +36,12 @@ from .style import (
     wrap_labels,
 )
 
-#: Resolution of the explorer's live image: lower than saved figures, so a redraw stays fast.
-EXPLORER_DPI = 80
+#: The explorer figure's own resolution: at 72 dpi a point is a pixel, so the vector overlay of
+#: the changing artists (:meth:`ExplorerFigure.overlay_svg`, drawn in points) lands exactly on
+#: the raster background.
+EXPLORER_DPI = 72
+#: The background's resolution: twice the figure's, so it stays sharp on high-density screens.
+BACKGROUND_DPI = 144
 
 # --------------------------------------------------------------------------- explanations (08)
 
@@ -159,12 +165,13 @@ class ExplorerFigure:
 
     Built once from the first view; :meth:`update` sets new data on the same artists (bar
     widths, labels, marker positions and colours, the cut line, titles), so the figure object
-    and its artists persist across updates. :meth:`png` renders the current state for an
-    ``ipywidgets.Image``. Two things keep a redraw fast: after the first draw the layout is
-    frozen (the axes never change size), and everything that never changes (axes, ticks,
-    labels, legends) is drawn once into a background that each redraw restores before it
-    draws the changing artists on top. :attr:`figure` stays an ordinary figure: saving it
-    draws everything.
+    and its artists persist across updates. On screen it is two layers of the same size:
+    everything that never changes (axes, ticks, labels, legends) rendered once as a PNG
+    (:meth:`background_png`), and the changing artists written as SVG on
+    top of it (:meth:`overlay_svg`, a few kilobytes of SVG with text as text). A move
+    therefore costs neither a full redraw nor a PNG encode, and the browser repaints only the
+    overlay. After the first draw the layout is frozen, so the layers never drift apart.
+    :attr:`figure` stays an ordinary figure: saving it draws everything.
 
     A *view* is three frames: ``summary`` (``scenario`` incl. all cases, ``retained``,
     ``cases``), ``reference`` (``scenario``, ``policy``, ``retained``, ``cases``: DeerMem's two
@@ -189,7 +196,7 @@ class ExplorerFigure:
         self.figure.set_layout_engine("none")
         self._changing = [*self.bars.patches, *self.bar_labels, *self.references.values(), self.points, self.selected,
                           self.cut, self.cut_label, self.title]
-        self._background: Any = None
+        self._background: bytes | None = None
 
     def _build(self, cases: pd.DataFrame, pool_size: int) -> None:
         left, right = self.left, self.right = self.figure.subplots(1, 2, width_ratios=[1, 1.25])
@@ -274,27 +281,29 @@ class ExplorerFigure:
         self.cut_label.set_text(f"cut: ranks 1-{capacity} kept")
         self.title.set_text(subtitle)
 
-    def png(self) -> bytes:
-        """The current state as PNG bytes (fast compression: it is redrawn on every change)."""
-        from PIL import Image
-
-        canvas = self.canvas
+    def background_png(self) -> bytes:
+        """Everything that never changes, as PNG bytes at :data:`BACKGROUND_DPI` (rendered once)."""
         if self._background is None:
             for artist in self._changing:
                 artist.set_visible(False)
-            canvas.draw()
-            self._background = canvas.copy_from_bbox(self.figure.bbox)
-            for artist in self._changing:
-                artist.set_visible(True)
-        canvas.restore_region(self._background)
-        for artist in self._changing:
-            self.figure.draw_artist(artist)
-        buffer = io.BytesIO()
-        image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        image.convert("RGB").save(buffer, format="png", compress_level=1)  # opaque: alpha would be 1/4 of the bytes
-        return buffer.getvalue()
+            try:
+                buffer = io.BytesIO()
+                self.figure.savefig(buffer, format="png", dpi=BACKGROUND_DPI, facecolor="white",
+                                    metadata={"Software": None})
+                self._background = buffer.getvalue()
+            finally:
+                for artist in self._changing:
+                    artist.set_visible(True)
+        return self._background
+
+    def overlay_svg(self) -> str:
+        """The changing artists as one inline ``<svg>`` element covering the figure (transparent
+        elsewhere), scaled with its container like the background."""
+        return artists_svg(self.figure, self._changing)
 
 
+@functools.lru_cache(maxsize=8)
 def _marker_path(marker: str) -> MplPath:
+    """A marker's outline at unit size (cached: every update asks for one per case)."""
     style = MarkerStyle(marker)
     return style.get_path().transformed(style.get_transform())

@@ -222,6 +222,8 @@ class Policy:
     color: str | None = None
     #: The numbers of the rule a user may change (``get_policy("lfu-aging", half_life_days=7)``).
     parameters: tuple[Parameter, ...] = ()
+    #: Whether decisions depend on ``SelectionContext.params`` (weights, half-lives, reservation).
+    reads_params: bool = False
 
     def __init__(self, **values: Any) -> None:
         """A policy with its declared parameters at their defaults, except those in ``values``.

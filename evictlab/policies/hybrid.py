@@ -70,6 +70,7 @@ class HybridV1Policy(Policy):
     )
     color = OKABE_ITO["blue"]
     component_names = ("confidence", "confirmationFreshness", "accessHeat")
+    reads_params = True
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         params = context.params

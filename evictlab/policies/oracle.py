@@ -27,6 +27,7 @@ class OraclePolicy(KeyedPolicy):
     role = BOUND
     color = OKABE_ITO["black"]
     component_names = (*HybridV1Policy.component_names, "support")
+    reads_params = True  # orders the facts after the supports by hybrid-v1's score
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         hybrid = HybridV1Policy().score(facts, context)
