@@ -31,6 +31,7 @@ INDEX: dict[str, tuple[str, str]] = {
     ),
     "validate": ("validate", "check a dataset against the pin and the manifest and prepare the 45 cases"),
     "validate-contracts": ("validate", "check the protocol files without a dataset and print their identity hashes"),
+    "view": ("view", "one offline HTML page for a run folder, or an A/B comparison of two, case by case"),
 }
 
 

@@ -1,0 +1,143 @@
+"""``evictlab view``: one offline HTML page for a run folder, and the A/B list of two real runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from evictlab.cli import main
+from evictlab.viewer import compare, load_run
+
+MAX_BYTES = 5_000_000
+
+
+def run_policy(folder, *options):
+    assert main(["run-policy", "--output-dir", str(folder), *options]) == 0
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Three real run-policy folders: confidence; hybrid-v1 at DeerMem's defaults; hybrid-v1 with
+    more weight on confirmation."""
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "confidence": run_policy(root / "confidence", "--policies", "confidence"),
+        "hybrid": run_policy(root / "hybrid", "--policies", "hybrid-v1"),
+        "confirmation": run_policy(root / "confirmation", "--policies", "hybrid-v1", "--param", "confidence_weight=0.35",
+                                   "--param", "confirmation_weight=0.55", "--param", "access_weight=0.1"),
+    }
+
+
+def raw_rows(folder):
+    lines = (folder / "policy.raw.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def expected_disagreements(first, second, *, by_policy):
+    """(capacity, case) pairs whose kept sets or support outcomes differ, read from the raw rows."""
+    def index(folder):
+        return {((row["policy"],) if by_policy else ()) + (row["capacity"], row["case_id"]): row
+                for row in raw_rows(folder)}
+    left, right = index(first), index(second)
+    assert left.keys() == right.keys()
+    differ = set()
+    for key, a in left.items():
+        b = right[key]
+        outcome = [set(row["support_fact_ids"]) <= set(row["kept_fact_ids"]) for row in (a, b)]
+        if set(a["kept_fact_ids"]) != set(b["kept_fact_ids"]) or outcome[0] != outcome[1]:
+            differ.add((a["capacity"], a["case_id"]))
+    return differ
+
+
+@pytest.mark.parametrize(("a", "b", "by_policy"), [("confidence", "hybrid", False), ("hybrid", "confirmation", True)])
+def test_the_comparison_lists_exactly_the_cases_that_disagree(runs, a, b, by_policy):
+    result = compare(load_run(runs[a]), load_run(runs[b]))
+    listed = {(row["capacity"], row["case_id"]) for row in result["disagreeing"]}
+    assert listed == expected_disagreements(runs[a], runs[b], by_policy=by_policy)
+    assert 0 < len(listed) < result["pairs"] == 135
+    assert result["paired_by"].startswith("capacity and case" if not by_policy else "policy, capacity")
+
+
+def test_a_case_shows_its_facts_margins_and_why(runs):
+    run = load_run(runs["confidence"])
+    case = next(item for item in run.cases if item["key"] == "confidence|5|5fadc924")
+    assert [fact["kept"] for fact in case["facts"]] == [True] * 5 + [False] * 5
+    support = next(fact for fact in case["facts"] if fact["support"])
+    assert support["fact_id"] == "gold_5fadc924" and not support["kept"]
+    lowest_kept = min(fact["score"] for fact in case["facts"] if fact["kept"])
+    assert support["margin"] == pytest.approx(support["score"] - lowest_kept)
+    assert case["status"] == "support evicted"
+    assert "support gold_5fadc924 evicted: score 0.7000, 0.1600 below the lowest kept" in case["explanation"]
+
+
+def test_the_command_writes_one_offline_page_under_5_mb(runs, capsys):
+    output = runs["confidence"].parent / "ab.html"
+    assert main(["view", str(runs["confidence"]), str(runs["hybrid"]), "--output", str(output)]) == 0
+    assert re.search(r"wrote .*ab\.html \(\d\.\d\d MB\); \d+ of 135 paired cases disagree", capsys.readouterr().out)
+    page = output.read_text(encoding="utf-8")
+    assert output.stat().st_size < MAX_BYTES
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched from a network
+    assert "<script src" not in page and "<link rel=\"stylesheet\"" not in page
+    data = json.loads(re.search(r'id="evictlab-data">(.*?)</script>', page, re.S).group(1))
+    assert [run["label"] for run in data["runs"]] == ["confidence", "hybrid"]
+    # Written again over its own earlier page; never over another file.
+    assert main(["view", str(runs["confidence"]), "--output", str(output)]) == 0
+    other = runs["confidence"].parent / "notes.html"
+    other.write_text("mine")
+    assert main(["view", str(runs["confidence"]), "--output", str(other)]) == 2
+    assert other.read_text() == "mine"
+    assert "is not an evictlab view page" in capsys.readouterr().err
+
+
+def test_bad_folders_get_one_line(tmp_path, capsys):
+    assert main(["view", str(tmp_path / "missing")]) == 2
+    assert main(["view", str(tmp_path)]) == 2
+    (tmp_path / "policy.raw.jsonl").write_text('{"case_id": "x"}\n')
+    assert main(["view", str(tmp_path)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].endswith("missing: not a folder; evictlab view reads a run folder")
+    assert "not an evictlab run folder" in errors[1]
+    assert errors[2].endswith("policy.raw.jsonl line 1: missing field(s) policy, capacity, kept_fact_ids, scores,"
+                              " support_fact_ids")
+    assert len(errors) == 3 and not (tmp_path / "view.html").exists()
+
+
+def test_qa_answers_stay_out_unless_asked_for(tmp_path):
+    row = {"case_id": "c1", "policy": "hybrid-v1", "capacity": 7, "scenario": "access_help", "grade_correct": True,
+           "grade_rule": "token-f1", "request_fingerprint": "ab12", "prediction": "PRIVATE-MEMORY-QUOTE",
+           "kept_fact_ids": ["f1"], "usage": {"prompt_tokens": 12}}
+    (tmp_path / "qa.rows.jsonl").write_text(json.dumps(row) + "\n")
+    hidden = tmp_path / "hidden.html"
+    assert main(["view", str(tmp_path), "--output", str(hidden)]) == 0
+    text = hidden.read_text(encoding="utf-8")
+    assert "PRIVATE-MEMORY-QUOTE" not in text and "ab12" in text and "token-f1" in text
+    shown = tmp_path / "shown.html"
+    assert main(["view", str(tmp_path), "--include-private-text", "--output", str(shown)]) == 0
+    assert "PRIVATE-MEMORY-QUOTE" in shown.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_page_loads_without_console_errors_and_lists_the_disagreeing_cases(runs, chromium):
+    from evictlab.browser import ConsoleLog
+
+    output = runs["hybrid"].parent / "browser.html"
+    assert main(["view", str(runs["hybrid"]), str(runs["confirmation"]), "--output", str(output)]) == 0
+    page = chromium.new_page()
+    console = ConsoleLog(page)
+    page.goto(output.as_uri())
+    rows = page.locator("#disagreeing tbody tr")
+    rows.first.wait_for()
+    shown = {tuple(key.split("|")) for key in rows.evaluate_all("rows => rows.map(row => row.dataset.key)")}
+    expected = expected_disagreements(runs["hybrid"], runs["confirmation"], by_policy=True)
+    assert shown == {("hybrid-v1", str(capacity), case) for capacity, case in expected}
+    rows.first.click()
+    assert page.locator(".pair .detail").count() == 2  # A and B side by side
+    page.get_by_role("button", name="B: cases").click()
+    page.locator("select[data-filter=scenario]").select_option("correction_reserve")
+    assert page.locator(".count").text_content() == "15 of 135 cases"
+    page.locator("tbody tr.pick").first.click()
+    assert page.locator(".detail tr.support").count() >= 1
+    assert not console.errors, console.errors
