@@ -298,3 +298,12 @@ def test_any_hybrid_setting_matches_the_engine(pools, shared_explorer, weights, 
     assert [o.support_rank for o in outcomes] == list(results["support_rank"])
     assert [o.reserved_correction_slots for o in outcomes] == list(results["reserved_correction_slots"])
     assert [tuple(o.kept_fact_ids) for o in outcomes] == list(results["kept_fact_ids"])
+
+
+@pytest.mark.parametrize("policy", ["hybrid-v1", "random", "lru"])
+def test_the_fast_summary_is_the_decisions_tables_count(explorer, policy):
+    from evictlab.decisions import retention_counts
+
+    explorer.set(policy=policy, capacity=6)
+    expected = retention_counts(explorer.results, ["scenario"], total=ALL_CASES)[["scenario", "retained", "cases"]]
+    assert explorer.summary.equals(expected.reset_index(drop=True))
