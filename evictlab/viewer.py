@@ -7,9 +7,11 @@
   not, its margin to the cut line and a one-line explanation;
 * ``qa`` (``evictlab grade-qa``: ``qa.rows.jsonl``): one case per graded row, with the grade,
   the grader's rule, the request fingerprint, the model and the token counts;
-* ``diff`` (``evictlab diff``: ``diff.cases.jsonl``) and ``sweep`` (``evictlab sweep``:
+* ``diff`` (``evictlab diff``: ``diff.cases.jsonl``), ``sweep`` (``evictlab sweep``:
   ``sweep.json`` and ``scenario_summary.csv``; the row file can hold millions of rows and is
-  summarised, not embedded): their rows as they are.
+  summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.json`` or
+  ``trace-study.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
+  rows as they are.
 
 Private text never enters the page unless asked for: the questions, reference answers and
 memory text are not in any run file, and a QA row's model answer (``prediction``, which can
@@ -48,6 +50,9 @@ PRIVATE_QA_FIELDS = ("prediction",)
 HEADER_KEYS = ("created_at", "preset", "protocol_id", "policies", "capacities", "policy_parameters", "variant",
                "dataset", "git", "evictlab_version", "status")
 _SWEEP_SUMMARY_ROWS = 5_000  # enough for every scenario x capacity x policy of a dense grid
+#: ``evictlab trace replay`` and ``trace study`` folders: ``<kind>.json`` naming its tables.
+TRACE_KINDS = ("trace-replay", "trace-study")
+_TRACE_CASE_ROWS = 5_000  # a row table up to this size is embedded, row by row
 
 
 @dataclass
@@ -87,8 +92,12 @@ def load_run(folder: str | os.PathLike, *, include_private_text: bool = False) -
         return _diff_run(path)
     if (path / "sweep.json").exists():
         return _sweep_run(path)
+    for kind in TRACE_KINDS:
+        if (path / f"{kind}.json").exists():
+            return _trace_run(path, kind)
     raise ContractError(
-        f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl or sweep.json)"
+        f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl, sweep.json,"
+        f" {' or '.join(f'{kind}.json' for kind in TRACE_KINDS)})"
     )
 
 
@@ -263,6 +272,31 @@ def _sweep_run(path: Path) -> Run:
                     break
                 rows.append({name: _number_or_text(value) for name, value in row.items()})
     return Run(path, "sweep", manifest, [], rows, notes)
+
+
+def _trace_run(path: Path, kind: str) -> Run:
+    """A trace run: its summary CSV as the summary, its row table as cases when it is small."""
+    import pandas as pd
+
+    manifest = _read_json(path / f"{kind}.json")
+    outputs = manifest.get("outputs") or {}
+    if manifest.get("status") != "success" or not isinstance(outputs, dict):
+        raise ContractError(f"{path / f'{kind}.json'}: status {manifest.get('status')!r}; only a finished run is shown")
+    summary: list[dict[str, Any]] = []
+    cases: list[dict[str, Any]] = []
+    notes = []
+    for name, entry in outputs.items():
+        table = path / name
+        rows = entry.get("rows", 0) if isinstance(entry, dict) else 0
+        if name.endswith(".csv") and not summary:
+            summary = [_scalars(row) for row in pd.read_csv(table).head(_SWEEP_SUMMARY_ROWS).to_dict("records")]
+        elif name.endswith(".parquet") and rows <= _TRACE_CASE_ROWS and not cases:
+            records = pd.read_parquet(table).to_dict("records")
+            cases = [{**_scalars(row), "key": f"{name}|{index}"} for index, row in enumerate(records)]
+        else:
+            notes.append(f"{name} ({rows:,} rows) is not embedded; read it with pandas.")
+    return Run(path, kind, {**manifest.get("parameters", {}), "status": manifest.get("status")},
+               cases, summary, notes)
 
 
 def _number_or_text(value: str) -> Any:

@@ -141,3 +141,17 @@ def test_the_page_loads_without_console_errors_and_lists_the_disagreeing_cases(r
     page.locator("tbody tr.pick").first.click()
     assert page.locator(".detail tr.support").count() >= 1
     assert not console.errors, console.errors
+
+
+def test_a_trace_replay_folder_shows_its_rows_and_summary(tmp_path):
+    import pandas as pd
+
+    folder = tmp_path / "replay"
+    assert main(["trace", "replay", "--seeds", "1", "--policies", "confidence", "--capacities", "5",
+                 "--output-dir", str(folder)]) == 0
+    run = load_run(folder)
+    assert run.kind == "trace-replay" and run.manifest["status"] == "success"
+    rows = pd.read_parquet(folder / "curve.rows.parquet")
+    assert [case["policy"] for case in run.cases] == rows["policy"].tolist()
+    assert len(run.summary) == len(pd.read_csv(folder / "curve.summary.csv"))
+    assert main(["view", str(folder)]) == 0 and (folder / "view.html").exists()
