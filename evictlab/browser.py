@@ -16,6 +16,7 @@ is a development dependency and is imported only when a browser is started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -69,17 +70,19 @@ def unavailable_reason() -> str | None:
 
 
 @contextmanager
-def chromium(*, viewport: dict[str, int] | None = None) -> Iterator[Any]:
-    """A Playwright ``BrowserContext`` in headless Chromium with a fresh, temporary profile."""
-    from playwright.sync_api import sync_playwright
+def chromium(*, viewport: Any = None) -> Iterator[Any]:
+    """A Playwright ``BrowserContext`` in headless Chromium with a fresh, temporary profile;
+    ``viewport``: ``{"width": ..., "height": ...}`` in CSS pixels (default :data:`VIEWPORT`)."""
+    from playwright.sync_api import ViewportSize, sync_playwright
 
+    size = viewport or VIEWPORT
     executable = find_chromium()
     if executable is None:
         raise RuntimeError(unavailable_reason())
     with tempfile.TemporaryDirectory(prefix="evictlab-chromium-") as profile, sync_playwright() as driver:
         context = driver.chromium.launch_persistent_context(
             profile, executable_path=executable, headless=True, args=list(CHROMIUM_ARGS),
-            viewport=viewport or VIEWPORT,
+            viewport=ViewportSize(width=size["width"], height=size["height"]),
         )
         try:
             yield context
@@ -237,10 +240,8 @@ class JupyterLab:
                     process.wait()
             self.returncode = process.returncode
             # Kernels live in the same session: end any the server left behind.
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         return self.returncode
 
     def log(self) -> str:

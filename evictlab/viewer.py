@@ -211,7 +211,8 @@ def _explain_case(case: Mapping[str, Any]) -> str:
             parts.append(f"support {fact['fact_id']} {verb} by the tie-break: {scope} score {fact['score']:.4f}")
         else:
             side = "above the highest evicted" if fact["kept"] else "below the lowest kept"
-            parts.append(f"support {fact['fact_id']} {verb}: score {fact['score']:.4f}, {abs(fact['margin']):.4f} {side}")
+            distance = f"{abs(fact['margin']):.4f} {side}"
+            parts.append(f"support {fact['fact_id']} {verb}: score {fact['score']:.4f}, {distance}")
     kept = sum(fact["kept"] for fact in facts)
     reserved = case.get("reserved_correction_slots") or 0
     head = f"{case['policy']} at capacity {case['capacity']} kept {kept} of {len(facts)} facts"
@@ -230,7 +231,7 @@ def _qa_run(path: Path, include_private_text: bool) -> Run:
     for number, row in _read_jsonl(rows_file):
         _require(rows_file, number, row, _QA_FIELDS)
         shown = {name: value for name, value in row.items() if include_private_text or name not in PRIVATE_QA_FIELDS}
-        usage = row.get("usage") if isinstance(row.get("usage"), dict) else {}
+        usage = row["usage"] if isinstance(row.get("usage"), dict) else {}
         cases.append({
             **_scalars(shown),
             **{f"usage_{name}": value for name, value in usage.items() if isinstance(value, (int, float))},
@@ -314,7 +315,9 @@ def _number_or_text(value: str) -> Any:
 def compare(first: Run, second: Run) -> dict[str, Any]:
     """Pair the cases of two runs and list the pairs that disagree (see the module docstring)."""
     if first.kind != second.kind:
-        raise ContractError(f"cannot compare a {first.kind} run ({first.path}) with a {second.kind} run ({second.path})")
+        raise ContractError(
+            f"cannot compare a {first.kind} run ({first.path}) with a {second.kind} run ({second.path})"
+        )
     if first.kind not in ("policy", "qa"):
         raise ContractError(f"evictlab view compares policy and QA runs; {first.path} is a {first.kind} run")
     policies = [sorted({case["policy"] for case in run.cases}) for run in (first, second)]

@@ -20,7 +20,6 @@ from evictlab.explain import explain
 from evictlab.runspec import RunSpec
 from evictlab.sweep import make_grid, run_sweep
 
-
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -26,8 +26,9 @@ def runs(tmp_path_factory):
     return {
         "confidence": run_policy(root / "confidence", "--policies", "confidence"),
         "hybrid": run_policy(root / "hybrid", "--policies", "hybrid-v1"),
-        "confirmation": run_policy(root / "confirmation", "--policies", "hybrid-v1", "--param", "confidence_weight=0.35",
-                                   "--param", "confirmation_weight=0.55", "--param", "access_weight=0.1"),
+        "confirmation": run_policy(root / "confirmation", "--policies", "hybrid-v1",
+                                   "--param", "confidence_weight=0.35", "--param", "confirmation_weight=0.55",
+                                   "--param", "access_weight=0.1"),
     }
 
 

@@ -15,14 +15,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Write one HTML file (inline CSS and JavaScript, no network access) that shows a run folder"
             " written by run-policy, grade-qa, diff, sweep or trace replay/study: every case with its facts,"
-            " scores, score components, margins, kept or evicted and a one-line explanation, with filters. Given a second"
-            " run folder of the same kind, the page also pairs their cases and lists those that disagree."
+            " scores, score components, margins, kept or evicted and a one-line explanation, with filters."
+            " Given a second run folder of the same kind, the page also pairs their cases and lists those"
+            " that disagree."
             " Questions, reference answers and memory text are never in a run folder; a QA row's model"
             " answer is left out unless --include-private-text is given."
         ),
     )
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder (A)")
-    parser.add_argument("run_dir_b", type=Path, nargs="?", metavar="RUN_DIR_B", help="a second run folder to compare (B)")
+    parser.add_argument("run_dir_b", type=Path, nargs="?", metavar="RUN_DIR_B",
+                        help="a second run folder to compare (B)")
     parser.add_argument(
         "--output", type=Path, metavar="FILE",
         help="the HTML file to write (default: RUN_DIR/view.html, or RUN_DIR/view-vs-NAME.html with RUN_DIR_B);"

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_hex, to_rgba
-from matplotlib import font_manager
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
@@ -57,11 +57,15 @@ def artists_svg(figure: Figure, artists: Iterable[Any]) -> str:
 
 def _paint(color: Any, kind: str) -> str:
     """``fill="..."`` or ``stroke="..."`` with an opacity where the colour has one."""
-    return _paint_rgba(tuple(float(value) for value in to_rgba(color)), kind)
+    red, green, blue, alpha = to_rgba(color)
+    return _paint_rgba((float(red), float(green), float(blue), float(alpha)), kind)
+
+
+RGBA = tuple[float, float, float, float]
 
 
 @functools.lru_cache(maxsize=256)
-def _paint_rgba(rgba: tuple[float, ...], kind: str) -> str:
+def _paint_rgba(rgba: RGBA, kind: str) -> str:
     if rgba[3] == 0:
         return f'{kind}="none"'
     opacity = f' {kind}-opacity="{rgba[3]:.3g}"' if rgba[3] < 1 else ""
@@ -101,9 +105,8 @@ def _collection(collection: PathCollection, height: float) -> str:
     # Marker sizes are areas in points^2; a marker path is drawn at sqrt(size) points.
     scales = np.sqrt(np.broadcast_to(collection.get_sizes(), len(offsets)))
     # Already RGBA rows: looked up as tuples, not parsed again.
-    faces = [tuple(row) for row in collection.get_facecolors().tolist()] or [(0.0, 0.0, 0.0, 0.0)]
-    edges = [tuple(row) for row in collection.get_edgecolors().tolist()] or [(0.0, 0.0, 0.0, 0.0)]
-    line_width = np.broadcast_to(collection.get_linewidths(), len(offsets))
+    faces, edges = (_rgba_rows(colors) for colors in (collection.get_facecolor(), collection.get_edgecolor()))
+    line_width = np.broadcast_to(collection.get_linewidth(), len(offsets))
     markers = []
     for index, (x, y) in enumerate(offsets):
         if not (np.isfinite(x) and np.isfinite(y)):
@@ -115,10 +118,17 @@ def _collection(collection: PathCollection, height: float) -> str:
     return "".join(markers)
 
 
+def _rgba_rows(colors: Any) -> list[RGBA]:
+    """A collection's RGBA rows as tuples (transparent when it has none)."""
+    rows = np.asarray(colors, dtype=float).reshape(-1, 4).tolist()
+    return [(red, green, blue, alpha) for red, green, blue, alpha in rows] or [(0.0, 0.0, 0.0, 0.0)]
+
+
 def _path_data(path: MplPath, scale: float) -> str:
     """SVG path data for a marker path scaled by ``scale`` (y pointing down)."""
-    codes = None if path.codes is None else path.codes.tobytes()
-    return _marker_data(path.vertices.tobytes(), codes, len(path.vertices), round(float(scale), 3))
+    vertices = np.asarray(path.vertices, dtype=float)
+    codes = None if path.codes is None else np.asarray(path.codes, dtype=np.uint8).tobytes()
+    return _marker_data(vertices.tobytes(), codes, len(vertices), round(float(scale), 3))
 
 
 @functools.lru_cache(maxsize=64)
