@@ -253,11 +253,32 @@ def _diff_run(path: Path) -> Run:
     cases = []
     for number, row in _read_jsonl(rows_file):
         _require(rows_file, number, row, ("case_id",))
-        key = "|".join(str(row.get(name, "")) for name in ("policy", "capacity", "case_id"))
-        changed = [name for name, value in row.items() if name.endswith("_changed") and value is True]
-        cases.append({**_scalars(row), "key": key, "status": "changed" if changed else "unchanged"})
+        key = "|".join(str(row[name]) for name in ("policy", "case_id") if name in row)
+        flat = {**_scalars(row), **_diff_capacities(row.get("capacities"))}
+        changed = any(name.endswith("_changed") and value is True for name, value in flat.items())
+        cases.append({**flat, "key": key, "status": "changed" if changed else "unchanged"})
     summary = _read_json(path / "diff.summary.json")
     return Run(path, "diff", _read_json(path / "diff.run.json") or summary, cases, [_scalars(summary)])
+
+
+def _diff_capacities(capacities: Any) -> dict[str, Any]:
+    """A diff row's per-capacity block as flat cells: ``k7_kept_changed``, ``k7_support`` ("kept ->
+    evicted"), ``k7_entered`` and ``k7_left`` (fact ids)."""
+    if not isinstance(capacities, dict):
+        return {}
+    cells: dict[str, Any] = {}
+    for capacity, block in capacities.items():
+        if not isinstance(block, dict):
+            continue
+        cells[f"k{capacity}_kept_changed"] = block.get("kept_changed")
+        retained = block.get("support_retained")
+        if isinstance(retained, dict):
+            cells[f"k{capacity}_support"] = " -> ".join(
+                "kept" if retained.get(side) else "evicted" for side in ("from", "to"))
+        for name in ("entered", "left"):
+            if block.get(name):
+                cells[f"k{capacity}_{name}"] = " ".join(map(str, block[name]))
+    return cells
 
 
 def _sweep_run(path: Path) -> Run:

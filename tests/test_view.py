@@ -156,3 +156,27 @@ def test_a_trace_replay_folder_shows_its_rows_and_summary(tmp_path):
     assert [case["policy"] for case in run.cases] == rows["policy"].tolist()
     assert len(run.summary) == len(pd.read_csv(folder / "curve.summary.csv"))
     assert main(["view", str(folder)]) == 0 and (folder / "view.html").exists()
+
+
+def test_a_diff_folder_shows_one_row_per_case_and_policy_with_its_capacities(tmp_path):
+    folder = tmp_path / "diff"
+    assert main(["diff", "--from", "pr4810-run2", "--to", "pr4810-final", "--output-dir", str(folder)]) == 0
+    run = load_run(folder)
+    rows = [json.loads(line) for line in (folder / "diff.cases.jsonl").read_text().splitlines()]
+    assert run.kind == "diff" and len(run.cases) == len(rows) == 90
+    changed_kept = {(row["policy"], row["case_id"], capacity) for row in rows
+                    for capacity, block in row["capacities"].items() if block["kept_changed"]}
+    shown = {(case["policy"], case["case_id"], name[1:].split("_")[0]) for case in run.cases
+             for name, value in case.items() if name.endswith("_kept_changed") and value}
+    assert shown == changed_kept
+    assert sum(capacity == "7" for _, _, capacity in shown) == 2  # the README's two capacity-7 kept sets
+
+
+def test_a_sweep_folder_shows_its_summary_not_its_rows(tmp_path):
+    folder = tmp_path / "sweep"
+    assert main(["sweep", "--weights-step", "0.5", "--capacities", "5", "--output-dir", str(folder)]) == 0
+    run = load_run(folder)
+    assert run.kind == "sweep" and run.cases == []
+    with open(folder / "scenario_summary.csv", encoding="utf-8") as handle:
+        assert len(run.summary) == sum(1 for _ in handle) - 1
+    assert main(["view", str(folder)]) == 0
