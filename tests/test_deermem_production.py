@@ -19,14 +19,14 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import clocks, naive_clocks, policy_params, snapshots
 
 from evictlab.deermem import select_facts_for_capacity
 from evictlab.engine import PreparedCases
 from evictlab.errors import ContractError, UnknownPolicyError
 from evictlab.policies import PolicyParams, select
-from strategies import clocks, naive_clocks, policy_params, snapshots
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 OUT_OF_RANGE = "0001-01-01T00:00:00+05:00"  # parses, but lies before year 1 in UTC
 
@@ -256,7 +256,8 @@ def spec_score(policy, fact, entry, now, args):
         created = spec_time(fact.get("createdAt"))
         freshness = 0.0 if created is None else 0.5 * spec_decay(created, now, args["confirmation_half_life_days"])
     heat = spec_heat(entry, now, args["access_half_life_days"])
-    value = args["confidence_weight"] * confidence + args["confirmation_weight"] * freshness + args["access_weight"] * heat
+    weights = (args["confidence_weight"], args["confirmation_weight"], args["access_weight"])
+    value = weights[0] * confidence + weights[1] * freshness + weights[2] * heat  # left to right
     return value, {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat}
 
 
