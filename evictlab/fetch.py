@@ -31,6 +31,7 @@ from tqdm import tqdm
 from . import __version__
 from .errors import ContractError, DatasetError, OutputExistsError
 from .protocol import DatasetPin, load_config, sha256_file
+from .readers import MAX_DATASET_BYTES
 
 PRIMARY_HOST = "https://huggingface.co"
 CHUNK_BYTES = 1 << 20
@@ -131,13 +132,23 @@ def _download(source: str, handle: Any, label: str, *, progress: bool, timeout: 
         with urllib.request.urlopen(request, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             expected = int(length) if length and length.isdigit() else None
+            if expected is not None and expected > MAX_DATASET_BYTES:
+                raise FetchError(
+                    f"{source}: announces {expected} bytes, over evictlab's limit of {MAX_DATASET_BYTES} for a dataset"
+                )
             with tqdm(total=expected, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
                       disable=not progress, leave=True) as bar:
                 for block in iter(lambda: response.read(CHUNK_BYTES), b""):
+                    size += len(block)
+                    if size > MAX_DATASET_BYTES:  # an endless body never fills the disk
+                        raise FetchError(
+                            f"{source}: sent more than evictlab's limit of {MAX_DATASET_BYTES} bytes for a dataset"
+                        )
                     handle.write(block)
                     digest.update(block)
-                    size += len(block)
                     bar.update(len(block))
+    except FetchError:
+        raise
     except urllib.error.HTTPError as error:
         raise FetchError(f"{source}: HTTP {error.code} {error.reason}") from None
     except urllib.error.URLError as error:

@@ -175,9 +175,10 @@ def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool =
         for key, child in entries:
             if strings and isinstance(key, str) and not is_text(key):
                 return f"{path or '<root>'}: a key holds a lone surrogate (not Unicode text)"
-            name = (
-                f"{path}[{key}]" if isinstance(item, list) else f"{path}.{_printable(key)}" if path else _printable(key)
-            )
+            if isinstance(item, list):
+                name = f"{path}[{key}]"
+            else:
+                name = f"{path}.{_printable(key)}" if path else _printable(key)
             stack.append((child, name, depth + 1))
     return None
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from qa_harness import protocol_copy
+from raw_server import RawServer, endless_body
 
 from evictlab.cli import main
 from evictlab.demo import DEMO_DATASET
@@ -225,3 +226,20 @@ def test_a_hostile_trace_file_gives_a_clean_error(tmp_path, capsys, line, reason
     assert code == 2
     assert f"{trace}: row 0 (line 1): " in error_line(err) and reason in error_line(err)
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- item 9: downloads
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["announced 800 MB", "endless"])
+def test_a_hostile_download_never_fills_the_disk(tmp_path, capsys, monkeypatch, declared):
+    import evictlab.fetch
+
+    monkeypatch.setattr(evictlab.fetch, "MAX_DATASET_BYTES", 1 << 20)  # a small limit keeps the test quick
+    headers = b"Content-Length: 800000000\r\n" if declared else b""
+    with RawServer(endless_body(headers)) as server:
+        target = tmp_path / "oracle.json"
+        code, err = run(capsys, "data", "fetch", "--url", server.base_url + "/oracle.json", "--output", str(target), "--quiet")
+    assert code == 2
+    assert "evictlab's limit of 1048576" in error_line(err)
+    assert list(tmp_path.iterdir()) == []  # no partial file is left
