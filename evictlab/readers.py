@@ -39,6 +39,7 @@ MAX_DEPTH = 64
 #: Nodes of a YAML document after alias expansion (protocol files have a few hundred).
 MAX_YAML_NODES = 100_000
 
+_MAX_INTEGER_BITS = 14_000  # about 4,200 decimal digits, under Python's conversion limit
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -167,6 +168,10 @@ def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool =
             if strings and not is_text(item):
                 return f"{path or '<root>'}: a string holds a lone surrogate (not Unicode text)"
             continue
+        if isinstance(item, int) and item.bit_length() > _MAX_INTEGER_BITS:
+            # YAML's hexadecimal or octal integers convert without Python's digit limit, but
+            # no message could then print them.
+            return f"{path or '<root>'}: an integer has more digits than evictlab reads (4300)"
         if not isinstance(item, (dict, list)):
             continue
         if depth >= max_depth:
@@ -247,6 +252,8 @@ def parse_yaml(
         raise error(f"{where}: not valid YAML ({_yaml_reason(problem)})") from None
     except RecursionError:
         raise error(f"{where}: not valid YAML (nested too deeply)") from None
+    except ValueError as problem:  # a scalar PyYAML cannot convert: a huge integer, 2026-13-45
+        raise error(f"{where}: not valid YAML ({_short_reason(problem)})") from None
     finally:
         loader.dispose()
     found = structure_problem(value, max_depth)

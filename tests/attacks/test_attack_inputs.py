@@ -179,6 +179,22 @@ def test_lone_surrogate_in_a_manifest_gives_a_clean_error(tmp_path, capsys):
     assert "lone surrogate" in error_line(err)
 
 
+@pytest.mark.parametrize(
+    "edit, reason",
+    [
+        ("  workers: 3\n", "  workers: 3" + "0" * 5000 + "\n"),
+        ("  workers: 3\n", "  workers: 0x" + "f" * 5000 + "\n"),
+        ('evaluation_time: "2026-08-13T00:00:00Z"', "evaluation_time: 2026-13-45"),
+    ],
+    ids=["long integer", "long hexadecimal integer", "impossible date"],
+)
+def test_unconvertible_yaml_scalars_give_a_clean_error(tmp_path, capsys, edit, reason):
+    options = protocol_copy(tmp_path, config_edits={edit: reason})
+    code, err = run(capsys, "validate-contracts", *options)
+    assert code == 2
+    assert "config.yaml: " in error_line(err)
+
+
 @pytest.mark.parametrize("clock", ['"0001-01-01T00:00:00+05:00"', "0001-01-01 00:00:00+05:00"])
 def test_evaluation_time_in_year_one_gives_a_clean_error(tmp_path, capsys, clock):
     options = protocol_copy(tmp_path, config_edits={'evaluation_time: "2026-08-13T00:00:00Z"': f"evaluation_time: {clock}"})
