@@ -31,6 +31,7 @@ the answer is then confirmed by re-running the real selector on the changed snap
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -183,6 +184,23 @@ class Explanation:
                 else "no access heat keeps it"
             )
         return "; ".join(parts)
+
+
+def at_least(value: float, places: int = 4) -> str:
+    """``">= 0.8401"`` for the smallest value that suffices, in ``places`` decimals, still true.
+
+    A threshold that sits a rounding error above a short decimal (0.8400000000000002: the fact
+    must beat a score tie at 0.84) reads ``"> 0.84"``; any other value is rounded up, so the
+    printed bound is always enough. ``evictlab explain --format json`` and
+    :attr:`FactExplanation.min_confidence` keep the exact value.
+    """
+    scale = 10**places
+    rounded = round(value, places)
+    if rounded == value:
+        return f">= {rounded:g}"
+    if 0 < value - rounded <= 1e-9:
+        return f"> {rounded:g}"
+    return f">= {math.ceil(value * scale) / scale:g}"
 
 
 def _frame_columns(facts: Iterable[FactExplanation]) -> list[str]:

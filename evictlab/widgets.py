@@ -52,7 +52,7 @@ import pandas as pd
 from .decisions import OUTPUT_DTYPES, decide_grid
 from .engine import ENGINE_POLICIES, PreparedCases
 from .errors import ContractError
-from .explain import Explanation, FactExplanation, explain
+from .explain import Explanation, FactExplanation, at_least, explain
 from .plots import ALL_CASES, ExplorerFigure
 from .policies import PolicyParams, get_policy, known_policies
 from .policies.base import WEIGHT_TOLERANCE
@@ -522,7 +522,7 @@ def explanation_table_html(explanation: Explanation, support: set[str]) -> str:
     """Every fact in rank order: status, score, components, margin, displacer and, for the
     signals the policy has them, the smallest changes that would have kept an evicted fact."""
     components = list(dict.fromkeys(name for item in explanation.facts for name in item.components))
-    changes = {"confidence": ("min_confidence", "kept if confidence >="),
+    changes = {"confidence": ("min_confidence", "kept if confidence"),
                "confirmation": ("confirm_within_days", "kept if confirmed within (days)"),
                "access": ("min_access_heat", "kept if access heat >=")}
     shown = [changes[signal] for signal in explanation.counterfactual_signals]
@@ -536,7 +536,8 @@ def explanation_table_html(explanation: Explanation, support: set[str]) -> str:
         cells += ["tie" if tied else _number(item.margin, signed=True), html.escape(item.displaced_by or "")]
         for field_name, _ in shown:
             value = getattr(item, field_name)
-            cells.append("" if item.kept else ("none" if value is None else html.escape(repr(value))))
+            text = at_least(value) if field_name == "min_confidence" and value is not None else repr(value)
+            cells.append("" if item.kept else ("none" if value is None else html.escape(text)))
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     head = "<tr>" + "".join(f"<th>{html.escape(label)}</th>" for label in header) + "</tr>"
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
@@ -572,7 +573,7 @@ def _support_sentence(item: FactExplanation, explanation: Explanation) -> str:
         text += f", displaced by {item.displaced_by}"
     changes = []
     if item.min_confidence is not None:
-        changes.append(f"confidence >= {item.min_confidence!r}")
+        changes.append(f"confidence {at_least(item.min_confidence)}")
     if item.confirm_within_days is not None:
         changes.append(f"confirmed within {item.confirm_within_days} days")
     if item.min_access_heat is not None:

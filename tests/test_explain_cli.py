@@ -9,8 +9,7 @@ import pytest
 
 from evictlab import workbench
 from evictlab.cli import main
-from evictlab.commands.explain import at_least
-from evictlab.explain import explain
+from evictlab.explain import at_least, explain
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from evictlab import plots
 from evictlab.engine import PreparedCases
 from evictlab.errors import ContractError, EvictlabError
-from evictlab.explain import explain
+from evictlab.explain import at_least, explain
 from evictlab.policies import PolicyParams, get_policy, known_policies, select
 from evictlab.widgets import (
     ALL_CASES,
@@ -227,7 +227,8 @@ def test_details_explain_the_selected_case(explorer):
     text = explorer.details.value
     assert f"case {explorer.case_id}</b>" in text
     assert f"displaced by {support.displaced_by}" in text
-    assert f"confidence &gt;= {support.min_confidence!r}" in text
+    assert f"confidence {html.escape(at_least(support.min_confidence))}" in text  # rounded, still enough
+    assert repr(support.min_confidence) not in text
     assert text.count("<tr>") == len(explorer.explanation.facts) + 1
     assert "support evicted in" in text
 

@@ -14,6 +14,7 @@ from ..explain import (
     CONFIRMATION,
     Explanation,
     FactExplanation,
+    at_least,
     explain,
 )
 from ..policies import PolicyParams, known_policies
@@ -233,22 +234,6 @@ def change_text(explanation: Explanation, item: FactExplanation) -> str:
     if all(value is None for value in values.values()):
         return "none (" + "; ".join(parts) + ")"
     return " | ".join(parts)
-
-
-def at_least(value: float, places: int = 4) -> str:
-    """``">= 0.8401"`` for the smallest value that suffices, in ``places`` decimals, still true.
-
-    A threshold that sits a rounding error above a short decimal (0.8400000000000002: the fact
-    must beat a score tie at 0.84) reads ``"> 0.84"``; any other value is rounded up, so the
-    printed bound is always enough. ``--format json`` keeps the exact value.
-    """
-    scale = 10**places
-    rounded = round(value, places)
-    if rounded == value:
-        return f">= {rounded:g}"
-    if 0 < value - rounded <= 1e-9:
-        return f"> {rounded:g}"
-    return f">= {math.ceil(value * scale) / scale:g}"
 
 
 def _number(value: float | None) -> str:

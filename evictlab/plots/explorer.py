@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import io
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch
 from matplotlib.path import Path as MplPath
 
+from ..explain import at_least
 from .overlay import artists_svg
 from .style import (
     ALL_CASES,
@@ -144,8 +144,7 @@ def _support_note(row: pd.Series) -> str:
         parts.append(f"displaced by\n  {row['displaced_by']}\n  (margin {row['margin']:+.4f})")
     changes = []
     if "min_confidence" in row and not pd.isna(row["min_confidence"]):
-        # Rounded up, so that the printed value still keeps the fact.
-        changes.append(f"confidence >= {math.ceil(row['min_confidence'] * 1e4) / 1e4:.4f}")
+        changes.append(f"confidence {at_least(row['min_confidence'])}")  # rounded so that it still keeps it
     if "confirm_within_days" in row and not pd.isna(row["confirm_within_days"]):
         changes.append(f"confirmed within {int(row['confirm_within_days'])} days")
     if "min_access_heat" in row and not pd.isna(row["min_access_heat"]):
