@@ -180,3 +180,25 @@ def test_a_sweep_folder_shows_its_summary_not_its_rows(tmp_path):
     with open(folder / "scenario_summary.csv", encoding="utf-8") as handle:
         assert len(run.summary) == sum(1 for _ in handle) - 1
     assert main(["view", str(folder)]) == 0
+
+
+def test_a_graded_qa_run_shows_grades_and_fingerprints_but_no_answers(tmp_path, completed_run):
+    from qa_harness import copy_run, grade_cli
+
+    folder = copy_run(completed_run, tmp_path / "qa")
+    assert grade_cli(folder) == 0
+    rows = [json.loads(line) for line in (folder / "qa.rows.jsonl").read_text(encoding="utf-8").splitlines()]
+    run = load_run(folder)
+    assert run.kind == "qa" and len(run.cases) == len(rows) == 90
+    by_key = {case["key"]: case for case in run.cases}
+    for row in rows:
+        case = by_key[f"{row['policy']}|{row['capacity']}|{row['case_id']}"]
+        assert case["status"] == ("correct" if row["grade_correct"] else "incorrect")
+        assert case["grade_rule"] == row["grade_rule"]
+        assert case["request_fingerprint"] == row["request_fingerprint"]
+        assert "prediction" not in case
+    assert len(run.summary) == 10  # scenario x policy groups of qa.summary.json
+    assert main(["view", str(folder)]) == 0
+    page = (folder / "view.html").read_text(encoding="utf-8")
+    answers = {row["prediction"] for row in rows if len(row["prediction"]) >= 20}
+    assert answers and not [answer for answer in answers if json.dumps(answer)[1:-1] in page]
