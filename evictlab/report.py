@@ -47,6 +47,7 @@ from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, preset_variant
 from .qa import report as qa_report
 from .resources import NOTEBOOK_DIR
+from .traces import metrics as traces_metrics
 from .results import atomic_write_text, provenance, utc_now_iso, write_json
 
 RESULTS_DIR = Path("results")  # relative to the working directory
@@ -61,6 +62,7 @@ NOTEBOOKS: list[str] = [
     "06_qa_report.ipynb",
     "07_explorer.ipynb",
     "08_policy_zoo.ipynb",
+    "10_traces.ipynb",
 ]
 
 KERNEL_NAME = "python3"
@@ -485,7 +487,12 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
     The QA run is ``parameters["qa_run_dir"]`` when given (the same parameter notebook 06
     reads), else DeerFlow's published v3 run.
     """
-    return [_retention_key_table(inputs), *_qa_key_tables(parameters), *_zoo_key_tables(inputs.pool_set)]
+    return [
+        _retention_key_table(inputs),
+        *_qa_key_tables(parameters),
+        *_zoo_key_tables(inputs.pool_set),
+        _trace_key_table(bool(parameters.get("smoke"))),
+    ]
 
 
 def _retention_key_table(inputs: Inputs) -> Table:
@@ -543,6 +550,19 @@ def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
         )
         for capacity in zoo_table.columns.get_level_values("capacity").unique()
     ]
+
+
+def _trace_key_table(smoke: bool) -> Table:
+    """Capacity curves of the default generated workload with both bounds (notebook 10)."""
+    summary = traces_metrics.default_workload_summary(smoke=smoke)
+    gaps = " ".join(traces_metrics.describe_gap(traces_metrics.largest_gap(summary)))
+    return Table(
+        "Memory over time: capacity curves on the default generated workload",
+        "Answerable rate (regret = exact offline optimum - policy) per capacity, replaying the default"
+        " synthetic workload of 'evictlab trace generate' (seed 0) in DeerMem's update order; keep-all"
+        f" has no cap. Where hybrid-v1 and confidence differ most: {gaps}",
+        traces_metrics.curve_table(summary),
+    )
 
 
 # --------------------------------------------------------------------------- the document

@@ -92,11 +92,15 @@ def test_report_shows_the_key_tables(smoke_report):
     assert "| official | 40 | 23/40 | 35/40 | 1 | 13 | 0.001831 | +0.300 [+0.150, +0.450] |" in markdown
     assert "qa.summary.json: identical, qa.stats.json: identical" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
-    assert html.count("<table") == 6 and "<td>20/45</td>" in html
+    assert html.count("<table") == 7 and "<td>20/45</td>" in html
     # Every registered policy at every capacity; the oracle bound keeps every support.
     for capacity in (5, 7, 9):
         assert f"## Policy zoo at capacity {capacity}" in markdown
     assert markdown.count("| oracle | 10/10 | 10/10 | 10/10 | 10/10 | 5/5 | 45/45 |") == 3
+    # Trace mode: both bounds in the capacity-curve table, and the computed largest gap.
+    assert "## Memory over time: capacity curves on the default generated workload" in markdown
+    assert "| optimum | " in markdown and "| keep-all | " in markdown and "| hybrid-v1 | " in markdown
+    assert "Where hybrid-v1 and confidence differ most: answerable rate: the largest difference is at capacity" in markdown
 
 
 def test_report_manifest_records_provenance_and_status(smoke_report):
@@ -259,8 +263,10 @@ def test_markdown_and_html_escape_cell_text():
 def test_key_tables_follow_the_qa_parameters_of_notebook_06():
     inputs = report.describe_inputs(None, "pr4810-final")
     v1 = REFERENCE_DIR / "v1"
-    retention, stats, accuracy, *zoo_tables = report.key_tables(
-        inputs, {"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
+    retention, stats, accuracy, *zoo_tables, traces = report.key_tables(
+        inputs, {"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1, "smoke": True})
+    assert list(traces.frame.columns) == ["capacity 10", "capacity 50"]
+    assert traces.frame.index[:2].tolist() == ["optimum", "keep-all"]
     assert [table.title for table in zoo_tables] == [f"Policy zoo at capacity {k}" for k in (5, 7, 9)]
     assert zoo_tables[1].frame.loc["hybrid-v1", "all cases"] == "45/45"
     assert retention.frame.loc["total", "confidence @ 7"] == "27/45"

@@ -15,9 +15,9 @@ from ..policies import PolicyParams
 from ..traces.generate import DESCRIPTIONS, WorkloadParams, generate, knowledge_update_trace, parse_mix, parse_param
 from ..traces.metrics import (
     DEFAULT_CAPACITIES,
-    TraceSource,
     curve_rows,
     curve_summary,
+    curve_table,
     default_policies,
     describe_gap,
     largest_gap,
@@ -211,12 +211,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def curve_lines(table: pd.DataFrame) -> list[str]:
     """Answerable rate (regret) per policy and capacity, and where the DeerMem policies differ most."""
-    cells = table.assign(
-        cell=table["answerable_rate"].map("{:.3f}".format) + " (" + table["regret"].map("{:+.3f}".format) + ")"
-    )
-    wide = cells.pivot(index="policy", columns="capacity", values="cell")
-    wide = wide.reindex(list(dict.fromkeys(cells["policy"])))
-    lines = ["answerable rate (regret = optimum - policy) per capacity:", *wide.to_string().splitlines()]
+    lines = ["answerable rate (regret = optimum - policy) per capacity:", *curve_table(table).to_string().splitlines()]
     gaps = largest_gap(table)
     if gaps:
         lines += ["", "where hybrid-v1 and confidence differ most:", *("  " + line for line in describe_gap(gaps))]

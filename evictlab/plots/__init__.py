@@ -23,7 +23,8 @@ The modules, one per family of figures; use them through this package
 * :mod:`.sweeps` (03, 04): weight-simplex maps and half-life heatmaps;
 * :mod:`.variants` (05): the protocol-variant cascade;
 * :mod:`.explorer` (07, 08): the explorer's live figure and the explanation figure;
-* :mod:`.zoo` (04, 08): the policy-zoo heatmap and capacity curves.
+* :mod:`.zoo` (04, 08): the policy-zoo heatmap and capacity curves;
+* :mod:`.traces` (10): trace-mode capacity curves, study advantages and loss maps.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from .variants import (
     cascade_retention,
     variant_cascade,
 )
+from .traces import loss_map_figure, study_advantage, trace_capacity_curves
 from .zoo import capacity_curves, zoo_heatmap
 
 __all__ = [
@@ -89,6 +91,7 @@ __all__ = [
     "figure_title",
     "half_life_heatmaps",
     "lattice_step",
+    "loss_map_figure",
     "policy_color",
     "policy_order",
     "pool_metadata",
@@ -101,9 +104,11 @@ __all__ = [
     "save",
     "save_into",
     "scenario_order",
+    "study_advantage",
     "score_weights",
     "support_rank_distribution",
     "ternary_xy",
+    "trace_capacity_curves",
     "variant_cascade",
     "weight_simplex_maps",
     "zoo_heatmap",

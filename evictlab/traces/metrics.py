@@ -153,3 +153,31 @@ def describe_gap(gaps: dict[str, Any], first: str = "hybrid-v1", second: str = "
             f" {abs(found['difference']):.3f})."
         )
     return lines
+
+
+def curve_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Answerable rate and regret as text, ``"0.412 (+0.120)"``, per policy (rows) and capacity."""
+    cells = summary.assign(
+        cell=summary["answerable_rate"].map("{:.3f}".format) + " (" + summary["regret"].map("{:+.3f}".format) + ")"
+    )
+    table = cells.pivot(index="policy", columns="capacity", values="cell")
+    table = table.reindex(list(dict.fromkeys(cells["policy"])))
+    table.index.name, table.columns.name = None, None
+    table.columns = [f"capacity {capacity}" for capacity in table.columns]
+    return table
+
+
+def default_workload_summary(*, smoke: bool = False, seeds: int = 1) -> pd.DataFrame:
+    """Capacity curves of the default generated workload (seeds 0..seeds-1) for the report.
+
+    Every default policy at every default capacity; ``smoke``: a 10-day workload, capacities
+    10 and 50 and DeerMem's two policies with fifo and lru, for the tests.
+    """
+    from .generate import WorkloadParams, generate
+
+    params = WorkloadParams(horizon_days=10.0) if smoke else WorkloadParams()
+    policies = ["confidence", "hybrid-v1", "fifo", "lru"] if smoke else default_policies()
+    capacities = (10, 50) if smoke else DEFAULT_CAPACITIES
+    traces = [(f"seed-{seed}", generate(params, seed)) for seed in range(seeds)]
+    rows = curve_rows([(name, lambda chunk=chunk: [chunk]) for name, chunk in traces], policies, capacities)
+    return curve_summary(rows)

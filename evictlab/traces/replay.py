@@ -369,7 +369,7 @@ class FastMemory(Memory):
 
     Each fact's signals are kept twice: exactly, as Python numbers, for the scalar score, and
     as three float arrays from which numpy computes every score of a memory in a few
-    operations (to within a few ulps): ``w_conf * confidence``, the freshness exponent
+    operations (to within a few ulps): ``-w_conf * confidence``, the freshness exponent
     ``log2(scale) + (reference - origin) / half-life`` and the heat exponent
     ``log2(heat) + (accessed - origin) / half-life``, in microseconds.
     """
@@ -392,7 +392,12 @@ class FastMemory(Memory):
         )
         self._confirm_rate = 1.0 / (MICROSECONDS_PER_DAY * p.confirmation_half_life_days)
         self._access_rate = 1.0 / (MICROSECONDS_PER_DAY * p.access_half_life_days)
-        self._origin = 0  # the time of the first fact added; keeps the exponents small
+        # The confirmation weight rides in the exponent: w * 2**x == 2**(x + log2 w).
+        self._log_confirm_weight = math.log2(p.confirmation_weight) if p.confirmation_weight > 0 else -math.inf
+        self._access_factor = p.access_weight / LN_9
+        self._shift = np.zeros((2, 1))
+        self._correction_rows: set[int] = set()  # correction facts in memory
+        self._origin: int | None = None  # the first time seen; keeps the exponents small
         self.index: dict[str, int] = {}  # fact id -> row
         self.names: list[str] = []
         self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
@@ -404,9 +409,10 @@ class FastMemory(Memory):
         self.heat: list[float] = []  # 0.0 until the first access
         self.accessed: list[int] = []
         # Approximation arrays, by row.
-        self._weighted = np.zeros(1024)
-        self._exponents = np.zeros((2, 1024))  # freshness, heat (-inf: never accessed)
-        self._exponents[1] = -np.inf
+        # Rows: minus the weighted confidence, the freshness exponent, the heat exponent (-inf:
+        # never accessed). Negated scores sort best first with a plain stable argsort.
+        self._signals = np.zeros((3, 1024))
+        self._signals[2] = -np.inf
         self._correction = np.zeros(1024, dtype=bool)
 
     @property
@@ -421,7 +427,8 @@ class FastMemory(Memory):
         return [self.names[row] for row in self.order.tolist()]
 
     def _fresh_exponent(self, row: int) -> float:
-        return (0.0 if self.confirmed[row] else -1.0) + (self.reference[row] - self._origin) * self._confirm_rate
+        scale = 0.0 if self.confirmed[row] else -1.0  # log2 of 1.0 or 0.5
+        return scale + self._log_confirm_weight + (self.reference[row] - self._origin) * self._confirm_rate
 
     def stamp(self, fact_ids: set[str], now: int) -> None:
         for fact_id in fact_ids:
@@ -429,16 +436,15 @@ class FastMemory(Memory):
             if row is not None and row in self.alive:
                 self.reference[row] = now
                 self.confirmed[row] = True
-                self._exponents[0, row] = self._fresh_exponent(row)
+                self._signals[1, row] = self._fresh_exponent(row)
 
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
         if not self.names:
             self._origin = now
         row = len(self.names)
-        if row == len(self._weighted):
-            self._weighted = np.concatenate((self._weighted, np.zeros(row)))
-            self._exponents = np.concatenate((self._exponents, np.zeros((2, row))), axis=1)
-            self._exponents[1, row:] = -np.inf
+        if row == self._signals.shape[1]:
+            self._signals = np.concatenate((self._signals, np.zeros((3, row))), axis=1)
+            self._signals[2, row:] = -np.inf
             self._correction = np.concatenate((self._correction, np.zeros(row, dtype=bool)))
         self.names.append(fact_id)
         self.index[fact_id] = row
@@ -449,14 +455,16 @@ class FastMemory(Memory):
         self.confirmed.append(False)
         self.heat.append(0.0)
         self.accessed.append(now)
-        self._weighted[row] = self.params.confidence_weight * bounded if self.hybrid else bounded
-        self._exponents[0, row] = self._fresh_exponent(row)
-        self._correction[row] = str(category).strip().lower() == CORRECTION
+        self._signals[0, row] = -(self.params.confidence_weight * bounded if self.hybrid else bounded)
+        self._signals[1, row] = self._fresh_exponent(row)
+        if str(category).strip().lower() == CORRECTION:
+            self._correction[row] = True
+            self._correction_rows.add(row)
         self.order = np.concatenate((self.order, (row,)))
 
     def access(self, fact_ids: list[str], now: int) -> None:
         half_life = self.params.access_half_life_days
-        hot = self._exponents[1]
+        hot = self._signals[2]
         for fact_id in fact_ids:
             row = self.index.get(fact_id)
             if row is None or row not in self.alive:
@@ -484,66 +492,78 @@ class FastMemory(Memory):
         return w_conf * confidence + w_confirm * freshness + w_access * access
 
     def approximate_scores(self, rows: np.ndarray, now: int) -> np.ndarray:
-        """Scores within a few ulps of the exact ones (exact for ``confidence``)."""
-        weighted = self._weighted[rows]
+        """Minus the scores, to within a few ulps (exactly, for ``confidence``)."""
         if not self.hybrid:
-            return weighted
-        _, w_confirm, w_access = self.params.weights
+            return self._signals[0, rows]
         elapsed = now - self._origin
-        shift = np.array(((elapsed * self._confirm_rate,), (elapsed * self._access_rate,)))
-        freshness, decayed = np.exp2(self._exponents[:, rows] - shift)
-        access = np.minimum(1.0, np.log1p(decayed) * (1 / LN_9))
-        return weighted + w_confirm * freshness + w_access * access
+        shift = self._shift
+        shift[0, 0] = elapsed * self._confirm_rate
+        shift[1, 0] = elapsed * self._access_rate
+        signals = self._signals[:, rows]
+        freshness, decayed = np.exp2(signals[1:] - shift)
+        # min(1, log1p(x) / ln 9) * w_access, as min(ln 9, log1p(x)) * (w_access / ln 9).
+        return signals[0] - freshness - np.minimum(LN_9, np.log1p(decayed)) * self._access_factor
 
     def rank(self, now: int) -> np.ndarray:
         """Rows in memory, best first: score descending, then stored position (spec 1.4)."""
         rows = self.order
-        scores = self.approximate_scores(rows, now)
-        ranked = np.argsort(-scores, kind="stable")
+        negated = self.approximate_scores(rows, now)
+        ranked = np.argsort(negated, kind="stable")
         if not self.hybrid:
             return rows[ranked]  # confidence scores are exact
-        ordered = scores[ranked]
-        close = (ordered[:-1] - ordered[1:] <= TIE_TOLERANCE).nonzero()[0]
-        if close.size:
-            # Re-sort each run of near-equal scores by the exact score, then position.
-            ranked = ranked.copy()
-            breaks = np.diff(close) > 1
-            starts = close[np.concatenate(([True], breaks))]
-            ends = close[np.concatenate((breaks, [True]))] + 2
-            for start, end in zip(starts.tolist(), ends.tolist()):
-                segment = ranked[start:end].tolist()
-                exact = {position: self.exact_score(int(rows[position]), now) for position in segment}
-                ranked[start:end] = sorted(segment, key=lambda position: (-exact[position], position))
+        gaps = np.diff(negated[ranked])
+        if gaps.min() > TIE_TOLERANCE:
+            return rows[ranked]
+        # Re-sort each run of near-equal scores by the exact score, then position.
+        close = (gaps <= TIE_TOLERANCE).nonzero()[0]
+        breaks = np.diff(close) > 1
+        starts = close[np.concatenate(([True], breaks))]
+        ends = close[np.concatenate((breaks, [True]))] + 2
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            segment = ranked[start:end].tolist()
+            exact = {position: self.exact_score(int(rows[position]), now) for position in segment}
+            ranked[start:end] = sorted(segment, key=lambda position: (-exact[position], position))
         return rows[ranked]
 
     def select(self, now: int) -> list[str]:
         capacity = self.capacity
         assert capacity is not None  # only a capped memory selects
         rows = self.rank(now)
-        corrections = self._correction[rows] if self.reservation is not None else None
-        if corrections is not None and capacity > 0:
-            correction_positions = corrections.nonzero()[0]
-            reserved = max(0, min(self._slots, len(correction_positions), capacity))
+        size = len(rows)
+        corrections = len(self._correction_rows) if self.reservation is not None else 0
+        if size == capacity + 1 and (corrections == 0 or corrections > self._slots):
+            last = size - 1  # one over, and the lowest-ranked fact holds no reserved slot
+        elif size == capacity + 1:
+            # One over, every correction reserved: evict the lowest-ranked other fact.
+            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in self._correction_rows)
         else:
-            correction_positions, reserved = np.zeros(0, dtype=np.int64), 0
-        if len(rows) == capacity + 1 and (reserved == 0 or reserved == len(correction_positions)):
-            # One over (or nothing reserved): evict the lowest-ranked fact outside the reserve.
-            last = int((~corrections).nonzero()[0][-1]) if reserved and corrections is not None else len(rows) - 1
-            evicted = [int(rows[last])]
-            self.order = np.concatenate((rows[:last], rows[last + 1 :]))
-            self.alive.discard(evicted[0])
-            return [self.names[evicted[0]]]
+            return self._select_many(rows, now)
+        evicted = int(rows[last])
+        self.order = rows[:last] if last == size - 1 else np.concatenate((rows[:last], rows[last + 1 :]))
+        self._forget([evicted])
+        return [self.names[evicted]]
+
+    def _select_many(self, rows: np.ndarray, now: int) -> list[str]:
+        """DeerMem's selection (spec 1.4 steps 4-7) over ``rows`` in rank order."""
+        capacity = self.capacity
         selected = np.zeros(len(rows), dtype=bool)
-        if reserved:
+        reserved = 0
+        if self.reservation is not None:
+            correction_positions = self._correction[rows].nonzero()[0]
+            reserved = max(0, min(self._slots, len(correction_positions), capacity))
             selected[correction_positions[:reserved]] = True
-        selected[np.flatnonzero(~selected)[: max(0, capacity) - reserved]] = True
+        selected[(~selected).nonzero()[0][: capacity - reserved]] = True
         evicted = rows[~selected][::-1].tolist()  # lowest rank first
         self.order = rows[selected]
-        self.alive.difference_update(evicted)
+        self._forget(evicted)
         return [self.names[row] for row in evicted]
 
+    def _forget(self, rows: list[int]) -> None:
+        self.alive.difference_update(rows)
+        self._correction_rows.difference_update(rows)
+
     def count_corrections(self) -> int:
-        return int(self._correction[self.order].sum())
+        return len(self._correction_rows)
 
 
 def _days(now: int, then: int) -> float:
