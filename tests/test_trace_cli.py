@@ -30,7 +30,7 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert main(["trace", "generate", "--output", str(trace), "--seed", "2", *TINY]) == 0
     out = tmp_path / "run"
     argv = ["trace", "replay", "--trace", str(trace), "--policies", "hybrid-v1,confidence,lru",
-            "--capacities", "3,10", "--output-dir", str(out)]
+            "--capacities", "3,10", "--audit-capacity", "3", "--output-dir", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "where hybrid-v1 and confidence differ most" in printed
@@ -42,6 +42,11 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     for _, row in rows[rows["policy"].isin(["hybrid-v1", "confidence", "lru"])].iterrows():
         assert row["answerable_rate"] <= optimum[row["capacity"]]
         assert row["regret"] == pytest.approx(optimum[row["capacity"]] - row["answerable_rate"])
+    audit = tables["audit.jsonl"]
+    assert {event["policy"] for event in audit} == {"confidence", "hybrid-v1"}
+    assert all(("shadow" in event) == (event["policy"] == "confidence") for event in audit)
+    assert all(event["maxFacts"] == 3 and event["evicted"] for event in audit)
+    assert manifest["outputs"]["audit.jsonl"]["rows"] == len(audit)
     assert main(argv) == 2  # a finished run is never overwritten
     assert "finished trace-replay run" in capsys.readouterr().err
 

@@ -11,7 +11,14 @@ import pytest
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
 from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.replay import FastMemory, ReferenceMemory, reinforced_ids, replay, replay_policy
+from evictlab.traces.replay import (
+    FastMemory,
+    ReferenceMemory,
+    audit_trail,
+    reinforced_ids,
+    replay,
+    replay_policy,
+)
 from evictlab.traces.schema import chunk_from_rows, time_us
 
 UTC = _dt.timezone.utc
@@ -93,7 +100,7 @@ def test_reinforcement_gate_and_stamping_order():
     assert "lastConfirmedAt" not in facts["new"] and "lastConfirmedAt" not in facts["old"]
 
 
-def test_confirmed_fact_survives_hybrid_but_not_confidence():
+def test_confirmed_fact_survives_hybrid_but_not_confidence_and_the_shadow_disagrees():
     # Spec 1.11's updater vector, as a trace: cap 10, eight fresh 0.99 facts, stale_high,
     # confirmed_recently, then one new 0.8 fact.
     rows = [add("2025-01-01T00:00:00", "stale_high", 0.9), add("2025-01-01T00:00:00", "confirmed_recently", 0.7)]
@@ -105,6 +112,12 @@ def test_confirmed_fact_survives_hybrid_but_not_confidence():
     confidence = steps(FastMemory("confidence", 10), chunk)[-1]
     assert "confirmed_recently" in hybrid and "stale_high" not in hybrid
     assert "stale_high" in confidence and "confirmed_recently" not in confidence
+    (event,) = audit_trail([chunk], "confidence", 10)
+    assert event["occurredAt"] == "2026-08-13T00:00:00Z" and event["maxFacts"] == 10
+    assert [item["factId"] for item in event["evicted"]] == ["confirmed_recently"]
+    assert event["shadow"] == {"policyVersion": "hybrid-v1", "wouldEvict": ["stale_high"], "disagrees": True}
+    (own,) = audit_trail([chunk], "hybrid-v1", 10)
+    assert "shadow" not in own and [item["factId"] for item in own["evicted"]] == ["stale_high"]
 
 
 def test_metrics_count_answers_staleness_and_churn():

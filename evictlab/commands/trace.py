@@ -23,6 +23,7 @@ from ..traces.metrics import (
     largest_gap,
 )
 from ..traces.output import write_run
+from ..traces.replay import audit_trail
 from ..traces.schema import iter_chunks, write_trace
 from ..traces.study import STUDY_POLICIES, run_study, study_summary, study_tasks
 from . import summary
@@ -31,6 +32,7 @@ from ._common import add_dataset_options, add_protocol_options, dataset_from, he
 REPLAY_KIND = "trace-replay"
 STUDY_KIND = "trace-study"
 CURVE_ROWS, CURVE_SUMMARY = "curve.rows.parquet", "curve.summary.csv"
+AUDIT_FILE = "audit.jsonl"
 STUDY_ROWS, STUDY_SUMMARY = "study.rows.parquet", "study.summary.csv"
 
 
@@ -165,7 +167,8 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
             "every policy at every capacity in DeerMem's update order, and add two bounds per\n"
             "capacity: keep-all (no cap) and the exact offline optimum (knows every question).\n"
             f"Writes {REPLAY_KIND}.json, {CURVE_ROWS} (one row per trace x policy x capacity)\n"
-            f"and {CURVE_SUMMARY} (mean and 95% t-interval over traces) to --output-dir."
+            f"and {CURVE_SUMMARY} (mean and 95% t-interval over traces) to --output-dir; with\n"
+            f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision."
         ),
         epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves",
     )
@@ -174,6 +177,9 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
                         help="a trace file (.parquet or .jsonl), streamed; repeatable")
     parser.add_argument("--seeds", type=int, default=3, metavar="N",
                         help="without --trace: replay generated workloads of seeds 0..N-1 [3]")
+    parser.add_argument("--audit-capacity", type=int, metavar="K",
+                        help=f"also write {AUDIT_FILE}: DeerMem's eviction audit events (spec 1.6) of confidence"
+                        " (with the hybrid-v1 shadow decision) and hybrid-v1 at capacity K, per trace")
     add_curve_options(parser, default_policies())
     add_workload_options(parser)
     parser.set_defaults(handler=run_replay)
@@ -196,16 +202,31 @@ def run_replay(args: argparse.Namespace) -> int:
         traces = [(f"seed-{seed}", partial(iter, [chunk])) for seed, chunk in chunks.items()]
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
 
-    def compute() -> dict[str, pd.DataFrame]:
+    def compute() -> dict[str, Any]:
         rows = curve_rows(traces, policies, args.capacities, params)
-        return {CURVE_ROWS: rows, CURVE_SUMMARY: curve_summary(rows)}
+        tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: curve_summary(rows)}
+        if args.audit_capacity is not None:
+            tables[AUDIT_FILE] = [
+                {"trace": name, "policy": policy, "capacity": args.audit_capacity, **event}
+                for name, source in traces
+                for policy in ("confidence", "hybrid-v1")
+                for event in audit_trail(source(), policy, args.audit_capacity, params)
+            ]
+        return tables
 
-    parameters = {**recorded, "policies": policies, "capacities": args.capacities, "policy_params": params.as_dict()}
+    parameters = {
+        **recorded,
+        "policies": policies,
+        "capacities": args.capacities,
+        "policy_params": params.as_dict(),
+        "audit_capacity": args.audit_capacity,
+    }
     tables = write_run(args.output_dir, REPLAY_KIND, parameters, compute)
     table = tables[CURVE_SUMMARY]
     for line in curve_lines(table):
         print(line)
-    print(f"wrote {REPLAY_KIND}.json, {CURVE_ROWS} and {CURVE_SUMMARY} to {args.output_dir}")
+    written = ", ".join(tables)
+    print(f"wrote {REPLAY_KIND}.json, {written} to {args.output_dir}")
     return 0
 
 

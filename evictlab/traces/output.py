@@ -1,7 +1,7 @@
 """Run folders of ``trace replay`` and ``trace study``: a manifest and tidy tables.
 
 A folder holds ``<kind>.json`` (provenance, parameters, status, outputs with SHA-256) and the
-run's tables as Parquet (rows) and CSV (summaries). The manifest is written first with status
+run's tables as Parquet (rows), CSV (summaries) or JSONL (records such as audit events). The manifest is written first with status
 ``running`` and rewritten with ``success`` after every table, or with ``error`` and the
 message; a folder holding a finished run is never overwritten, an unfinished one is rerun in
 place. Every file is written atomically.
@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import OutputExistsError
-from ..results import atomic_write_bytes, provenance, utc_now_iso, write_json
+from ..results import atomic_write_bytes, json_line, provenance, utc_now_iso, write_json
 
 SCHEMA_VERSION = 1
 
@@ -49,7 +49,10 @@ def check_output_dir(output_dir: str | Path, kind: str) -> None:
         raise OutputExistsError(f"{manifest}: this folder holds a finished {kind} run; choose a new --output-dir")
 
 
-def table_bytes(frame: pd.DataFrame, file_name: str) -> bytes:
+def table_bytes(frame: pd.DataFrame | list[dict[str, Any]], file_name: str) -> bytes:
+    """Parquet, CSV, or (for a list of records) JSONL bytes, by the file name."""
+    if file_name.endswith(".jsonl"):
+        return "".join(json_line(record) for record in frame).encode("utf-8")
     if file_name.endswith(".parquet"):
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
@@ -61,9 +64,9 @@ def write_run(
     output_dir: str | Path,
     kind: str,
     parameters: Mapping[str, Any],
-    compute: Callable[[], Mapping[str, pd.DataFrame]],
-) -> dict[str, pd.DataFrame]:
-    """Run ``compute`` (file name -> table) and write its tables under a ``kind`` manifest."""
+    compute: Callable[[], Mapping[str, Any]],
+) -> dict[str, Any]:
+    """Run ``compute`` (file name -> table or list of records) and write them under a ``kind`` manifest."""
     output = Path(output_dir)
     check_output_dir(output, kind)
     manifest: dict[str, Any] = {
@@ -103,11 +106,14 @@ def write_run(
     return tables
 
 
-def load_run(output_dir: str | Path, kind: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def load_run(output_dir: str | Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A finished run's manifest and tables."""
     manifest = json.loads(manifest_path(output_dir, kind).read_text(encoding="utf-8"))
     tables = {}
     for file_name in manifest.get("outputs") or {}:
         path = Path(output_dir) / file_name
-        tables[file_name] = pd.read_parquet(path) if file_name.endswith(".parquet") else pd.read_csv(path)
+        if file_name.endswith(".jsonl"):
+            tables[file_name] = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        else:
+            tables[file_name] = pd.read_parquet(path) if file_name.endswith(".parquet") else pd.read_csv(path)
     return manifest, tables

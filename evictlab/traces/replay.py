@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..audit import update_usage
+from ..audit import audit_event, update_usage
 from ..deermem import select_facts_for_capacity
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, SelectionContext
@@ -125,7 +125,9 @@ def reinforced_ids(fact_ids: Sequence[str], scopes: Sequence[str] | None, signal
 
 def returned_ids(fact_ids: Sequence[str]) -> list[str]:
     """The ids of a ``search`` row as usage counts them: empty dropped, de-duplicated in order."""
-    return list(dict.fromkeys(fact_id for fact_id in fact_ids if fact_id))
+    unique = dict.fromkeys(fact_ids)
+    unique.pop("", None)
+    return list(unique)
 
 
 def replay(
@@ -139,34 +141,36 @@ def replay(
     ``on_write(update_index, memory)`` is called after every update (a write), for checks.
     """
     counts = ReplayCounts()
-    pending: list[tuple[Any, ...]] = []
-    pending_time = 0  # the time of the pending rows (read only while there are some)
+    pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
+    pending_time = None
+    capacity = memory.capacity
+    always = memory.select_every_write
 
     def flush() -> None:
         nonlocal pending
-        if not pending:
-            return
         now = pending_time
         reinforced: set[str] = set()
-        for row in pending:
-            if row[0] == CONFIRM:
-                reinforced |= reinforced_ids(row[5], row[6], row[7])
+        new_ids = []
+        for chunk, index in pending:
+            if chunk["event"][index] == CONFIRM:
+                reinforced |= reinforced_ids(chunk["fact_ids"][index], chunk["scopes"][index], chunk["reinforcement"][index])
         if reinforced:
             memory.stamp(reinforced, now)
-        new_ids = []
-        for row in pending:
-            if row[0] == ADD:
-                memory.add(row[1], row[2], row[3], now)
-                new_ids.append(row[1])
-                counts.facts_added += 1
-                if str(row[3]).strip().lower() == CORRECTION:
+        for chunk, index in pending:
+            if chunk["event"][index] == ADD:
+                category = chunk["category"][index]
+                memory.add(chunk["fact_id"][index], chunk["confidence"][index], category, now)
+                new_ids.append(chunk["fact_id"][index])
+                if category.strip().lower() == CORRECTION:
                     counts.corrections_added += 1
+        counts.facts_added += len(new_ids)
         evicted: list[str] = []
-        if memory.capacity is not None and (memory.size > memory.capacity or memory.select_every_write):
+        if capacity is not None and (memory.size > capacity or always):
             evicted = memory.select(now)
             counts.selections += 1
-        counts.evictions += len(evicted)
-        evicted_new = len(set(evicted).intersection(new_ids))
+            counts.evictions += len(evicted)
+        # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
+        evicted_new = sum(1 for fact_id in evicted if fact_id in new_ids)
         counts.churn += len(new_ids) + len(evicted) - 2 * evicted_new
         counts.events += len(pending)
         counts.occupancy_sum += memory.size * len(pending)
@@ -175,6 +179,8 @@ def replay(
         counts.updates += 1
         pending = []
 
+    asks = answerable = supersede_asks = stale_kept = other_events = occupancy = 0
+    contains = memory.contains
     for chunk in chunks:
         times, events = chunk["time"], chunk["event"]
         fact_id, supersedes, fact_ids = chunk["fact_id"], chunk["supersedes"], chunk["fact_ids"]
@@ -184,34 +190,28 @@ def replay(
                 if pending and moment != pending_time:
                     flush()
                 pending_time = moment
-                pending.append(
-                    (
-                        event,
-                        fact_id[index],
-                        chunk["confidence"][index],
-                        chunk["category"][index],
-                        supersedes[index],
-                        fact_ids[index],
-                        chunk["scopes"][index],
-                        chunk["reinforcement"][index],
-                    )
-                )
+                pending.append((chunk, index))
                 continue
             if pending:
                 flush()
             if event == SEARCH:
                 memory.access(returned_ids(fact_ids[index]), moment)
             elif event == ASK:
-                counts.asks += 1
-                needed = memory.contains(fact_id[index])
-                counts.answerable += needed
+                asks += 1
+                needed = contains(fact_id[index])
+                answerable += needed
                 old = supersedes[index]
                 if old is not None:
-                    counts.supersede_asks += 1
-                    counts.stale_kept += (not needed) and memory.contains(old)
-            counts.events += 1
-            counts.occupancy_sum += memory.size
-    flush()
+                    supersede_asks += 1
+                    stale_kept += (not needed) and contains(old)
+            other_events += 1
+            occupancy += memory.size
+    if pending:
+        flush()
+    counts.asks, counts.answerable = asks, answerable
+    counts.supersede_asks, counts.stale_kept = supersede_asks, stale_kept
+    counts.events += other_events
+    counts.occupancy_sum += occupancy
     counts.final_size = memory.size
     counts.corrections_kept = memory.count_corrections()
     return counts
@@ -283,13 +283,13 @@ class ReferenceMemory(Memory):
         params: PolicyParams | None = None,
         *,
         seed: int = 0,
-        on_decision: Callable[[Any, int], None] | None = None,
+        audit: list[dict[str, Any]] | None = None,
     ) -> None:
         self.policy = check_policy_spec(policy)
         self.capacity = None if capacity is None or policy in UNCAPPED else check_capacity(capacity)
         self.params = params or PolicyParams()
         self.seed = seed
-        self.on_decision = on_decision
+        self.audit = audit  # when a list: DeerMem's audit events are appended to it (spec 1.6)
         self.selector = None if policy in DEERMEM_POLICIES else resolve_policy(policy)
         self.facts: list[dict[str, Any]] = []
         self.ids: set[str] = set()
@@ -333,32 +333,39 @@ class ReferenceMemory(Memory):
         assert self.capacity is not None  # only a capped memory selects
         moment = from_us(now)
         if self.selector is None:
-            params = self.params
-            decision = select_facts_for_capacity(
-                self.facts,
-                max_facts=self.capacity,
-                policy=self.policy,
-                usage=self.usage,
-                now=moment,
-                confidence_weight=params.confidence_weight,
-                confirmation_weight=params.confirmation_weight,
-                access_weight=params.access_weight,
-                confirmation_half_life_days=params.confirmation_half_life_days,
-                access_half_life_days=params.access_half_life_days,
-                correction_reserved_fraction=params.correction_reserved_fraction,
-                correction_reserved_max=params.correction_reserved_max,
-            )
+            decision = self._deermem_decision(self.policy, moment)
         else:
             context = SelectionContext(now=moment, usage=self.usage, params=self.params, seed=self.seed)
             decision = self.selector.select(self.facts, self.capacity, context)
-        if self.on_decision is not None:
-            self.on_decision(decision, now)
+        if self.audit is not None:
+            # Shadow mode (spec 1.5): under confidence, hybrid-v1's decision feeds the audit only.
+            shadow = self._deermem_decision("hybrid-v1", moment) if self.policy == "confidence" else None
+            event = audit_event(decision, max_facts=self.capacity, occurred_at=moment, shadow=shadow)
+            if event is not None:
+                self.audit.append(event)
         evicted = [item.fact_id for item in decision.evicted]
         self.facts = list(decision.kept)
         self.ids.difference_update(evicted)
         for fact_id in evicted:
             self.usage.pop(fact_id, None)  # spec 1.6: metadata of deleted facts is cleared
         return evicted
+
+    def _deermem_decision(self, policy: str, moment: Any) -> Any:
+        params = self.params
+        return select_facts_for_capacity(
+            self.facts,
+            max_facts=self.capacity,
+            policy=policy,
+            usage=self.usage,
+            now=moment,
+            confidence_weight=params.confidence_weight,
+            confirmation_weight=params.confirmation_weight,
+            access_weight=params.access_weight,
+            confirmation_half_life_days=params.confirmation_half_life_days,
+            access_half_life_days=params.access_half_life_days,
+            correction_reserved_fraction=params.correction_reserved_fraction,
+            correction_reserved_max=params.correction_reserved_max,
+        )
 
     def count_corrections(self) -> int:
         return sum(str(fact.get("category", "")).strip().lower() == CORRECTION for fact in self.facts)
@@ -511,7 +518,8 @@ class FastMemory(Memory):
         ranked = np.argsort(negated, kind="stable")
         if not self.hybrid:
             return rows[ranked]  # confidence scores are exact
-        gaps = np.diff(negated[ranked])
+        ordered = negated[ranked]
+        gaps = ordered[1:] - ordered[:-1]
         if gaps.min() > TIE_TOLERANCE:
             return rows[ranked]
         # Re-sort each run of near-equal scores by the exact score, then position.
@@ -569,6 +577,21 @@ class FastMemory(Memory):
 def _days(now: int, then: int) -> float:
     """Elapsed days as ``(now - then).total_seconds() / 86400`` computes them (exactly)."""
     return (now - then) / 1_000_000 / 86_400
+
+
+def audit_trail(
+    chunks: Iterable[Chunk], policy: str, capacity: int, params: PolicyParams | None = None
+) -> list[dict[str, Any]]:
+    """DeerMem's eviction audit events of one replay (spec 1.6), oldest first, none dropped.
+
+    ``policy`` is ``confidence`` (each event then carries the ``hybrid-v1`` shadow decision) or
+    ``hybrid-v1``; events hold ids, categories, scores and components, never content.
+    """
+    if policy not in DEERMEM_POLICIES:
+        raise ContractError(f"audit events are DeerMem's: policy must be confidence or hybrid-v1, not {policy!r}")
+    events: list[dict[str, Any]] = []
+    replay(chunks, ReferenceMemory(policy, capacity, params, audit=events))
+    return events
 
 
 def make_memory(
