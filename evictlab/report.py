@@ -47,8 +47,8 @@ from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, preset_variant
 from .qa import report as qa_report
 from .resources import NOTEBOOK_DIR
-from .traces import metrics as traces_metrics
 from .results import atomic_write_text, provenance, utc_now_iso, write_json
+from .traces import metrics as traces_metrics
 
 RESULTS_DIR = Path("results")  # relative to the working directory
 

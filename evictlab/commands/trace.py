@@ -15,6 +15,7 @@ from ..policies import PolicyParams
 from ..traces.generate import DESCRIPTIONS, WorkloadParams, generate, knowledge_update_trace, parse_mix, parse_param
 from ..traces.metrics import (
     DEFAULT_CAPACITIES,
+    TraceSource,
     curve_rows,
     curve_summary,
     curve_table,

@@ -56,13 +56,13 @@ from .sweeps import (
     ternary_xy,
     weight_simplex_maps,
 )
+from .traces import loss_map_figure, study_advantage, trace_capacity_curves
 from .variants import (
     CASCADE_METRICS,
     cascade_changes,
     cascade_retention,
     variant_cascade,
 )
-from .traces import loss_map_figure, study_advantage, trace_capacity_curves
 from .zoo import capacity_curves, zoo_heatmap
 
 __all__ = [
@@ -104,8 +104,8 @@ __all__ = [
     "save",
     "save_into",
     "scenario_order",
-    "study_advantage",
     "score_weights",
+    "study_advantage",
     "support_rank_distribution",
     "ternary_xy",
     "trace_capacity_curves",

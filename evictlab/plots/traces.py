@@ -90,7 +90,8 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
     percentile over (workload, seed) cells, the dot is the median; the win rate is printed above.
     """
     prefix = f"advantage_vs_{baseline}"
-    require_columns(summary, ["policy", "capacity", f"{prefix}_p10", f"{prefix}_p50", f"{prefix}_p90"], "study_advantage")
+    columns = ["policy", "capacity", f"{prefix}_p10", f"{prefix}_p50", f"{prefix}_p90"]
+    require_columns(summary, columns, "study_advantage")
     policies = [p for p in policy_order(summary["policy"]) if p != baseline]
     capacities = sorted(summary["capacity"].unique())
     offsets, width = dodge(len(policies))
@@ -103,7 +104,8 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
                 continue
             row = indexed.loc[(policy, capacity)]
             x = position + offset
-            ax.vlines(x, row[f"{prefix}_p10"], row[f"{prefix}_p90"], color=policy_color(policy), linewidth=max(2.0, 40 * width))
+            color = policy_color(policy)
+            ax.vlines(x, row[f"{prefix}_p10"], row[f"{prefix}_p90"], color=color, linewidth=max(2.0, 40 * width))
             ax.plot(x, row[f"{prefix}_p50"], "o", color="white", markeredgecolor="black", markersize=4)
             ax.text(x, row[f"{prefix}_p90"] + 0.01, f"{row[f'win_rate_vs_{baseline}']:.0%}", ha="center", va="bottom",
                     fontsize=6.5, rotation=90)
@@ -133,10 +135,14 @@ def loss_map_figure(losses: pd.DataFrame, *, policy: str = "hybrid-v1", baseline
     for (i, j), value in np.ndenumerate(values):
         if not np.isnan(value):
             ax.text(j, i, f"{value:.0%}", ha="center", va="center", fontsize=9, color=text_color(cmap, value))
-    ax.set_xticks(range(values.shape[1]), [f"{value:g}" if isinstance(value, float) else str(value) for value in losses.columns])
-    ax.set_yticks(range(values.shape[0]), [f"{value:g}" if isinstance(value, float) else str(value) for value in losses.index])
+    ax.set_xticks(range(values.shape[1]), [_label(value) for value in losses.columns])
+    ax.set_yticks(range(values.shape[0]), [_label(value) for value in losses.index])
     ax.set_xlabel(str(losses.columns.name))
     ax.set_ylabel(str(losses.index.name))
     fig.colorbar(image, ax=ax, shrink=0.85).set_label(f"share of cells where {policy} < {baseline}")
     title_with_source(fig, f"Where {policy} answers fewer questions than {baseline}", source)
     return fig
+
+
+def _label(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -179,5 +180,5 @@ def default_workload_summary(*, smoke: bool = False, seeds: int = 1) -> pd.DataF
     policies = ["confidence", "hybrid-v1", "fifo", "lru"] if smoke else default_policies()
     capacities = (10, 50) if smoke else DEFAULT_CAPACITIES
     traces = [(f"seed-{seed}", generate(params, seed)) for seed in range(seeds)]
-    rows = curve_rows([(name, lambda chunk=chunk: [chunk]) for name, chunk in traces], policies, capacities)
+    rows = curve_rows([(name, partial(iter, [chunk])) for name, chunk in traces], policies, capacities)
     return curve_summary(rows)

@@ -1,7 +1,8 @@
 """Run folders of ``trace replay`` and ``trace study``: a manifest and tidy tables.
 
 A folder holds ``<kind>.json`` (provenance, parameters, status, outputs with SHA-256) and the
-run's tables as Parquet (rows), CSV (summaries) or JSONL (records such as audit events). The manifest is written first with status
+run's tables as Parquet (rows), CSV (summaries) or JSONL (records such as audit events). The
+manifest is written first with status
 ``running`` and rewritten with ``success`` after every table, or with ``error`` and the
 message; a folder holding a finished run is never overwritten, an unfinished one is rerun in
 place. Every file is written atomically.
@@ -51,7 +52,7 @@ def check_output_dir(output_dir: str | Path, kind: str) -> None:
 
 def table_bytes(frame: pd.DataFrame | list[dict[str, Any]], file_name: str) -> bytes:
     """Parquet, CSV, or (for a list of records) JSONL bytes, by the file name."""
-    if file_name.endswith(".jsonl"):
+    if isinstance(frame, list):
         return "".join(json_line(record) for record in frame).encode("utf-8")
     if file_name.endswith(".parquet"):
         buffer = io.BytesIO()

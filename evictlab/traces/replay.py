@@ -142,7 +142,7 @@ def replay(
     """
     counts = ReplayCounts()
     pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
-    pending_time = None
+    pending_time = 0  # the time of the pending rows (read only while there are some)
     capacity = memory.capacity
     always = memory.select_every_write
 
@@ -153,7 +153,9 @@ def replay(
         new_ids = []
         for chunk, index in pending:
             if chunk["event"][index] == CONFIRM:
-                reinforced |= reinforced_ids(chunk["fact_ids"][index], chunk["scopes"][index], chunk["reinforcement"][index])
+                reinforced |= reinforced_ids(
+                    chunk["fact_ids"][index], chunk["scopes"][index], chunk["reinforcement"][index]
+                )
         if reinforced:
             memory.stamp(reinforced, now)
         for chunk, index in pending:
@@ -351,6 +353,7 @@ class ReferenceMemory(Memory):
         return evicted
 
     def _deermem_decision(self, policy: str, moment: Any) -> Any:
+        assert self.capacity is not None  # only a capped memory selects
         params = self.params
         return select_facts_for_capacity(
             self.facts,
@@ -404,7 +407,7 @@ class FastMemory(Memory):
         self._access_factor = p.access_weight / LN_9
         self._shift = np.zeros((2, 1))
         self._correction_rows: set[int] = set()  # correction facts in memory
-        self._origin: int | None = None  # the first time seen; keeps the exponents small
+        self._origin = 0  # the time of the first fact added; keeps the exponents small
         self.index: dict[str, int] = {}  # fact id -> row
         self.names: list[str] = []
         self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
@@ -543,7 +546,8 @@ class FastMemory(Memory):
             last = size - 1  # one over, and the lowest-ranked fact holds no reserved slot
         elif size == capacity + 1:
             # One over, every correction reserved: evict the lowest-ranked other fact.
-            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in self._correction_rows)
+            reserved = self._correction_rows
+            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in reserved)
         else:
             return self._select_many(rows, now)
         evicted = int(rows[last])
@@ -554,6 +558,7 @@ class FastMemory(Memory):
     def _select_many(self, rows: np.ndarray, now: int) -> list[str]:
         """DeerMem's selection (spec 1.4 steps 4-7) over ``rows`` in rank order."""
         capacity = self.capacity
+        assert capacity is not None  # only a capped memory selects
         selected = np.zeros(len(rows), dtype=bool)
         reserved = 0
         if self.reservation is not None:
