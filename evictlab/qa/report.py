@@ -10,7 +10,6 @@ Everything here reads files and returns DataFrames or dataclasses; nothing is wr
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ import pandas as pd
 
 from ..errors import ContractError
 from ..protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO, sha256_bytes
+from ..readers import MAX_PROTOCOL_FILE_BYTES, parse_json, read_bounded
 from ..resources import DATA_DIR
 from ..results import json_document
 from .stats import (
@@ -157,10 +157,7 @@ def load_qa_run(folder: str | os.PathLike) -> QARun:
 def _optional_json(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ContractError(f"{path}: cannot read JSON: {error}") from None
+    document = parse_json(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), where=str(path))
     if not isinstance(document, dict):
         raise ContractError(f"{path}: expected a JSON object, got {type(document).__name__}")
     return document

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,18 @@ def test_a_hostile_download_never_fills_the_disk(tmp_path, capsys, monkeypatch, 
     assert code == 2
     assert "evictlab's limit of 1048576" in error_line(err)
     assert list(tmp_path.iterdir()) == []  # no partial file is left
+
+
+@pytest.mark.parametrize("name", ["qa_run.json", "qa.summary.json"])
+def test_a_forged_run_file_in_a_qa_report_folder_gives_a_clean_error(tmp_path, name):
+    from evictlab.errors import ContractError
+    from evictlab.qa.report import load_qa_run, reference_run_dir
+
+    folder = tmp_path / "run"
+    shutil.copytree(reference_run_dir("v3"), folder)
+    sparse_file(folder / name, 5 << 20, b"{")  # a 5 MiB "JSON object" that never closes
+    with pytest.raises(ContractError, match=f"{name}: run file is 5242880 bytes, over evictlab's limit"):
+        load_qa_run(folder)
+    (folder / name).write_text('{"schema_version": 1, "schema_version": 2}')
+    with pytest.raises(ContractError, match="duplicate key 'schema_version'"):
+        load_qa_run(folder)
