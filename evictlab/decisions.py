@@ -98,7 +98,7 @@ def decide_grid(
     is a terminal; ``progress_label`` names the bar.
     """
     named = _named_pools(pools)
-    policies = _distinct("policies", tuple(policies))
+    policies = distinct("policies", tuple(policies))
     for name in policies:
         resolve_policy(name)  # an unknown name fails here, naming the known ones
     first = next(iter(named.values()))
@@ -111,8 +111,8 @@ def decide_grid(
         if not isinstance(first, PoolSet):
             raise ContractError("capacities are needed when the pools carry no protocol")
         capacities = first.protocol.config.pool.capacities
-    capacities = _distinct("capacities", tuple(int(capacity) for capacity in capacities))
-    seeds = _distinct("seeds", tuple(int(seed) for seed in seeds))
+    capacities = distinct("capacities", tuple(int(capacity) for capacity in capacities))
+    seeds = distinct("seeds", tuple(int(seed) for seed in seeds))
     prepared = {label: _prepared(item) for label, item in named.items()}
     rows = DecisionRows(prepared, policies, seeds, settings, capacities, details=details)
     with tqdm(
@@ -190,11 +190,12 @@ def _prepared(item: Pools) -> PreparedCases:
     raise ContractError(f"expected a PoolSet or PreparedCases, got {type(item).__name__}")
 
 
-def _distinct(name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+def distinct(name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """``values`` unless empty or repeating one (a repeated capacity would count cases twice)."""
     if not values:
         raise ContractError(f"empty grid: no {name}")
-    repeated = list(dict.fromkeys(value for index, value in enumerate(values) if value in values[:index]))
+    # Named as first listed: (30, 30.0) repeats 30.
+    repeated = list(dict.fromkeys(values[values.index(v)] for i, v in enumerate(values) if v in values[:i]))
     if repeated:
         raise ContractError(f"{name}: {', '.join(map(repr, repeated))} listed more than once")
     return values

@@ -31,13 +31,13 @@ from typing import Any
 
 import pandas as pd
 
+from . import results
 from .errors import ContractError
 from .evaluate import decide
 from .policies import DEERMEM_POLICIES, Decision
 from .pools import Case, PoolSet
 from .qa.prompt import row_id
 from .qa.tasks import build_tasks
-from .results import provenance, refuse_existing, utc_now_iso, write_json, write_jsonl
 from .runspec import (
     RunSpec,
     build_pool_set,
@@ -46,10 +46,12 @@ from .runspec import (
     iso_utc,
 )
 
+KIND = "diff"
 SUMMARY_FILE = "diff.summary.json"
 CASES_FILE = "diff.cases.jsonl"
-RUN_FILE = "diff.run.json"
-DIFF_FILES = (CASES_FILE, SUMMARY_FILE, RUN_FILE)
+RUN_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
+OUTPUT_FILES = (CASES_FILE, SUMMARY_FILE)
+DIFF_FILES = (*OUTPUT_FILES, RUN_FILE)
 SIDES = ("from", "to")
 
 
@@ -390,29 +392,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- files
 
 
-def write_diff(output_dir: str | Path, result: DiffResult, *, started_at: str | None = None) -> list[Path]:
-    """Write ``diff.cases.jsonl``, ``diff.summary.json`` and ``diff.run.json``; never overwrites.
+def write_diff(output_dir: str | Path, result: DiffResult) -> list[Path]:
+    """Write ``diff.cases.jsonl`` and ``diff.summary.json`` inside :func:`evictlab.results.run`.
 
     The summary and case rows hold no timestamps, so identical inputs give identical bytes;
-    ``diff.run.json`` (written last, marking a finished diff) records provenance and times.
+    the run record ``diff.run.json`` holds provenance, times, both specs' labels and identities
+    and the files' SHA-256. A finished diff is never overwritten; an interrupted one is rerun in place.
     """
-    output = Path(output_dir)
-    paths = [output / name for name in DIFF_FILES]
-    refuse_existing(paths)
     summary = result.summary
-    write_jsonl(output / CASES_FILE, result.cases)
-    write_json(output / SUMMARY_FILE, summary)
-    record = {
-        "schema_version": 1,
-        "command": "diff",
-        "status": "success",
-        "started_at": started_at or utc_now_iso(),
-        "finished_at": utc_now_iso(),
-        "provenance": provenance(),
-        "dataset": summary["dataset"],
-        "from": {key: summary["from"].get(key) for key in ("label", "identity")},
-        "to": {key: summary["to"].get(key) for key in ("label", "identity")},
-        "files": [CASES_FILE, SUMMARY_FILE],
-    }
-    write_json(output / RUN_FILE, record)
+    parameters = {side: {key: summary[side].get(key) for key in ("label", "identity")} for side in SIDES}
+    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
+        run.record.dataset = summary["dataset"]
+        paths = [run.write_jsonl(CASES_FILE, result.cases), run.write_json(SUMMARY_FILE, summary)]
+        run.record.summary = {"case_rows": len(result.cases)}
     return paths

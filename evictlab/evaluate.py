@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import results
+from .decisions import distinct
 from .policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
 from .pools import Case, PoolSet
-from .results import git_state, refuse_existing, utc_now_iso, write_json, write_jsonl
+from .results import git_state, utc_now_iso
 
 RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")
 
@@ -136,16 +138,28 @@ def write_run(
     *,
     preset: str | None = None,
     params: PolicyParams | None = None,
+    spec: Any = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``; never overwrites."""
-    output = Path(output_dir)
-    refuse_existing(output / name for name in RUN_FILES)
+    """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``.
+
+    Runs inside :func:`evictlab.results.run` (kind ``run-policy``): the folder is locked, a
+    finished run is never overwritten, an interrupted one is rerun in place, and
+    ``run-policy.run.json`` records the status and the SHA-256 of the three files. Policies
+    and capacities are checked (known, at least one, none repeated) before anything is written.
+    """
     protocol = pool_set.protocol
-    capacities = tuple(capacities or protocol.config.pool.capacities)
+    policies = distinct("policies", tuple(policies))
+    for name in policies:
+        resolve_policy(name)  # an unknown name fails before any work
+    capacities = distinct("capacities", tuple(capacities or protocol.config.pool.capacities))
+    pool_set.check_capacities(capacities, f"{len(pool_set.cases)} pools")
     params = params or protocol.config.hybrid
-    rows = evaluate(pool_set, policies, capacities, params)
-    record = run_record(pool_set, policies, capacities, preset=preset, params=params)
-    write_jsonl(output / "policy.raw.jsonl", rows)
-    write_json(output / "summary.json", summarize(rows, protocol.protocol_id))
-    write_json(output / "run.json", record)  # last: its presence marks a finished run
+    parameters = {"policies": policies, "capacities": capacities, "preset": preset, "policy_parameters": params.as_dict()}
+    with results.run(output_dir, "run-policy", spec, parameters=parameters, outputs=RUN_FILES) as run:
+        run.record.dataset = pool_set.dataset.record()
+        rows = evaluate(pool_set, policies, capacities, params)
+        run.write_jsonl("policy.raw.jsonl", rows)
+        run.write_json("summary.json", summarize(rows, protocol.protocol_id))
+        run.write_json("run.json", run_record(pool_set, policies, capacities, preset=preset, params=params))
+        run.record.summary = {"rows": len(rows)}
     return rows

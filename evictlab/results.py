@@ -1,26 +1,44 @@
-"""Run folders: atomic writes, canonical JSON, refusal to overwrite, provenance.
+"""Run folders: atomic writes, canonical JSON, provenance, and the one run record.
 
 Every file evictlab writes goes through :func:`atomic_write_bytes`: the bytes land in a
 temporary file in the destination folder and are renamed into place, so a reader never sees a
 half-written file and an interrupted run leaves the previous state intact.
+
+Every command that writes an output folder (``run-policy``, ``sweep``, ``diff``, ``report``,
+``run-qa``, ``grade-qa``, ``qa stats``) runs inside :func:`run`, which locks the folder, applies
+the overwrite / resume rule, and keeps a typed, versioned :class:`RunRecord` in
+``{kind}.run.json`` with the status (``running``, ``success``, ``error``, ``interrupted``),
+timings, provenance, spec, dataset record and every output's SHA-256. :func:`load_runs` reads
+the records of a tree back into one DataFrame.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import fcntl
+import hashlib
 import json
 import os
 import platform
+import re
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import OutputExistsError
+from .errors import ContractError, EvictlabError, OutputExistsError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "matplotlib", "pyarrow", "papermill")
 
@@ -118,3 +136,470 @@ def provenance() -> dict[str, Any]:
         "platform": platform.platform(),
         "packages": package_versions(),
     }
+
+
+# --------------------------------------------------------------------------- run records
+
+RECORD_SCHEMA = "evictlab-run"
+RECORD_VERSION = 1
+RECORD_SUFFIX = ".run.json"
+LOCK_FILE = ".evictlab.lock"
+RUNNING, SUCCESS, ERROR, INTERRUPTED = "running", "success", "error", "interrupted"
+STATUSES = (RUNNING, SUCCESS, ERROR, INTERRUPTED)
+#: What :func:`run` does with a folder that holds this kind's earlier run.
+EXISTING_RULES = ("refuse", "resume", "replace")
+# atomic_write_bytes's temporary files: ".{name}.{8 random characters}.tmp".
+_TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+
+
+def record_path(folder: str | os.PathLike, kind: str) -> Path:
+    """``{folder}/{kind}.run.json``: where a run of ``kind`` keeps its record."""
+    return Path(folder) / f"{kind}{RECORD_SUFFIX}"
+
+
+@dataclass
+class RunRecord:
+    """The typed, versioned record of one run (``{kind}.run.json``).
+
+    ``parameters`` are the kind's own inputs (grid, policies, notebook parameters, ...);
+    ``summary`` what the kind reports about its result (row counts, notebook statuses, ...);
+    ``outputs`` maps each output file (relative path) to ``{"bytes", "sha256"}``; ``notes``
+    hold what the run had to tell about the folder it found (a stale lock, an interrupted
+    predecessor it replaced).
+    """
+
+    kind: str
+    status: str
+    started_at: str
+    pid: int
+    provenance: dict[str, Any]
+    spec: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    finished_at: str | None = None
+    elapsed_seconds: float | None = None
+    error: str | None = None
+    schema: str = RECORD_SCHEMA
+    schema_version: int = RECORD_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str | os.PathLike) -> "RunRecord":
+        """Check a parsed record: schema, version, kind, status and the type of every field."""
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+            raise ContractError(f"{where}: not an evictlab run record (no \"schema\": \"{RECORD_SCHEMA}\")")
+        if data.get("schema_version") != RECORD_VERSION:
+            raise ContractError(
+                f"{where}: run record schema_version {data.get('schema_version')!r}, expected {RECORD_VERSION}"
+            )
+        unknown = sorted(set(data) - {item.name for item in fields(cls)})
+        if unknown:
+            raise ContractError(f"{where}: unknown run record field(s) {', '.join(unknown)}")
+        if data.get("status") not in STATUSES:
+            raise ContractError(f"{where}: status {data.get('status')!r} is not one of {', '.join(STATUSES)}")
+        for name, expected in _FIELD_TYPES.items():
+            if not isinstance(data.get(name), expected):
+                raise ContractError(f"{where}: field {name} must be {expected.__name__}")
+        return cls(**data)
+
+
+_FIELD_TYPES = {"kind": str, "started_at": str, "pid": int, "provenance": dict, "parameters": dict,
+                "summary": dict, "outputs": dict, "notes": list}  # fmt: skip
+
+
+def read_record(folder: str | os.PathLike, kind: str) -> RunRecord | None:
+    """The record of ``kind`` in ``folder``, or None when there is none."""
+    path = record_path(folder, kind)
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as error:
+        raise ContractError(f"{path}: unreadable run record ({error})") from None
+    return RunRecord.from_dict(data, path)
+
+
+def file_digest(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"bytes": size, "sha256": hex}`` of a file, read in blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+class FolderBusyError(OutputExistsError):
+    """Another run holds the output folder's lock."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a run: handled like Ctrl-C, so the run ends as ``interrupted``."""
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``{folder}/.evictlab.lock``, held for one run.
+
+    The lock file holds the holder's pid, kind, start time and command while it runs and is
+    removed when the run ends. The kernel releases the lock of a process that dies, so a lock
+    file found with a holder's details but no lock on it is *stale*: :meth:`acquire` returns
+    those details so that the run can report them, and never takes a held lock.
+    """
+
+    def __init__(self, folder: str | os.PathLike, kind: str) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE
+        self.kind = kind
+        self.fd: int | None = None
+
+    def acquire(self) -> dict[str, Any] | None:
+        """Take the lock or raise :class:`FolderBusyError` naming the holder; returns a stale holder."""
+        make_folder(self.folder)
+        while True:
+            fd = _open_lock(self.path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd, wait=True)
+                os.close(fd)
+                raise FolderBusyError(
+                    f"{self.folder} is in use by {_describe_holder(holder)}; refusing to start a second"
+                    " run into it (wait for it to finish or choose another output folder)"
+                ) from None
+            # The previous holder may have removed the file between our open and our lock.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        stale = _read_holder(fd)
+        holder = {
+            "pid": os.getpid(),
+            "kind": self.kind,
+            "started_at": utc_now_iso(),
+            "host": platform.node(),
+            "command": " ".join(sys.argv),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json_document(holder).encode("utf-8"), 0)
+        self.fd = fd
+        return stale
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # while still holding it; see acquire for the race this closes
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)  # closing the last descriptor releases the flock
+        self.fd = None
+
+
+def _open_lock(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise OutputExistsError(f"{path}: cannot create the lock file ({error.strerror or error})") from None
+
+
+def _read_holder(fd: int, *, wait: bool = False) -> dict[str, Any] | None:
+    """The holder's details in the lock file (retried briefly: a new holder writes them just after locking)."""
+    for attempt in range(20 if wait else 1):
+        try:
+            data = json.loads(os.pread(fd, 1 << 16, 0) or b"null")
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            return data
+        if wait:
+            time.sleep(0.01 * (attempt + 1))
+    return None
+
+
+def _describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "another evictlab run (pid unknown)"
+    return f"evictlab {holder.get('kind', '?')} (pid {holder.get('pid', '?')}, started {holder.get('started_at', '?')})"
+
+
+def make_folder(folder: Path) -> None:
+    """Create an output folder (and its parents); a clear error when that is impossible."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"{folder} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputExistsError(f"{folder}: cannot create the output folder ({error.strerror or error})") from None
+
+
+@dataclass
+class Run:
+    """An open run (see :func:`run`): write outputs through it so the record lists them."""
+
+    folder: Path
+    record: RunRecord
+    previous: RunRecord | None
+    failure: str | None = None
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        path = atomic_write_bytes(self.path(name), data)
+        self.record.outputs[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        return path
+
+    def write_json(self, name: str, value: Any) -> Path:
+        return self.write_bytes(name, json_document(value).encode("utf-8"))
+
+    def write_jsonl(self, name: str, rows: Iterable[Any]) -> Path:
+        return self.write_bytes(name, "".join(json_line(row) for row in rows).encode("utf-8"))
+
+    def add_output(self, name: str) -> None:
+        """Record a file written by someone else (papermill, a figure) as this run's output."""
+        self.record.outputs[name] = file_digest(self.path(name))
+
+    def fail(self, message: str) -> None:
+        """End the run with status ``error`` and ``message`` although nothing was raised."""
+        self.failure = message
+
+    def save(self) -> None:
+        """Rewrite the record (it is written at the start and the end anyway)."""
+        write_json(record_path(self.folder, self.record.kind), self.record.as_dict())
+
+
+@contextmanager
+def run(
+    out_dir: str | os.PathLike,
+    kind: str,
+    spec: Any = None,
+    *,
+    parameters: Mapping[str, Any] | None = None,
+    outputs: Sequence[str] = (),
+    existing: str = "refuse",
+) -> Iterator[Run]:
+    """Own one run of ``kind`` into ``out_dir``: lock, refuse or resume, record, status.
+
+    * The folder is created and locked (:class:`FolderLock`) for the whole run; a second run
+      into it is refused at once, naming the holder. A stale lock is reported on standard
+      error and in the record's ``notes``; the run it belonged to is marked ``interrupted``.
+    * ``existing`` decides about an earlier run of this kind: ``"refuse"`` refuses a finished
+      one (status ``success``) and reruns an unfinished one in place; it also refuses files
+      named in ``outputs`` that no record accounts for. ``"resume"`` always continues (the
+      kind checks its own inputs, as run-qa does); ``"replace"`` starts over, and
+      :attr:`Run.previous` tells what the earlier run wrote.
+    * The record is written with status ``running`` before the work, and rewritten at the end
+      with ``success``, ``error`` (an exception or :meth:`Run.fail`) or ``interrupted``
+      (Ctrl-C or SIGTERM, which raises :class:`Terminated` while the run is open); the
+      exception propagates. Stray temporary files of interrupted writes are removed.
+
+    ``spec`` is a :class:`~evictlab.runspec.RunSpec` (recorded with ``as_record()``), a
+    mapping, or None.
+    """
+    if existing not in EXISTING_RULES:
+        raise ValueError(f"existing must be one of {EXISTING_RULES}, got {existing!r}")
+    folder = Path(out_dir)
+    lock = FolderLock(folder, kind)
+    stale = lock.acquire()
+    try:
+        notes = []
+        previous = read_record(folder, kind)
+        if stale is not None:
+            note = (
+                f"stale lock {lock.path}: {_describe_holder(stale)} ended without releasing it"
+                " (the process is gone)"
+            )
+            if previous is not None and previous.status == RUNNING:
+                previous.status = INTERRUPTED
+                previous.error = previous.error or "ended without finishing (stale lock)"
+                write_json(record_path(folder, kind), previous.as_dict())
+                note += f"; its run is marked {INTERRUPTED}"
+            print(f"warning: {note}", file=sys.stderr)
+            notes.append(note)
+        for note in _check_existing(folder, kind, previous, outputs, existing):
+            print(f"note: {note}", file=sys.stderr)
+            notes.append(note)
+        _remove_stray_temp_files(folder)
+        record = RunRecord(
+            kind=kind,
+            status=RUNNING,
+            started_at=utc_now_iso(),
+            pid=os.getpid(),
+            provenance=provenance(),
+            spec=_spec_record(spec),
+            parameters=_plain(dict(parameters or {})),
+            notes=notes,
+        )
+        current = Run(folder, record, previous)
+        current.save()
+        started = time.perf_counter()
+        with _sigterm_raises():
+            try:
+                yield current
+            except BaseException as error:
+                record.status = INTERRUPTED if _is_interruption(error) else ERROR
+                record.error = _describe_error(error)
+                raise
+            else:
+                record.status = ERROR if current.failure else SUCCESS
+                record.error = current.failure
+            finally:
+                record.finished_at = utc_now_iso()
+                record.elapsed_seconds = round(time.perf_counter() - started, 6)
+                current.save()
+    finally:
+        lock.release()
+
+
+def _check_existing(
+    folder: Path, kind: str, previous: RunRecord | None, outputs: Sequence[str], existing: str
+) -> list[str]:
+    """Apply the ``existing`` rule of :func:`run`; returns notes for the record."""
+    record = record_path(folder, kind)
+    if previous is None:
+        found = [str(folder / name) for name in outputs if (folder / name).exists()]
+        if found and existing != "resume":
+            raise OutputExistsError(
+                f"refusing to overwrite {', '.join(found)}: no {record.name} says they belong to an"
+                f" unfinished {kind} run (choose a new output folder)"
+            )
+        return []
+    if existing == "refuse" and previous.status == SUCCESS:
+        raise OutputExistsError(
+            f"{record}: this folder holds a finished {kind} run; refusing to overwrite it"
+            " (choose a new output folder)"
+        )
+    if previous.status == SUCCESS:
+        return []
+    action = "resuming" if existing == "resume" else "running again"
+    return [f"the previous {kind} run here (started {previous.started_at}) ended {previous.status}; {action} in place"]
+
+
+def check_output(out_dir: str | os.PathLike, kind: str, outputs: Sequence[str] = ()) -> None:
+    """Fail early, before any work, where :func:`run` with ``existing="refuse"`` would refuse."""
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"{folder} exists and is not a folder")
+    if folder.is_dir():
+        _check_existing(folder, kind, read_record(folder, kind), outputs, "refuse")
+
+
+def _remove_stray_temp_files(folder: Path) -> None:
+    for path in folder.iterdir():
+        if _TEMP_FILE.match(path.name) and path.is_file():
+            path.unlink(missing_ok=True)
+
+
+def _spec_record(spec: Any) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    if hasattr(spec, "as_record"):
+        return spec.as_record()
+    return _plain(dict(spec))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: paths and other objects as strings, containers walked."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _is_interruption(error: BaseException) -> bool:
+    return isinstance(error, KeyboardInterrupt) or getattr(error, "interruption", False)
+
+
+def _describe_error(error: BaseException) -> str:
+    if isinstance(error, Terminated):
+        return "terminated (SIGTERM)"
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(error, EvictlabError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While open (in the main thread), SIGTERM raises :class:`Terminated` instead of killing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def load_runs(root: str | os.PathLike) -> pd.DataFrame:
+    """Every run record under ``root`` (any depth), one row each, sorted by start time.
+
+    Columns: ``folder``, ``kind``, ``status``, ``started_at``, ``finished_at``,
+    ``elapsed_seconds``, ``error``, ``spec`` (its label), ``spec_identity``,
+    ``dataset_sha256``, ``pinned``, ``evictlab_version``, ``git_head``, ``git_dirty``,
+    ``outputs`` (how many files) and ``record`` (the whole :class:`RunRecord`). A file named
+    like a record that does not parse as one gets a row with status ``None`` and the reason
+    in ``error``.
+    """
+    import pandas as pd
+
+    rows = []
+    for path in sorted(Path(root).rglob(f"*{RECORD_SUFFIX}")):
+        kind = path.name[: -len(RECORD_SUFFIX)]
+        try:
+            record = read_record(path.parent, kind)
+        except ContractError as error:
+            rows.append({"folder": str(path.parent), "kind": kind, "status": None, "error": str(error)})
+            continue
+        if record is None:
+            continue
+        spec = record.spec or {}
+        dataset = record.dataset or {}
+        git = record.provenance.get("git") or {}
+        rows.append(
+            {
+                "folder": str(path.parent),
+                "kind": record.kind,
+                "status": record.status,
+                "started_at": record.started_at,
+                "finished_at": record.finished_at,
+                "elapsed_seconds": record.elapsed_seconds,
+                "error": record.error,
+                "spec": spec.get("label"),
+                "spec_identity": spec.get("identity"),
+                "dataset_sha256": dataset.get("sha256"),
+                "pinned": dataset.get("pinned"),
+                "evictlab_version": record.provenance.get("evictlab_version"),
+                "git_head": git.get("head"),
+                "git_dirty": git.get("dirty"),
+                "outputs": len(record.outputs),
+                "record": record,
+            }
+        )
+    frame = pd.DataFrame.from_records(rows, columns=list(LOAD_RUNS_COLUMNS))
+    return frame.sort_values("started_at", kind="stable", na_position="last").reset_index(drop=True)
+
+
+LOAD_RUNS_COLUMNS = (
+    "folder", "kind", "status", "started_at", "finished_at", "elapsed_seconds", "error", "spec",
+    "spec_identity", "dataset_sha256", "pinned", "evictlab_version", "git_head", "git_dirty", "outputs",
+    "record",
+)  # fmt: skip

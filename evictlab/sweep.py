@@ -8,19 +8,16 @@ setting x case x capacity (in that nesting order, cases in build order). ``confi
 scalar selector once per row, which is slow but exact. The ``confidence`` policy ignores the
 setting, so its rows repeat one decision for every setting: each setting keeps its baseline.
 
-:func:`write_sweep` writes a run folder (``sweep.json``, ``rows.parquet``,
-``scenario_summary.csv``) and refuses to overwrite a finished one; a folder whose manifest
-says ``running`` or ``error`` (an interrupted or failed sweep) is rerun in place.
+:func:`write_sweep` writes a run folder (``rows.parquet``, ``scenario_summary.csv`` and the run
+record ``sweep.run.json``) and refuses to overwrite a finished one; a folder whose record says
+``running``, ``error`` or ``interrupted`` is rerun in place.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import math
 import numbers
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,20 +27,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import results
 from .dataset import Dataset
-from .decisions import SETTING_COLUMNS, decide_grid, settings_frame
+from .decisions import SETTING_COLUMNS, decide_grid, distinct, settings_frame
 from .engine import PreparedCases
-from .errors import ContractError, OutputExistsError
+from .errors import ContractError
 from .policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from .policies.base import WEIGHT_TOLERANCE
 from .pools import PoolSet, build_pools, check_capacities
 from .protocol import Protocol, preset_variant, resolve_variant
-from .results import atomic_write_bytes, provenance, utc_now_iso, write_json
 
-SCHEMA_VERSION = 1
-MANIFEST_FILE = "sweep.json"
+KIND = "sweep"
+MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
 ROWS_FILE = "rows.parquet"
 SUMMARY_FILE = "scenario_summary.csv"
+OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE)
 
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
 ROW_COLUMNS = (
@@ -242,21 +240,9 @@ def make_grid(
         reserved_fractions=_numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
         reserved_maxima=_counts("reserved maxima", reserved_maxima, 0),
         capacities=_counts("capacities", capacities, 1),
-        policies=_distinct("policies", tuple(policies)),
+        policies=distinct("policies", tuple(policies)),
         weights_step=weights_step,
     )
-
-
-def _distinct(name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-    if not values:
-        raise ContractError(f"empty grid: no {name}")
-    repeated: list[Any] = []
-    for index, value in enumerate(values):
-        if value in values[:index] and value not in repeated:
-            repeated.append(values[values.index(value)])
-    if repeated:
-        raise ContractError(f"{name}: {', '.join(map(repr, repeated))} listed more than once")
-    return values
 
 
 def _is_number(value: Any) -> bool:
@@ -267,21 +253,21 @@ def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
     for value in values:
         if not _is_number(value) or value <= 0:
             raise ContractError(f"{name} must be numbers > 0, got {value!r}")
-    return _distinct(name, tuple(values))
+    return distinct(name, tuple(values))
 
 
 def _numbers_in(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
     for value in values:
         if not _is_number(value) or not low <= value <= high:
             raise ContractError(f"{name} must be numbers in [{low:g}, {high:g}], got {value!r}")
-    return _distinct(name, tuple(values))
+    return distinct(name, tuple(values))
 
 
 def _counts(name: str, values: Sequence[int], low: int) -> tuple[int, ...]:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ContractError(f"{name} must be integers >= {low}, got {value!r}")
-    return _distinct(name, tuple(int(value) for value in values))
+    return distinct(name, tuple(int(value) for value in values))
 
 
 # --------------------------------------------------------------------------- running
@@ -335,7 +321,7 @@ def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
     """Known preset names, each once."""
     for name in presets:
         preset_variant(name)  # an unknown name fails here, naming the known ones
-    return _distinct("presets", tuple(presets))
+    return distinct("presets", tuple(presets))
 
 
 def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
@@ -425,29 +411,7 @@ def default_settings(grid: SweepGrid) -> list[int]:
 
 def check_output_dir(output_dir: str | Path) -> None:
     """Refuse a folder that holds a finished sweep (or files evictlab cannot account for)."""
-    output = Path(output_dir)
-    manifest = output / MANIFEST_FILE
-    if not manifest.exists():
-        existing = [str(output / name) for name in (ROWS_FILE, SUMMARY_FILE) if (output / name).exists()]
-        if existing:
-            raise OutputExistsError(
-                f"refusing to overwrite {', '.join(existing)}: no {MANIFEST_FILE} says they belong to an"
-                " unfinished sweep (choose a new --output-dir)"
-            )
-        return
-    try:
-        status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError) as error:
-        raise OutputExistsError(
-            f"{manifest}: cannot read the existing sweep manifest ({error}); refusing to overwrite"
-            " (choose a new --output-dir)"
-        ) from None
-    if status == "success":
-        raise OutputExistsError(
-            f"{manifest}: this folder holds a finished sweep; refusing to overwrite it (choose a new --output-dir)"
-        )
-    if status not in ("running", "error"):
-        raise OutputExistsError(f"{manifest}: unknown sweep status {status!r}; refusing to overwrite")
+    results.check_output(output_dir, KIND, OUTPUT_FILES)
 
 
 def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]:
@@ -480,63 +444,29 @@ def write_sweep(
     progress: bool | None = None,
     arguments: Mapping[str, Any] | None = None,
 ) -> SweepResult:
-    """Run the sweep and write ``sweep.json``, ``rows.parquet`` and ``scenario_summary.csv``.
+    """Run the sweep and write ``rows.parquet`` and ``scenario_summary.csv``.
 
-    The manifest is written first with status ``running``, then rewritten with ``success``
-    after both tables, or with ``error`` and the message if anything fails (the error is
-    re-raised). ``arguments`` (e.g. the command line's options) are recorded as given.
+    Runs inside :func:`evictlab.results.run` (kind ``sweep``): ``sweep.run.json`` records the
+    grid, presets, inputs and ``arguments`` (e.g. the command line's options, as given), the
+    status and both files' SHA-256. A finished sweep is never overwritten; an interrupted or
+    failed one is rerun in place.
     """
-    output = Path(output_dir)
-    check_output_dir(output)
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "sweep",
-        "status": "running",
-        "error": None,
-        "started_at": utc_now_iso(),
-        "finished_at": None,
-        "elapsed_seconds": None,
-        "provenance": provenance(),
-        "parameters": grid.as_dict(),
+    parameters = {
+        "grid": grid.as_dict(),
         "presets": [str(name) for name in pools],
         "inputs": input_record(pools),
         "arguments": dict(arguments) if arguments is not None else None,
-        "outputs": None,
     }
-    write_json(output / MANIFEST_FILE, manifest)
-    started = time.perf_counter()
-    try:
+    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
+        datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
+        run.record.dataset = datasets[0] if datasets else None
         result = run_sweep(pools, grid, progress=progress)
         buffer = io.BytesIO()
         result.rows.to_parquet(buffer, index=False)
-        rows_bytes = buffer.getvalue()
-        summary_bytes = result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8")
-        atomic_write_bytes(output / ROWS_FILE, rows_bytes)
-        atomic_write_bytes(output / SUMMARY_FILE, summary_bytes)
-    except BaseException as error:
-        message = "interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}"
-        _finish(output, manifest, started, status="error", error=message)
-        raise
-    _finish(
-        output,
-        manifest,
-        started,
-        status="success",
-        outputs={
-            "rows": {"file": ROWS_FILE, "rows": len(result.rows), "sha256": hashlib.sha256(rows_bytes).hexdigest()},
-            "scenario_summary": {
-                "file": SUMMARY_FILE,
-                "rows": len(result.summary),
-                "sha256": hashlib.sha256(summary_bytes).hexdigest(),
-            },
-        },
-    )
+        run.write_bytes(ROWS_FILE, buffer.getvalue())
+        run.write_bytes(SUMMARY_FILE, result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+        run.record.summary = {"rows": len(result.rows), "scenario_summary_rows": len(result.summary)}
     return result
-
-
-def _finish(output: Path, manifest: dict[str, Any], started: float, **changes: Any) -> None:
-    manifest.update(changes, finished_at=utc_now_iso(), elapsed_seconds=round(time.perf_counter() - started, 6))
-    write_json(output / MANIFEST_FILE, manifest)
 
 
 @dataclass(frozen=True)
@@ -549,13 +479,12 @@ class LoadedSweep:
 def load_sweep(output_dir: str | Path) -> LoadedSweep:
     """Read a finished sweep folder back; an unfinished one is an error naming its status."""
     output = Path(output_dir)
-    path = output / MANIFEST_FILE
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ContractError(f"{path}: cannot read the sweep manifest ({error})") from None
-    if manifest.get("status") != "success":
+    record = results.read_record(output, KIND)
+    if record is None:
+        raise ContractError(f"{results.record_path(output, KIND)}: no sweep run record")
+    if record.status != results.SUCCESS:
         raise ContractError(
-            f"{path}: the sweep did not finish (status {manifest.get('status')!r}, error {manifest.get('error')!r})"
+            f"{results.record_path(output, KIND)}: the sweep did not finish (status {record.status!r},"
+            f" error {record.error!r})"
         )
-    return LoadedSweep(manifest, pd.read_parquet(output / ROWS_FILE), pd.read_csv(output / SUMMARY_FILE))
+    return LoadedSweep(record.as_dict(), pd.read_parquet(output / ROWS_FILE), pd.read_csv(output / SUMMARY_FILE))

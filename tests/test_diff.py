@@ -237,14 +237,15 @@ def test_the_command_writes_deterministic_files_and_refuses_to_overwrite(tmp_pat
         summary["from"]["artifacts"]["official_manifest_sha256"]
     )
     run = json.loads((first / RUN_FILE).read_text(encoding="utf-8"))
-    assert run["status"] == "success" and run["command"] == "diff"
-    assert run["from"]["identity"] == summary["from"]["identity"]
+    assert run["status"] == "success" and run["kind"] == "diff"
+    assert run["parameters"]["from"]["identity"] == summary["from"]["identity"]
+    assert run["outputs"][CASES_FILE]["bytes"] == (first / CASES_FILE).stat().st_size
     assert {"evictlab_version", "git", "python"} <= set(run["provenance"])
 
     before = {name: (first / name).read_bytes() for name in DIFF_FILES}
     assert main([*args, "--output-dir", str(first)]) == 2
     error = capsys.readouterr().err
-    assert "evictlab diff: error: refusing to overwrite existing output" in error
+    assert "evictlab diff: error: " in error and "finished diff run; refusing to overwrite" in error
     assert all((first / name).read_bytes() == data for name, data in before.items())
 
 

@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from evictlab import cli, sweep
+from evictlab import cli, results, sweep
 from evictlab.engine import PreparedCases, reference_outcome
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
 from evictlab.policies import PolicyParams
@@ -269,23 +269,23 @@ def test_write_sweep_writes_three_files_with_provenance(tmp_path):
     written = sweep.write_sweep(folder, POOLS, GRID, progress=False, arguments={"weights_step": None})
     manifest = read_manifest(folder)
     assert manifest["status"] == "success" and manifest["error"] is None
-    assert manifest["kind"] == "sweep" and manifest["schema_version"] == 1
+    assert manifest["kind"] == "sweep" and manifest["schema"] == "evictlab-run" and manifest["schema_version"] == 1
     assert {"evictlab_version", "git", "python", "packages"} <= set(manifest["provenance"])
     assert set(manifest["provenance"]["git"]) == {"head", "dirty"}
-    assert manifest["parameters"]["settings"] == len(GRID.settings)
-    assert manifest["parameters"]["capacities"] == [5, 7, 9]
-    assert manifest["presets"] == ["pr4810-final"]
-    assert manifest["inputs"]["pr4810-final"]["cases"] == 45
-    assert manifest["arguments"] == {"weights_step": None}
+    parameters = manifest["parameters"]
+    assert parameters["grid"]["settings"] == len(GRID.settings)
+    assert parameters["grid"]["capacities"] == [5, 7, 9]
+    assert parameters["presets"] == ["pr4810-final"]
+    assert parameters["inputs"]["pr4810-final"]["cases"] == 45
+    assert parameters["arguments"] == {"weights_step": None}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0
-    for name, file in ((("rows", ROWS_FILE)), ("scenario_summary", SUMMARY_FILE)):
-        entry = manifest["outputs"][name]
-        assert entry["file"] == file
+    for file in (ROWS_FILE, SUMMARY_FILE):
+        entry = manifest["outputs"][file]
         assert entry["sha256"] == hashlib.sha256((folder / file).read_bytes()).hexdigest()
     loaded = sweep.load_sweep(folder)
     pd.testing.assert_frame_equal(loaded.rows, written.rows)
     assert loaded.summary["support_retained"].sum() == written.rows["support_retained"].sum()
-    assert len(loaded.summary) == manifest["outputs"]["scenario_summary"]["rows"]
+    assert len(loaded.summary) == manifest["summary"]["scenario_summary_rows"]
 
 
 def test_identical_sweeps_write_identical_tables(tmp_path):
@@ -317,26 +317,30 @@ def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path):
 
 
 def test_an_interrupted_sweep_may_be_rerun_in_place(tmp_path):
-    (tmp_path / MANIFEST_FILE).write_text(json.dumps({"status": "running"}))
-    (tmp_path / ROWS_FILE).write_bytes(b"partial")
+    with pytest.raises(KeyboardInterrupt):
+        with results.run(tmp_path, "sweep"):
+            (tmp_path / ROWS_FILE).write_bytes(b"partial")
+            raise KeyboardInterrupt
+    assert read_manifest(tmp_path)["status"] == "interrupted"
     sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
     assert read_manifest(tmp_path)["status"] == "success"
+    assert "ended interrupted; running again in place" in read_manifest(tmp_path)["notes"][0]
     assert len(pd.read_parquet(tmp_path / ROWS_FILE)) == 2 * 45 * 3
 
 
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({MANIFEST_FILE: "{not json"}, "cannot read the existing sweep manifest"),
-        ({MANIFEST_FILE: '{"status": "done"}'}, "unknown sweep status 'done'"),
-        ({MANIFEST_FILE: "[1, 2]"}, "cannot read the existing sweep manifest"),
-        ({SUMMARY_FILE: "a,b\n"}, "no sweep.json says they belong to an unfinished sweep"),
+        ({MANIFEST_FILE: "{not json"}, "unreadable run record"),
+        ({MANIFEST_FILE: '{"status": "done"}'}, "not an evictlab run record"),
+        ({MANIFEST_FILE: "[1, 2]"}, "not an evictlab run record"),
+        ({SUMMARY_FILE: "a,b\n"}, "no sweep.run.json says they belong to an unfinished sweep run"),
     ],
 )
 def test_folders_of_unknown_state_are_refused(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    with pytest.raises(OutputExistsError, match=message):
+    with pytest.raises((OutputExistsError, ContractError), match=message):
         sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
 
 
@@ -356,9 +360,9 @@ def test_cli_writes_three_files_prints_the_settings_that_matter_and_refuses_to_o
     assert {path.name for path in folder.iterdir()} == {MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE}
     manifest = read_manifest(folder)
     assert manifest["status"] == "success"
-    assert manifest["parameters"]["confirmation_half_lives"] == [90, 7.5]
-    assert manifest["parameters"]["access_half_lives"] == [30]  # the config's
-    inputs = manifest["inputs"]["pr4810-final"]
+    assert manifest["parameters"]["grid"]["confirmation_half_lives"] == [90, 7.5]
+    assert manifest["parameters"]["grid"]["access_half_lives"] == [30]  # the config's
+    inputs = manifest["parameters"]["inputs"]["pr4810-final"]
     assert set(inputs) >= {"protocol_id", "dataset", "artifacts", "variant"}
     assert len(inputs["dataset"]["sha256"]) == 64 and len(inputs["artifacts"]["config_sha256"]) == 64
     assert "DeerMem default, setting" in out
@@ -368,7 +372,7 @@ def test_cli_writes_three_files_prints_the_settings_that_matter_and_refuses_to_o
     assert len(pd.read_parquet(folder / ROWS_FILE)) == 2 * (len(simplex_weights(0.25)) + 1) * 2 * 45 * 3
 
     assert run_cli(*argv) == 2
-    assert "finished sweep; refusing to overwrite" in capsys.readouterr().err
+    assert "finished sweep run; refusing to overwrite" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -395,5 +399,5 @@ def test_cli_sweeps_several_presets(tmp_path, capsys):
     rows = pd.read_parquet(tmp_path / ROWS_FILE)
     assert rows["preset"].astype(str).unique().tolist() == ["pr4810-final", "pr4810-run2"]
     manifest = read_manifest(tmp_path)
-    assert manifest["inputs"]["pr4810-run2"]["variant"]["fact_ids"] == "raw"
+    assert manifest["parameters"]["inputs"]["pr4810-run2"]["variant"]["fact_ids"] == "raw"
     assert "preset pr4810-run2" in capsys.readouterr().out

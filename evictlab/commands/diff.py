@@ -9,6 +9,8 @@ from pathlib import Path
 from ..diff import (
     CASES_FILE,
     DIFF_FILES,
+    KIND,
+    OUTPUT_FILES,
     RUN_FILE,
     SUMMARY_FILE,
     diff_specs,
@@ -16,7 +18,7 @@ from ..diff import (
     write_diff,
 )
 from ..protocol import PRESETS
-from ..results import refuse_existing, utc_now_iso
+from ..results import check_output
 from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, parse_spec
 from . import summary
 from ._common import DEMO_NOTICE, add_dataset_options
@@ -61,8 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    started_at = utc_now_iso()
-    refuse_existing(args.output_dir / name for name in DIFF_FILES)  # before any work
+    check_output(args.output_dir, KIND, OUTPUT_FILES)  # before any work
     before, after = parse_spec(args.from_spec), parse_spec(args.to_spec)
     if args.dataset is None:
         print(DEMO_NOTICE, file=sys.stderr)
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             " because of --allow-unpinned (recorded as \"pinned\": false)",
             file=sys.stderr,
         )
-    write_diff(args.output_dir, result, started_at=started_at)
+    write_diff(args.output_dir, result)
     for line in summary_lines(result.summary):
         print(line)
     print(f"wrote {len(result.cases)} case rows to {args.output_dir}")

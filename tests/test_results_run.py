@@ -1,0 +1,132 @@
+"""results.run: one lock, one record, one overwrite rule for every run folder; load_runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from evictlab import results
+from evictlab.errors import ContractError, OutputExistsError
+
+
+def record(folder, kind="demo"):
+    return json.loads(results.record_path(folder, kind).read_text())
+
+
+def test_a_run_records_status_timings_outputs_and_releases_its_lock(tmp_path):
+    with results.run(tmp_path / "out", "demo", {"label": "x"}, parameters={"k": (5, 7)}, outputs=("a.json",)) as run:
+        assert (tmp_path / "out" / results.LOCK_FILE).exists()
+        assert record(tmp_path / "out")["status"] == "running"
+        run.write_json("a.json", {"b": 1})
+        run.record.dataset = {"sha256": "0" * 64}
+    data = record(tmp_path / "out")
+    assert data["status"] == "success" and data["error"] is None and data["schema"] == "evictlab-run"
+    assert data["parameters"] == {"k": [5, 7]} and data["spec"] == {"label": "x"}
+    assert data["outputs"]["a.json"] == results.file_digest(tmp_path / "out" / "a.json")
+    assert data["started_at"] <= data["finished_at"] and data["pid"] == os.getpid()
+    assert not (tmp_path / "out" / results.LOCK_FILE).exists()
+
+
+def test_errors_and_interruptions_are_recorded_and_propagate(tmp_path):
+    with pytest.raises(ValueError):
+        with results.run(tmp_path / "e", "demo"):
+            raise ValueError("boom")
+    assert record(tmp_path / "e")["status"] == "error" and record(tmp_path / "e")["error"] == "ValueError: boom"
+    with pytest.raises(KeyboardInterrupt):
+        with results.run(tmp_path / "i", "demo"):
+            raise KeyboardInterrupt
+    assert record(tmp_path / "i")["status"] == "interrupted"
+    with results.run(tmp_path / "f", "demo") as run:
+        run.fail("2 rows failed")
+    assert (record(tmp_path / "f")["status"], record(tmp_path / "f")["error"]) == ("error", "2 rows failed")
+
+
+def test_the_existing_rules(tmp_path):
+    with results.run(tmp_path, "demo", outputs=("a",)) as run:
+        run.write_bytes("a", b"1")
+    with pytest.raises(OutputExistsError, match="finished demo run"):
+        with results.run(tmp_path, "demo", outputs=("a",)):
+            pass
+    with results.run(tmp_path, "demo", existing="resume") as run:  # a resumable kind continues
+        assert run.previous.status == "success"
+    with results.run(tmp_path, "demo", existing="replace") as run:
+        assert run.previous.outputs == {}
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a").write_text("user data")
+    with pytest.raises(OutputExistsError, match="no demo.run.json says they belong"):
+        with results.run(tmp_path / "other", "demo", outputs=("a",)):
+            pass
+    assert (tmp_path / "other" / "a").read_text() == "user data"
+
+
+def test_a_forged_or_broken_record_is_refused(tmp_path):
+    results.record_path(tmp_path, "demo").write_text('{"schema": "evictlab-run", "schema_version": 1, "status": "ok"}')
+    with pytest.raises(ContractError, match="status 'ok' is not one of"):
+        with results.run(tmp_path, "demo"):
+            pass
+
+
+def test_stray_temporary_files_of_an_interrupted_write_are_removed(tmp_path):
+    stray = tmp_path / ".rows.parquet.ab12cd_9.tmp"
+    stray.write_bytes(b"partial")
+    keep = tmp_path / "notes.tmp"
+    keep.write_text("mine")
+    with results.run(tmp_path, "demo"):
+        pass
+    assert not stray.exists() and keep.exists()
+
+
+def test_a_folder_that_is_a_file_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputExistsError, match="exists and is not a folder"):
+        with results.run(tmp_path / "file", "demo"):
+            pass
+
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from evictlab import results
+    with results.run(sys.argv[1], "demo"):
+        print("locked", flush=True)
+        time.sleep(30)
+    """
+)
+
+
+def test_a_held_folder_is_refused_naming_the_holder_and_a_stale_lock_is_reported(tmp_path, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(results.FolderBusyError, match=rf"in use by evictlab demo \(pid {holder.pid}, started "):
+            with results.run(tmp_path, "other-kind"):
+                pass
+    finally:
+        holder.kill()  # SIGKILL: no cleanup, the lock file and a "running" record stay
+        holder.wait(timeout=10)
+    assert record(tmp_path)["status"] == "running"
+    with results.run(tmp_path, "demo") as run:
+        notes = run.record.notes
+    assert f"stale lock {tmp_path / results.LOCK_FILE}: evictlab demo (pid {holder.pid}" in notes[0]
+    assert "its run is marked interrupted" in notes[0]
+    assert "warning: stale lock" in capsys.readouterr().err
+    assert record(tmp_path)["status"] == "success"
+
+
+def test_load_runs_reads_every_record_back(tmp_path):
+    for name, fail in (("a", False), ("b", True)):
+        with results.run(tmp_path / name, "demo") as run:
+            if fail:
+                run.fail("no")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "junk.run.json").write_text("{")
+    frame = results.load_runs(tmp_path)
+    assert list(frame.columns) == list(results.LOAD_RUNS_COLUMNS)
+    assert sorted(frame["status"].dropna()) == ["error", "success"]
+    assert frame.loc[frame["kind"] == "junk", "error"].str.contains("unreadable run record").all()
+    assert isinstance(frame.loc[frame["status"] == "success", "record"].iloc[0], results.RunRecord)
