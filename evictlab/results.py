@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
@@ -386,6 +386,7 @@ def run(
     parameters: Mapping[str, Any] | None = None,
     outputs: Sequence[str] = (),
     existing: str = "refuse",
+    precheck: Callable[[], None] | None = None,
 ) -> Iterator[Run]:
     """Own one run of ``kind`` into ``out_dir``: lock, refuse or resume, record, status.
 
@@ -402,8 +403,9 @@ def run(
       (Ctrl-C or SIGTERM, which raises :class:`Terminated` while the run is open); the
       exception propagates. Stray temporary files of interrupted writes are removed.
 
-    ``spec`` is a :class:`~evictlab.runspec.RunSpec` (recorded with ``as_record()``), a
-    mapping, or None.
+    ``precheck`` runs under the lock before the record is written: read-only checks whose
+    refusal should leave no trace (run-qa's marker, grade-qa's stored rows). ``spec`` is a
+    :class:`~evictlab.runspec.RunSpec` (recorded with ``as_record()``), a mapping, or None.
     """
     if existing not in EXISTING_RULES:
         raise ValueError(f"existing must be one of {EXISTING_RULES}, got {existing!r}")
@@ -428,6 +430,8 @@ def run(
         for note in _check_existing(folder, kind, previous, outputs, existing):
             print(f"note: {note}", file=sys.stderr)
             notes.append(note)
+        if precheck is not None:
+            precheck()
         _remove_stray_temp_files(folder)
         record = RunRecord(
             kind=kind,
@@ -448,16 +452,26 @@ def run(
             except BaseException as error:
                 record.status = INTERRUPTED if _is_interruption(error) else ERROR
                 record.error = _describe_error(error)
+                _finish(current, started, keep_error=True)
                 raise
-            else:
-                record.status = ERROR if current.failure else SUCCESS
-                record.error = current.failure
-            finally:
-                record.finished_at = utc_now_iso()
-                record.elapsed_seconds = round(time.perf_counter() - started, 6)
-                current.save()
+            record.status = ERROR if current.failure else SUCCESS
+            record.error = current.failure
+            _finish(current, started)
     finally:
         lock.release()
+
+
+def _finish(current: Run, started: float, *, keep_error: bool = False) -> None:
+    """Write the final record; with ``keep_error`` a failing write (a full disk) does not hide
+    the error that ended the run."""
+    current.record.finished_at = utc_now_iso()
+    current.record.elapsed_seconds = round(time.perf_counter() - started, 6)
+    try:
+        current.save()
+    except OSError as error:
+        if not keep_error:
+            raise
+        print(f"warning: cannot write the run record ({error.strerror or error})", file=sys.stderr)
 
 
 def _check_existing(
@@ -494,7 +508,7 @@ def check_output(out_dir: str | os.PathLike, kind: str, outputs: Sequence[str] =
 
 
 def _remove_stray_temp_files(folder: Path) -> None:
-    for path in folder.iterdir():
+    for path in folder.rglob(".*.tmp"):
         if _TEMP_FILE.match(path.name) and path.is_file():
             path.unlink(missing_ok=True)
 

@@ -154,7 +154,7 @@ def test_any_one_existing_result_file_is_refused(existing, tmp_path, completed_r
     (output / existing).write_text("earlier\n", encoding="utf-8")
     code, _, err = grade_quietly(output)
     assert code == 2 and existing in err
-    assert sorted(path.name for path in output.iterdir()) == sorted(["qa_run.json", "responses", existing])
+    assert sorted(path.name for path in output.iterdir()) == sorted(["qa_run.json", "responses", "run-qa.run.json", existing])
     assert (output / existing).read_text(encoding="utf-8") == "earlier\n"
 
 

@@ -135,7 +135,7 @@ def test_response_files_hold_exactly_the_spec_fields(completed_run, demo_tasks):
         assert (row["attempts"], row["response_model"]) == (1, "stub-model")
         assert row["usage"] == {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}
         assert row["created_at"].endswith("Z")
-    assert sorted(path.name for path in completed_run.iterdir()) == ["qa_run.json", "responses"]
+    assert sorted(path.name for path in completed_run.iterdir()) == ["qa_run.json", "responses", "run-qa.run.json"]
     assert len(list((completed_run / "responses").iterdir())) == 90  # no temporary files left
 
 
@@ -230,7 +230,7 @@ def test_a_changed_protocol_file_stops_resume_and_grading(edits, changed, tmp_pa
         assert re.findall(r"(\w+) \(recorded", error) == changed, error
         assert f"refusing to {action} (use a new output directory)" in error
     assert len(answering_stub.requests) == before
-    assert sorted(path.name for path in output.iterdir()) == ["qa_run.json", "responses"]
+    assert sorted(path.name for path in output.iterdir()) == ["qa_run.json", "responses", "run-qa.run.json"]
 
 
 def test_another_protocol_variant_stops_resume(tmp_path, completed_run, answering_stub, capsys):

@@ -5,7 +5,9 @@ dataset; the run marker must exist and match the five current input hashes; ever
 response rows must be present and completed; each row must answer exactly its recomputed task
 (identity, kept facts, capacity, policy and request fingerprint). Only then is each prediction
 graded, blindly, against the reference answer of the recomputed case (never anything stored in
-the row), and the three result files are written. Existing result files are never overwritten.
+the row), and the three result files are written. The grading runs inside
+:func:`evictlab.results.run` (record ``grade-qa.run.json``): a finished grading is never
+overwritten, an interrupted one is redone in place.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from ..errors import ContractError
 from ..pools import PoolSet
-from ..results import refuse_existing, write_jsonl
+from .. import results
 from .grading import GRADER_VERSION, grade_answer
 from .runner import (
     IDENTITY_FIELDS,
@@ -32,6 +34,7 @@ from .runner import (
 from .stats import STATS_FILE, SUMMARY_FILE, write_stats_files
 from .tasks import QATask, build_tasks
 
+KIND = "grade-qa"
 ROWS_FILE = "qa.rows.jsonl"
 GRADED_FILES = (ROWS_FILE, SUMMARY_FILE, STATS_FILE)
 GRADED_SCHEMA_VERSION = 1
@@ -55,24 +58,33 @@ def grade_run(pool_set: PoolSet, output_dir: str | Path) -> GradeResult:
             f" is not the committed grader {GRADER_VERSION!r}"
         )
     tasks = sorted(build_tasks(pool_set), key=lambda task: task.row_id)
-    check_marker(output_dir, pool_set, action="grade")
-    stored = load_responses(output_dir, tasks)
-    check_identities(output_dir, tasks, stored)
-    rows = [graded_row(task, stored[task.row_id]) for task in tasks]
-    folder = Path(output_dir)
-    refuse_existing(folder / name for name in GRADED_FILES)
+    stored: dict[str, dict[str, Any]] = {}
+
+    def check_run() -> None:  # read-only, under the folder's lock: a refusal leaves no trace
+        check_marker(output_dir, pool_set, action="grade")
+        stored.update(load_responses(output_dir, tasks))
+        check_identities(output_dir, tasks, stored)
+
     statistics = protocol.config.statistics
-    summary, stats = write_stats_files(
-        folder,
-        rows,
-        protocol_id=protocol.protocol_id,
-        grader_version=GRADER_VERSION,
-        seed=statistics.bootstrap_seed,
-        iterations=statistics.bootstrap_iterations,
-        alpha=statistics.alpha,
-        qa_capacity=protocol.config.pool.qa_capacity,
-    )
-    write_jsonl(folder / ROWS_FILE, rows)
+    parameters = {"grader_version": GRADER_VERSION, "variant": pool_set.variant.as_dict()}
+    with results.run(output_dir, KIND, parameters=parameters, outputs=GRADED_FILES, precheck=check_run) as run:
+        run.record.dataset = pool_set.dataset.record()
+        rows = [graded_row(task, stored[task.row_id]) for task in tasks]
+        summary, stats = write_stats_files(
+            output_dir,
+            rows,
+            protocol_id=protocol.protocol_id,
+            grader_version=GRADER_VERSION,
+            seed=statistics.bootstrap_seed,
+            iterations=statistics.bootstrap_iterations,
+            alpha=statistics.alpha,
+            qa_capacity=protocol.config.pool.qa_capacity,
+            refuse=False,  # the run's rule: a finished grading is refused, an interrupted one redone
+        )
+        run.write_jsonl(ROWS_FILE, rows)
+        for name in (SUMMARY_FILE, STATS_FILE):
+            run.add_output(name)
+        run.record.summary = {"rows": len(rows)}
     return GradeResult(rows, summary, stats)
 
 

@@ -1,6 +1,8 @@
 """``run-qa``: answer the 90 tasks through a provider, one response file per row (spec 3.4-3.7).
 
-An output folder holds the run marker ``qa_run.json`` and ``responses/{row_id}.json``. The
+An output folder holds the run marker ``qa_run.json``, ``responses/{row_id}.json`` and the
+run record ``run-qa.run.json`` (:func:`evictlab.results.run`: the folder is locked while a
+run is in it, and the record says whether the last one finished, failed or was stopped). The
 marker is written once, before the first call, and records the hashes of the five inputs;
 a later run in the same folder resumes only when every hash still matches. A response file
 is written atomically as soon as its call succeeds, so an interrupted run keeps every row it
@@ -25,11 +27,13 @@ from tqdm import tqdm
 
 from ..errors import ContractError, EvictlabError
 from ..pools import PoolSet
+from .. import results
 from ..readers import MAX_PROTOCOL_FILE_BYTES, MAX_RESPONSE_BYTES, parse_json, read_bounded
 from ..results import git_state, json_line, utc_now_iso, write_json
 from .providers import Completion, OpenAICompatibleProvider, ProviderError
 from .tasks import QATask, build_tasks
 
+KIND = "run-qa"
 MARKER_FILE = "qa_run.json"
 RESPONSES_DIR = "responses"
 MARKER_SCHEMA_VERSION = 2
@@ -54,6 +58,7 @@ class QARunInterrupted(EvictlabError):
     """Ctrl-C during ``run-qa``: no new calls were started; finished rows are on disk."""
 
     exit_code = 130
+    interruption = True  # the run record says "interrupted", not "error"
 
 
 class QARunStopped(EvictlabError):
@@ -320,21 +325,37 @@ def run_qa(
         raise ContractError(f"workers must be an integer >= 1, got {workers!r}")
     tasks = build_tasks(pool_set)
     paths = task_paths(output_dir, tasks)  # every row id checked before anything is written
-    ensure_marker(output_dir, pool_set, preset=preset)
-    problems = {
-        task.row_id: row_problem(paths[task.row_id], load_completed(paths[task.row_id]), task) for task in tasks
-    }
-    pending = [task for task in tasks if problems[task.row_id] is not None]
-    refused = sorted((row_id, problem) for row_id, problem in problems.items() if problem not in (None, "missing"))
-    if refused:
-        print(
-            f"asking again {len(refused)} stored row(s) that grade-qa would refuse: "
-            + "; ".join(f"{row_id} ({problem})" for row_id, problem in refused),
-            file=sys.stderr,
-        )
-    with tqdm(total=len(pending), desc="answer calls", unit="row", disable=not (progress and pending)) as bar:
-        called, failures = call_tasks(pending, provider, output_dir, workers=workers, on_done=bar.update)
-    return RunReport(reused=len(tasks) - len(pending), called=called, failures=failures)
+
+    def check_marker_if_any() -> None:
+        if (Path(output_dir) / MARKER_FILE).exists():
+            check_marker(output_dir, pool_set, action="resume")
+
+    parameters = {"preset": preset, "workers": workers, "variant": pool_set.variant.as_dict()}
+    with results.run(
+        output_dir, KIND, parameters=parameters, outputs=(MARKER_FILE,), existing="resume",
+        precheck=check_marker_if_any,
+    ) as run:
+        run.record.dataset = pool_set.dataset.record()
+        ensure_marker(output_dir, pool_set, preset=preset)
+        run.add_output(MARKER_FILE)
+        problems = {
+            task.row_id: row_problem(paths[task.row_id], load_completed(paths[task.row_id]), task) for task in tasks
+        }
+        pending = [task for task in tasks if problems[task.row_id] is not None]
+        refused = sorted((row_id, problem) for row_id, problem in problems.items() if problem not in (None, "missing"))
+        if refused:
+            print(
+                f"asking again {len(refused)} stored row(s) that grade-qa would refuse: "
+                + "; ".join(f"{row_id} ({problem})" for row_id, problem in refused),
+                file=sys.stderr,
+            )
+        with tqdm(total=len(pending), desc="answer calls", unit="row", disable=not (progress and pending)) as bar:
+            called, failures = call_tasks(pending, provider, output_dir, workers=workers, on_done=bar.update)
+        report = RunReport(reused=len(tasks) - len(pending), called=called, failures=failures)
+        run.record.summary = {"rows": len(tasks), "reused": report.reused, "called": called, "failed": len(failures)}
+        if failures:
+            run.fail(f"{len(failures)} of {len(tasks)} rows failed; run run-qa again to retry them")
+    return report
 
 
 def task_paths(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str, Path]:

@@ -309,15 +309,18 @@ def write_stats_files(
     iterations: int = BOOTSTRAP_ITERATIONS,
     alpha: float = ALPHA,
     qa_capacity: int = QA_CAPACITY,
+    refuse: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write ``qa.summary.json`` and ``qa.stats.json`` into ``output_dir``; return both objects.
 
-    Refuses (:class:`~evictlab.errors.OutputExistsError`) when either file exists, and
-    computes both before writing either, so invalid rows leave the folder untouched.
+    Refuses (:class:`~evictlab.errors.OutputExistsError`) when either file exists (unless
+    ``refuse`` is False: the caller's run record decides), and computes both before writing
+    either, so invalid rows leave the folder untouched.
     """
     folder = Path(output_dir)
     summary_path, stats_path = folder / SUMMARY_FILE, folder / STATS_FILE
-    refuse_existing([summary_path, stats_path])
+    if refuse:
+        refuse_existing([summary_path, stats_path])
     summary = build_summary(
         rows, protocol_id=protocol_id, grader_version=grader_version, qa_capacity=qa_capacity
     )
