@@ -262,7 +262,7 @@ class FolderLock:
         """Take the lock or raise :class:`FolderBusyError` naming the holder; returns a stale holder."""
         make_folder(self.folder)
         while True:
-            fd = _open_lock(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -304,13 +304,6 @@ class FolderLock:
         self.fd = None
 
 
-def _open_lock(path: Path) -> int:
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as error:
-        raise OutputExistsError(f"{path}: cannot create the lock file ({error.strerror or error})") from None
-
-
 def _read_holder(fd: int, *, wait: bool = False) -> dict[str, Any] | None:
     """The holder's details in the lock file (retried briefly: a new holder writes them just after locking)."""
     for attempt in range(20 if wait else 1):
@@ -334,11 +327,8 @@ def _describe_holder(holder: dict[str, Any] | None) -> str:
 def make_folder(folder: Path) -> None:
     """Create an output folder (and its parents); a clear error when that is impossible."""
     if folder.exists() and not folder.is_dir():
-        raise OutputExistsError(f"{folder} exists and is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise OutputExistsError(f"{folder}: cannot create the output folder ({error.strerror or error})") from None
+        raise OutputExistsError(f"{folder}: exists and is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)  # an OSError names the path; the command line prints it
 
 
 @dataclass
@@ -502,7 +492,7 @@ def check_output(out_dir: str | os.PathLike, kind: str, outputs: Sequence[str] =
     """Fail early, before any work, where :func:`run` with ``existing="refuse"`` would refuse."""
     folder = Path(out_dir)
     if folder.exists() and not folder.is_dir():
-        raise OutputExistsError(f"{folder} exists and is not a folder")
+        raise OutputExistsError(f"{folder}: exists and is not a folder")
     if folder.is_dir():
         _check_existing(folder, kind, read_record(folder, kind), outputs, "refuse")
 
