@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import hashlib
 import json
 import os
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ContractError, EvictlabError, OutputExistsError
+from .locks import LOCK_FILE, RECORD_SUFFIX, RUNNING, FolderBusyError, FolderLock, describe_holder  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,9 +142,7 @@ def provenance() -> dict[str, Any]:
 
 RECORD_SCHEMA = "evictlab-run"
 RECORD_VERSION = 1
-RECORD_SUFFIX = ".run.json"
-LOCK_FILE = ".evictlab.lock"
-RUNNING, SUCCESS, ERROR, INTERRUPTED = "running", "success", "error", "interrupted"
+SUCCESS, ERROR, INTERRUPTED = "success", "error", "interrupted"
 STATUSES = (RUNNING, SUCCESS, ERROR, INTERRUPTED)
 #: What :func:`run` does with a folder that holds this kind's earlier run.
 EXISTING_RULES = ("refuse", "resume", "replace")
@@ -235,100 +233,8 @@ def file_digest(path: str | os.PathLike) -> dict[str, Any]:
     return {"bytes": size, "sha256": digest.hexdigest()}
 
 
-class FolderBusyError(OutputExistsError):
-    """Another run holds the output folder's lock."""
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM during a run: handled like Ctrl-C, so the run ends as ``interrupted``."""
-
-
-class FolderLock:
-    """An exclusive ``flock`` on ``{folder}/.evictlab.lock``, held for one run.
-
-    The lock file holds the holder's pid, kind, start time and command while it runs and is
-    removed when the run ends. The kernel releases the lock of a process that dies, so a lock
-    file found with a holder's details but no lock on it is *stale*: :meth:`acquire` returns
-    those details so that the run can report them, and never takes a held lock.
-    """
-
-    def __init__(self, folder: str | os.PathLike, kind: str) -> None:
-        self.folder = Path(folder)
-        self.path = self.folder / LOCK_FILE
-        self.kind = kind
-        self.fd: int | None = None
-
-    def acquire(self) -> dict[str, Any] | None:
-        """Take the lock or raise :class:`FolderBusyError` naming the holder; returns a stale holder."""
-        make_folder(self.folder)
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_holder(fd, wait=True)
-                os.close(fd)
-                raise FolderBusyError(
-                    f"{self.folder} is in use by {_describe_holder(holder)}; refusing to start a second"
-                    " run into it (wait for it to finish or choose another output folder)"
-                ) from None
-            # The previous holder may have removed the file between our open and our lock.
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        stale = _read_holder(fd)
-        holder = {
-            "pid": os.getpid(),
-            "kind": self.kind,
-            "started_at": utc_now_iso(),
-            "host": platform.node(),
-            "command": " ".join(sys.argv),
-        }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json_document(holder).encode("utf-8"), 0)
-        self.fd = fd
-        return stale
-
-    def release(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            os.unlink(self.path)  # while still holding it; see acquire for the race this closes
-        except FileNotFoundError:
-            pass
-        os.close(self.fd)  # closing the last descriptor releases the flock
-        self.fd = None
-
-
-def _read_holder(fd: int, *, wait: bool = False) -> dict[str, Any] | None:
-    """The holder's details in the lock file (retried briefly: a new holder writes them just after locking)."""
-    for attempt in range(20 if wait else 1):
-        try:
-            data = json.loads(os.pread(fd, 1 << 16, 0) or b"null")
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict):
-            return data
-        if wait:
-            time.sleep(0.01 * (attempt + 1))
-    return None
-
-
-def _describe_holder(holder: dict[str, Any] | None) -> str:
-    if not holder:
-        return "another evictlab run (pid unknown)"
-    return f"evictlab {holder.get('kind', '?')} (pid {holder.get('pid', '?')}, started {holder.get('started_at', '?')})"
-
-
-def make_folder(folder: Path) -> None:
-    """Create an output folder (and its parents); a clear error when that is impossible."""
-    if folder.exists() and not folder.is_dir():
-        raise OutputExistsError(f"{folder}: exists and is not a folder")
-    folder.mkdir(parents=True, exist_ok=True)  # an OSError names the path; the command line prints it
 
 
 @dataclass
@@ -404,19 +310,10 @@ def run(
     stale = lock.acquire()
     try:
         notes = []
+        if stale:
+            notes.append(_recover_stale(folder, lock.path))
+            print(f"warning: {notes[-1]}", file=sys.stderr)
         previous = read_record(folder, kind)
-        if stale is not None:
-            note = (
-                f"stale lock {lock.path}: {_describe_holder(stale)} ended without releasing it"
-                " (the process is gone)"
-            )
-            if previous is not None and previous.status == RUNNING:
-                previous.status = INTERRUPTED
-                previous.error = previous.error or "ended without finishing (stale lock)"
-                write_json(record_path(folder, kind), previous.as_dict())
-                note += f"; its run is marked {INTERRUPTED}"
-            print(f"warning: {note}", file=sys.stderr)
-            notes.append(note)
         for note in _check_existing(folder, kind, previous, outputs, existing):
             print(f"note: {note}", file=sys.stderr)
             notes.append(note)
@@ -449,6 +346,26 @@ def run(
             _finish(current, started)
     finally:
         lock.release()
+
+
+def _recover_stale(folder: Path, lock_path: Path) -> str:
+    """Mark the runs a stale lock belonged to (records still ``running``) interrupted; describe them."""
+    left = []
+    for path in sorted(folder.glob(f"*{RECORD_SUFFIX}")):
+        try:
+            record = read_record(folder, path.name[: -len(RECORD_SUFFIX)])
+        except ContractError:
+            continue
+        if record is not None and record.status == RUNNING:
+            record.status = INTERRUPTED
+            record.error = record.error or "ended without finishing (stale lock)"
+            write_json(path, record.as_dict())
+            left.append(describe_holder(asdict(record)))
+    runs = "; ".join(left) if left else "a run that left no record"
+    return (
+        f"stale lock {lock_path}: left by {runs}, which ended without releasing it (the process is gone);"
+        f" {'its run is' if len(left) == 1 else 'those runs are'} marked {INTERRUPTED}"
+    )
 
 
 def _finish(current: Run, started: float, *, keep_error: bool = False) -> None:

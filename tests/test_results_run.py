@@ -112,7 +112,7 @@ def test_a_held_folder_is_refused_naming_the_holder_and_a_stale_lock_is_reported
     assert record(tmp_path)["status"] == "running"
     with results.run(tmp_path, "demo") as run:
         notes = run.record.notes
-    assert f"stale lock {tmp_path / results.LOCK_FILE}: evictlab demo (pid {holder.pid}" in notes[0]
+    assert f"stale lock {tmp_path / results.LOCK_FILE}: left by evictlab demo (pid {holder.pid}" in notes[0]
     assert "its run is marked interrupted" in notes[0]
     assert "warning: stale lock" in capsys.readouterr().err
     assert record(tmp_path)["status"] == "success"

@@ -1,0 +1,145 @@
+"""The exclusive lock on an output folder, held for one run (see :func:`evictlab.results.run`).
+
+An OS file lock (``flock``) on ``{folder}/.evictlab.lock``: a second run into the folder is
+refused at once, naming the holder's pid and start time, which are asked of the system
+(``/proc``) rather than of a file the holder may not have written yet.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import OutputExistsError
+
+LOCK_FILE = ".evictlab.lock"
+RECORD_SUFFIX = ".run.json"
+RUNNING = "running"
+
+
+class FolderBusyError(OutputExistsError):
+    """Another run holds the output folder's lock."""
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``{folder}/.evictlab.lock``, held for one run.
+
+    The lock file is empty (so it costs no space on a full disk) and is removed when the run
+    ends. Who holds a lock is asked of the system (``/proc/locks``: the pid, and that
+    process's start time), so a refusal names the holder even before it has written anything.
+    The kernel releases the lock of a process that dies, so a lock file that exists but is not
+    locked was left by a run that ended without finishing: :meth:`acquire` reports it as
+    *stale* and takes the lock only then, never from a live holder.
+    """
+
+    def __init__(self, folder: str | os.PathLike, kind: str) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE
+        self.kind = kind
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock or raise :class:`FolderBusyError` naming the holder; True if it was stale."""
+        make_folder(self.folder)
+        while True:
+            try:
+                fd, stale = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), False
+            except FileExistsError:
+                try:
+                    fd, stale = os.open(self.path, os.O_RDWR), True
+                except FileNotFoundError:
+                    continue  # its holder removed it just now
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = lock_holder(self.path)
+                os.close(fd)
+                if holder is not None:
+                    holder["kind"] = _running_kind(self.folder, holder["pid"])
+                raise FolderBusyError(
+                    f"{self.folder} is in use by {describe_holder(holder)}; refusing to start a second"
+                    " run into it (wait for it to finish or choose another output folder)"
+                ) from None
+            # The previous holder may have removed the file between our open and our lock.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return stale
+            os.close(fd)
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)  # while still holding it; see acquire for the race this closes
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)  # closing the last descriptor releases the flock
+        self.fd = None
+
+
+def lock_holder(path: Path) -> dict[str, Any] | None:
+    """``{"pid", "started_at", "command"}`` of the process holding a flock on ``path`` (Linux), else None."""
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks", encoding="ascii") as handle:
+            entries = [line.split() for line in handle]
+    except OSError:
+        return None
+    for fields_ in entries:
+        if len(fields_) > 5 and fields_[1] == "FLOCK" and fields_[5].rsplit(":", 1)[-1] == str(inode):
+            pid = int(fields_[4])
+            return {"pid": pid, "started_at": _process_start(pid), "command": _process_command(pid)}
+    return None
+
+
+def _running_kind(folder: Path, pid: int) -> str | None:
+    """The kind whose record in ``folder`` says process ``pid`` is running it."""
+    for path in folder.glob(f"*{RECORD_SUFFIX}"):
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and data.get("pid") == pid and data.get("status") == RUNNING:
+            return str(data.get("kind"))
+    return None
+
+
+def _process_start(pid: int) -> str | None:
+    """The UTC start time of process ``pid`` from ``/proc`` (boot time + start ticks)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    moment = _dt.datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), _dt.timezone.utc)
+    return moment.replace(tzinfo=None, microsecond=0).isoformat() + "Z"
+
+
+def _process_command(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def describe_holder(holder: Mapping[str, Any] | None) -> str:
+    if not holder:
+        return "another evictlab run (pid unknown)"
+    what = f"evictlab {holder['kind']}" if holder.get("kind") else "another run"
+    return f"{what} (pid {holder.get('pid', '?')}, started {holder.get('started_at') or '?'})"
+
+
+def make_folder(folder: Path) -> None:
+    """Create an output folder (and its parents); a clear error when that is impossible."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"{folder}: exists and is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)  # an OSError names the path; the command line prints it
