@@ -18,7 +18,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("evictlab", "errors", "results", "schema", "resources", "readers", "distributed", "palette", "browser")),
+    ("ground", ("evictlab", "errors", "results", "locks", "schema", "resources", "readers", "distributed", "palette",
+                "browser")),
     ("policies", ("policies",)),
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
