@@ -11,14 +11,17 @@ A report folder (``results/<name>/`` in the working directory by default) holds:
     notebooks/<notebook>.ipynb   the executed copies (a failed one is kept up to its error)
     figures/<figure>.png|.svg    every figure the notebooks saved
     report.md, report.html       key tables and every figure, linked relatively
-    report.json                  manifest: provenance, parameters, dataset and protocol
-                                 hashes, per-notebook status and duration, overall status
+    report.run.json              the run record (:func:`evictlab.results.run`): provenance,
+                                 parameters, dataset and protocol hashes, per-notebook
+                                 status and duration, every file's SHA-256, overall status
 
 A report is a regenerated artifact, so ``make report`` can run again on the same checkout:
-a rerun into a folder that holds a previous report replaces that report (its ``notebooks/``
-and ``figures/`` are cleared first, so nothing stale is linked, and every file is written
-atomically). A folder that exists, is not empty and holds no report manifest is refused:
-evictlab never deletes what it did not write.
+a rerun into a folder that holds a previous report replaces that report. Of the previous
+report's notebooks, figures and pages, exactly the files its record lists with their SHA-256
+unchanged are removed first, so nothing stale is linked and nothing the report did not write
+is ever deleted (a forged or edited record deletes nothing else). A folder that exists, is
+not empty and holds no report is refused, and ``--name`` must be a plain folder name, so the
+report never writes outside ``results/``. The folder is locked while a report runs into it.
 
 A failing notebook does not stop the others (they are independent); the report then names
 the notebook, the failing cell and the exception, the manifest's status is ``error``, and
@@ -30,7 +33,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,14 +42,13 @@ from typing import Any
 
 import pandas as pd
 
-from . import workbench, zoo
+from . import results, workbench, zoo
 from .decisions import scenario_table
-from .errors import ContractError, EvictlabError, OutputExistsError
+from .errors import ContractError, OutputExistsError
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, preset_variant
 from .qa import report as qa_report
 from .resources import NOTEBOOK_DIR
-from .results import atomic_write_text, provenance, utc_now_iso, write_json
 from .traces import metrics as traces_metrics
 
 RESULTS_DIR = Path("results")  # relative to the working directory
@@ -66,9 +67,10 @@ NOTEBOOKS: list[str] = [
 ]
 
 KERNEL_NAME = "python3"
-SCHEMA_VERSION = 1
-REPORT_KIND = "evictlab-report"
-MANIFEST_FILE = "report.json"
+KIND = REPORT_KIND = "report"
+MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
+LEGACY_MANIFEST, LEGACY_KIND = "report.json", "evictlab-report"  # before the run record
+REPLACED = ("notebooks", "figures", "report.md", "report.html")  # what a rerun may remove
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 NOTEBOOKS_SUBDIR = "notebooks"
@@ -230,13 +232,9 @@ def run_report(
         raise ContractError(f"notebook file(s) not found in {notebook_dir}: {', '.join(missing)}")
     check_kernel(kernel_name)
     dataset_path = None if dataset is None else Path(dataset).resolve()
-    root = Path(output_dir) if output_dir is not None else RESULTS_DIR / (name or default_name(preset, dataset, smoke))
+    root = Path(output_dir) if output_dir is not None else RESULTS_DIR / check_name(name or default_name(preset, dataset, smoke))
     root = root.resolve()
-    prepare_output(root)
     figures_dir = root / FIGURES_SUBDIR
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    (root / NOTEBOOKS_SUBDIR).mkdir(parents=True, exist_ok=True)
-
     notebook_parameters = {
         "dataset": None if dataset_path is None else str(dataset_path),
         "allow_unpinned": bool(allow_unpinned),
@@ -246,49 +244,51 @@ def run_report(
         **parameters,
     }
     runs = [NotebookRun(nb, notebook_dir / nb, root / NOTEBOOKS_SUBDIR / nb) for nb in selected]
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": REPORT_KIND,
-        "status": RUNNING,
-        "error": None,
-        "started_at": utc_now_iso(),
-        "finished_at": None,
-        "provenance": provenance(),
-        "parameters": {**notebook_parameters, "notebooks": selected, "kernel_name": kernel_name},
-    }
-    write_json(root / MANIFEST_FILE, manifest)
-    try:
-        inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
-    except EvictlabError as error:
-        _finish(root, manifest, runs, ERROR, f"cannot load the inputs: {error}")
-        raise
-    manifest.update(inputs.record)
-    write_json(root / MANIFEST_FILE, manifest)
+    recorded = {**notebook_parameters, "notebooks": selected, "kernel_name": kernel_name}
+    with results.run(root, KIND, parameters=recorded, existing="replace", precheck=lambda: check_folder(root)) as run:
+        remove_previous_report(run)
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        (root / NOTEBOOKS_SUBDIR).mkdir(parents=True, exist_ok=True)
+        try:
+            inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
+            run.record.dataset = inputs.record["dataset"]
+            run.record.summary.update({key: value for key, value in inputs.record.items() if key != "dataset"})
+            execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress)
+        finally:  # what ran is recorded, also when interrupted
+            _summarize(run, runs)
+        failures = [notebook for notebook in runs if notebook.status != SUCCESS]
+        error = "; ".join(describe_failure(notebook) for notebook in failures) or None
+        try:
+            tables = key_tables(inputs, parameters)
+        except Exception as table_error:  # noqa: BLE001 - recorded: the notebooks' results still deserve a report
+            tables = []
+            error = "; ".join(filter(None, [error, f"key tables: {type(table_error).__name__}: {table_error}"]))
+        status = ERROR if error else SUCCESS
+        document = build_document(root, {**run.record.as_dict(), **inputs.record}, runs, tables, status, error)
+        run.write_text(MARKDOWN_FILE, render_markdown(document))
+        run.write_text(HTML_FILE, render_html(document, title=f"evictlab report: {root.name}"))
+        run.record.summary["files"] = [MARKDOWN_FILE, HTML_FILE]
+        if error:
+            run.fail(error)
+    return ReportResult(root, status, runs, error, tables)
 
+
+def execute_all(
+    runs: Sequence[NotebookRun], parameters: Mapping[str, Any], figures_dir: Path, *, kernel_name: str, progress: bool
+) -> None:
     from tqdm.auto import tqdm
 
-    try:
-        with tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-            for run in bar:
-                bar.set_postfix_str(run.name)
-                execute(run, notebook_parameters, figures_dir, kernel_name=kernel_name)
-    except BaseException as interruption:  # Ctrl-C: leave a manifest that says so, then stop
-        _finish(root, manifest, runs, ERROR, f"interrupted: {type(interruption).__name__}")
-        raise
+    with tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+        for notebook in bar:
+            bar.set_postfix_str(notebook.name)
+            execute(notebook, parameters, figures_dir, kernel_name=kernel_name)
 
-    failures = [run for run in runs if run.status != SUCCESS]
-    problems = "; ".join(describe_failure(run) for run in failures) or None
-    try:
-        tables = key_tables(inputs, parameters)
-    except Exception as table_error:  # noqa: BLE001 - recorded: the notebooks' results still deserve a report
-        tables = []
-        problems = "; ".join(filter(None, [problems, f"key tables: {type(table_error).__name__}: {table_error}"]))
-    status = ERROR if problems else SUCCESS
-    document = build_document(root, manifest, runs, tables, status, problems)
-    atomic_write_text(root / MARKDOWN_FILE, render_markdown(document))
-    atomic_write_text(root / HTML_FILE, render_html(document, title=f"evictlab report: {root.name}"))
-    _finish(root, manifest, runs, status, problems, files=[MARKDOWN_FILE, HTML_FILE])
-    return ReportResult(root, status, runs, problems, tables)
+
+def check_name(name: str) -> str:
+    """A report name is one plain folder name: it cannot reach outside the results folder."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ContractError(f"--name {name!r}: expected a plain folder name (no '/', not '..'); use --output-dir for a path")
+    return name
 
 
 def check_kernel(kernel_name: str) -> None:
@@ -312,32 +312,41 @@ def check_kernel(kernel_name: str) -> None:
     )
 
 
-def prepare_output(root: Path) -> None:
-    """Make ``root`` ready for a new report: clear a previous report's generated folders,
-    refuse a non-empty folder that is not a report."""
-    if not root.exists():
+def check_folder(root: Path) -> None:
+    """Refuse a non-empty folder that holds no report (neither a report record nor a report
+    manifest of an earlier evictlab): evictlab never writes into a folder it did not make."""
+    if results.read_record(root, KIND) is not None:
         return
-    if not root.is_dir():
-        raise OutputExistsError(f"{root} exists and is not a folder")
-    manifest = root / MANIFEST_FILE
-    if not manifest.is_file():
-        if any(root.iterdir()):
-            raise OutputExistsError(
-                f"{root} is not empty and holds no {MANIFEST_FILE}; refusing to write a report into it"
-                " (choose another --output-dir or --name)"
-            )
-        return
+    entries = [path for path in root.iterdir() if path.name != results.LOCK_FILE]
+    if entries and not _legacy_report(root):
+        raise OutputExistsError(
+            f"{root} is not empty and holds no {MANIFEST_FILE}; refusing to write a report into it"
+            " (choose another --output-dir or --name)"
+        )
+
+
+def _legacy_report(root: Path) -> bool:
     try:
-        kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
-    if kind != REPORT_KIND:
-        raise OutputExistsError(f"{manifest} is not an evictlab report manifest; refusing to replace {root}")
-    for sub in (NOTEBOOKS_SUBDIR, FIGURES_SUBDIR):
-        if (root / sub).is_dir():
-            shutil.rmtree(root / sub)
-    for stale in (MARKDOWN_FILE, HTML_FILE):
-        (root / stale).unlink(missing_ok=True)
+        return json.loads((root / LEGACY_MANIFEST).read_bytes()).get("kind") == LEGACY_KIND
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+def remove_previous_report(run: results.Run) -> None:
+    """Remove the previous report's notebooks, figures and pages, so nothing stale is linked.
+
+    Only files the previous run record lists, inside this folder and with the SHA-256 it
+    recorded, are removed: a forged or edited record cannot make the report delete a file it
+    did not write.
+    """
+    previous = run.previous.outputs if run.previous is not None else {}
+    for name, written in previous.items():
+        path = run.folder / name
+        inside = path.resolve().parent.is_relative_to(run.folder.resolve()) and not path.is_symlink()
+        if not (inside and path.is_file() and name.split("/")[0] in REPLACED):
+            continue
+        if results.file_digest(path) == written:
+            path.unlink()
 
 
 def execute(
@@ -416,25 +425,14 @@ def _snapshot(folder: Path) -> dict[Path, tuple[int, int]]:
     }
 
 
-def _finish(
-    root: Path,
-    manifest: dict[str, Any],
-    runs: Sequence[NotebookRun],
-    status: str,
-    error: str | None,
-    *,
-    files: Sequence[str] = (),
-) -> None:
-    """Write the final manifest; it is the last file written, so its status describes the folder."""
-    manifest.update(
-        status=status,
-        error=error,
-        finished_at=utc_now_iso(),
-        notebooks=[run.as_record(root) for run in runs],
-        figures=sorted({_relative(path, root) for run in runs for path in run.figures}),
-        files=list(files),
-    )
-    write_json(root / MANIFEST_FILE, manifest)
+def _summarize(run: results.Run, runs: Sequence[NotebookRun]) -> None:
+    """Each notebook's status, duration and figures into the record; its files as outputs."""
+    root = run.folder
+    run.record.summary["notebooks"] = [notebook.as_record(root) for notebook in runs]
+    figures = sorted({_relative(path, root) for notebook in runs for path in notebook.figures})
+    run.record.summary["figures"] = figures
+    for name in [*figures, *(_relative(n.output_path, root) for n in runs if n.output_path.is_file())]:
+        run.add_output(name)
 
 
 def _relative(path: Path, root: Path) -> str:

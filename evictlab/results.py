@@ -254,8 +254,11 @@ class Run:
         self.record.outputs[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         return path
 
+    def write_text(self, name: str, text: str) -> Path:
+        return self.write_bytes(name, text.encode("utf-8"))
+
     def write_json(self, name: str, value: Any) -> Path:
-        return self.write_bytes(name, json_document(value).encode("utf-8"))
+        return self.write_text(name, json_document(value))
 
     def write_jsonl(self, name: str, rows: Iterable[Any]) -> Path:
         return self.write_bytes(name, "".join(json_line(row) for row in rows).encode("utf-8"))
