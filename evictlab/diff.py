@@ -24,7 +24,7 @@ another record), ``metadata_changed`` and ``content_changed`` (records); per cap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -399,10 +399,22 @@ def write_diff(output_dir: str | Path, result: DiffResult) -> list[Path]:
     the run record ``diff.run.json`` holds provenance, times, both specs' labels and identities
     and the files' SHA-256. A finished diff is never overwritten; an interrupted one is rerun in place.
     """
-    summary = result.summary
-    parameters = {side: {key: summary[side].get(key) for key in ("label", "identity")} for side in SIDES}
-    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
-        run.record.dataset = summary["dataset"]
-        paths = [run.write_jsonl(CASES_FILE, result.cases), run.write_json(SUMMARY_FILE, summary)]
-        run.record.summary = {"case_rows": len(result.cases)}
+    sides = {side: result.summary[side] for side in SIDES}
+    with results.run(output_dir, KIND, parameters=run_parameters(sides), outputs=OUTPUT_FILES) as run:
+        return write_diff_files(run, result)
+
+
+def run_parameters(sides: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's parameters: each side's label and identity (a spec or its summary record)."""
+    def pick(side: Any) -> dict[str, Any]:
+        return {key: getattr(side, key) if hasattr(side, key) else side.get(key) for key in ("label", "identity")}
+
+    return {side: pick(value) for side, value in sides.items()}
+
+
+def write_diff_files(run: results.Run, result: DiffResult) -> list[Path]:
+    """Both files of an open ``diff`` run."""
+    run.record.dataset = result.summary["dataset"]
+    paths = [run.write_jsonl(CASES_FILE, result.cases), run.write_json(SUMMARY_FILE, result.summary)]
+    run.record.summary = {"case_rows": len(result.cases)}
     return paths

@@ -14,9 +14,10 @@ from typing import Any
 from . import results
 from .decisions import distinct
 from .policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
-from .pools import Case, PoolSet
+from .pools import Case, PoolSet, check_capacities
 from .results import git_state, utc_now_iso
 
+KIND = "run-policy"
 RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")
 
 
@@ -130,6 +131,27 @@ def run_record(
     }
 
 
+def check_run_lists(
+    policies: Sequence[str], capacities: Sequence[int], pool_size: int, where: str
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Policies known and capacities in range, at least one of each and none repeated (a
+    repeated capacity would count every case twice in the summary)."""
+    policies = distinct("policies", tuple(policies))
+    for name in policies:
+        resolve_policy(name)  # an unknown name fails before any work
+    capacities = distinct("capacities", tuple(capacities))
+    check_capacities(capacities, pool_size, where)
+    return policies, capacities
+
+
+def run_parameters(
+    policies: Sequence[str], capacities: Sequence[int], preset: str | None, params: PolicyParams
+) -> dict[str, Any]:
+    """What the run record of ``run-policy`` keeps as its parameters."""
+    return {"policies": list(policies), "capacities": list(capacities), "preset": preset,
+            "policy_parameters": params.as_dict()}  # fmt: skip
+
+
 def write_run(
     output_dir: str | Path,
     pool_set: PoolSet,
@@ -138,28 +160,39 @@ def write_run(
     *,
     preset: str | None = None,
     params: PolicyParams | None = None,
-    spec: Any = None,
 ) -> list[dict[str, Any]]:
     """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``.
 
     Runs inside :func:`evictlab.results.run` (kind ``run-policy``): the folder is locked, a
     finished run is never overwritten, an interrupted one is rerun in place, and
     ``run-policy.run.json`` records the status and the SHA-256 of the three files. Policies
-    and capacities are checked (known, at least one, none repeated) before anything is written.
+    and capacities are checked (:func:`check_run_lists`) before anything is written.
     """
     protocol = pool_set.protocol
-    policies = distinct("policies", tuple(policies))
-    for name in policies:
-        resolve_policy(name)  # an unknown name fails before any work
-    capacities = distinct("capacities", tuple(capacities or protocol.config.pool.capacities))
-    pool_set.check_capacities(capacities, f"{len(pool_set.cases)} pools")
+    sizes = min(len(case.facts) for case in pool_set.cases)
+    policies, capacities = check_run_lists(
+        policies, capacities or protocol.config.pool.capacities, sizes, f"{len(pool_set.cases)} pools"
+    )
     params = params or protocol.config.hybrid
-    parameters = {"policies": policies, "capacities": capacities, "preset": preset, "policy_parameters": params.as_dict()}
-    with results.run(output_dir, "run-policy", spec, parameters=parameters, outputs=RUN_FILES) as run:
-        run.record.dataset = pool_set.dataset.record()
-        rows = evaluate(pool_set, policies, capacities, params)
-        run.write_jsonl("policy.raw.jsonl", rows)
-        run.write_json("summary.json", summarize(rows, protocol.protocol_id))
-        run.write_json("run.json", run_record(pool_set, policies, capacities, preset=preset, params=params))
-        run.record.summary = {"rows": len(rows)}
+    parameters = run_parameters(policies, capacities, preset, params)
+    with results.run(output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as run:
+        return write_run_files(run, pool_set, policies, capacities, preset=preset, params=params)
+
+
+def write_run_files(
+    run: results.Run,
+    pool_set: PoolSet,
+    policies: Sequence[str],
+    capacities: Sequence[int],
+    *,
+    preset: str | None,
+    params: PolicyParams,
+) -> list[dict[str, Any]]:
+    """The three files of an open ``run-policy`` run (``run.json`` last)."""
+    run.record.dataset = pool_set.dataset.record()
+    rows = evaluate(pool_set, policies, capacities, params)
+    run.write_jsonl("policy.raw.jsonl", rows)
+    run.write_json("summary.json", summarize(rows, pool_set.protocol.protocol_id))
+    run.write_json("run.json", run_record(pool_set, policies, capacities, preset=preset, params=params))
+    run.record.summary = {"rows": len(rows)}
     return rows

@@ -451,21 +451,28 @@ def write_sweep(
     status and both files' SHA-256. A finished sweep is never overwritten; an interrupted or
     failed one is rerun in place.
     """
-    parameters = {
-        "grid": grid.as_dict(),
-        "presets": [str(name) for name in pools],
-        "inputs": input_record(pools),
-        "arguments": dict(arguments) if arguments is not None else None,
-    }
-    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
-        datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
-        run.record.dataset = datasets[0] if datasets else None
-        result = run_sweep(pools, grid, progress=progress)
-        buffer = io.BytesIO()
-        result.rows.to_parquet(buffer, index=False)
-        run.write_bytes(ROWS_FILE, buffer.getvalue())
-        run.write_bytes(SUMMARY_FILE, result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-        run.record.summary = {"rows": len(result.rows), "scenario_summary_rows": len(result.summary)}
+    with results.run(output_dir, KIND, parameters=run_parameters(grid, arguments), outputs=OUTPUT_FILES) as run:
+        return write_sweep_files(run, pools, grid, progress=progress)
+
+
+def run_parameters(grid: SweepGrid, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The record's parameters before the pools are built (:func:`write_sweep_files` adds them)."""
+    return {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
+
+
+def write_sweep_files(
+    run: results.Run, pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, *, progress: bool | None = None
+) -> SweepResult:
+    """Sweep and write both tables into an open ``sweep`` run."""
+    run.record.parameters.update(presets=[str(name) for name in pools], inputs=input_record(pools))
+    datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
+    run.record.dataset = datasets[0] if datasets else None
+    result = run_sweep(pools, grid, progress=progress)
+    buffer = io.BytesIO()
+    result.rows.to_parquet(buffer, index=False)
+    run.write_bytes(ROWS_FILE, buffer.getvalue())
+    run.write_bytes(SUMMARY_FILE, result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    run.record.summary = {"rows": len(result.rows), "scenario_summary_rows": len(result.summary)}
     return result
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import results
 from ..diff import (
     CASES_FILE,
     DIFF_FILES,
@@ -15,11 +16,12 @@ from ..diff import (
     SUMMARY_FILE,
     diff_specs,
     summary_lines,
-    write_diff,
+    run_parameters,
+    write_diff_files,
 )
 from ..protocol import PRESETS
 from ..results import check_output
-from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, parse_spec
+from ..runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
 from . import summary
 from ._common import DEMO_NOTICE, add_dataset_options
 
@@ -65,17 +67,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     check_output(args.output_dir, KIND, OUTPUT_FILES)  # before any work
     before, after = parse_spec(args.from_spec), parse_spec(args.to_spec)
-    if args.dataset is None:
-        print(DEMO_NOTICE, file=sys.stderr)
-    result = diff_specs(before, after, args.dataset, allow_unpinned=args.allow_unpinned)
-    dataset = result.summary["dataset"]
-    if dataset.get("pinned") is False:
-        print(
-            f"warning: {args.dataset} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
-            " because of --allow-unpinned (recorded as \"pinned\": false)",
-            file=sys.stderr,
-        )
-    write_diff(args.output_dir, result)
+    check_same_dataset([before, after])  # before the folder is made
+    parameters = run_parameters({"from": before, "to": after})
+    # The folder is locked from here on: a second run into it is refused at once.
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as current:
+        if args.dataset is None:
+            print(DEMO_NOTICE, file=sys.stderr)
+        result = diff_specs(before, after, args.dataset, allow_unpinned=args.allow_unpinned)
+        dataset = result.summary["dataset"]
+        if dataset.get("pinned") is False:
+            print(
+                f"warning: {args.dataset} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
+                " because of --allow-unpinned (recorded as \"pinned\": false)",
+                file=sys.stderr,
+            )
+        write_diff_files(current, result)
     for line in summary_lines(result.summary):
         print(line)
     print(f"wrote {len(result.cases)} case rows to {args.output_dir}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import results
 from ..decisions import decide_grid, scenario_table
-from ..evaluate import RUN_FILES, write_run
+from ..evaluate import KIND, RUN_FILES, check_run_lists, run_parameters, write_run_files
 from ..policies import DEERMEM_POLICIES, known_policies
 from . import summary
 from ._common import (
@@ -18,6 +19,7 @@ from ._common import (
     pool_set_from,
     preset_name,
     with_policy_parameters,
+    protocol_from,
 )
 
 
@@ -54,20 +56,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # A bad override or policy fails before the pools are built.
+    # A bad override or policy fails before anything is read.
     changes = parameter_changes(args.param)
-    policies = with_policy_parameters(args.policies, args.param)
-    pool_set = pool_set_from(args)
-    params = pool_set.protocol.config.hybrid.replace(**changes)
-    rows = write_run(
-        args.output_dir,
-        pool_set,
-        policies,
-        args.capacities,
-        preset=preset_name(args),
-        params=params,
+    protocol = protocol_from(args)
+    config = protocol.config
+    cases = sum(map(len, protocol.official.scenarios.values())) + len(protocol.synthetic.cases)
+    policies, capacities = check_run_lists(
+        with_policy_parameters(args.policies, args.param),
+        args.capacities or config.pool.capacities,
+        config.pool.size,
+        f"{cases} pools",
     )
-    decisions = decide_grid(pool_set, policies, [params], args.capacities)
+    params = config.hybrid.replace(**changes)
+    parameters = run_parameters(policies, capacities, preset_name(args), params)
+    # The folder is locked from here on: a second run into it is refused at once.
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as current:
+        pool_set = pool_set_from(args)
+        rows = write_run_files(current, pool_set, policies, capacities, preset=preset_name(args), params=params)
+    decisions = decide_grid(pool_set, policies, [params], capacities)
     print(scenario_table(decisions).to_string())
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0

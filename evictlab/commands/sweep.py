@@ -8,13 +8,15 @@ from typing import Any
 
 import pandas as pd
 
-from .. import decisions
+from .. import decisions, results
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
 from ..protocol import DEFAULT_PRESET, PRESETS, Config
 from ..sweep import (
+    KIND,
     MANIFEST_FILE,
     MAX_SETTINGS,
+    OUTPUT_FILES,
     ROWS_FILE,
     SUMMARY_FILE,
     SweepGrid,
@@ -27,7 +29,8 @@ from ..sweep import (
     make_grid,
     parse_weights,
     pools_for_presets,
-    write_sweep,
+    run_parameters,
+    write_sweep_files,
 )
 from . import summary
 from ._common import (
@@ -132,15 +135,12 @@ def run(args: argparse.Namespace) -> int:
     grid = grid_from(args, protocol.config)
     check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
     presets = presets_from(args)
-    protocol, dataset = dataset_from(args, protocol)
-    pools = pools_for_presets(protocol, dataset, presets, args.variant)
-    result = write_sweep(
-        args.output_dir,
-        pools,
-        grid,
-        progress=False if args.no_progress else None,
-        arguments=_recorded(args),
-    )
+    parameters = run_parameters(grid, _recorded(args))
+    # The folder is locked from here on: a second run into it is refused at once.
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as current:
+        protocol, dataset = dataset_from(args, protocol)
+        pools = pools_for_presets(protocol, dataset, presets, args.variant)
+        result = write_sweep_files(current, pools, grid, progress=False if args.no_progress else None)
     for line in report_lines(result):
         print(line)
     print(f"wrote {MANIFEST_FILE}, {ROWS_FILE} and {SUMMARY_FILE} to {args.output_dir}")
