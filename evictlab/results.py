@@ -312,43 +312,58 @@ def run(
     lock = FolderLock(folder, kind)
     stale = lock.acquire()
     try:
-        notes = []
-        if stale:
-            notes.append(_recover_stale(folder, lock.path))
-            print(f"warning: {notes[-1]}", file=sys.stderr)
-        previous = read_record(folder, kind)
-        for note in _check_existing(folder, kind, previous, outputs, existing):
-            print(f"note: {note}", file=sys.stderr)
-            notes.append(note)
-        if precheck is not None:
-            precheck()
-        _remove_stray_temp_files(folder)
-        record = RunRecord(
-            kind=kind,
-            status=RUNNING,
-            started_at=utc_now_iso(),
-            pid=os.getpid(),
-            provenance=provenance(),
-            spec=_spec_record(spec),
-            parameters=_plain(dict(parameters or {})),
-            notes=notes,
-        )
-        current = Run(folder, record, previous)
-        current.save()
-        started = time.perf_counter()
-        with _sigterm_raises():
-            try:
-                yield current
-            except BaseException as error:
-                record.status = INTERRUPTED if _is_interruption(error) else ERROR
-                record.error = _describe_error(error)
-                _finish(current, started, keep_error=True)
-                raise
-            record.status = ERROR if current.failure else SUCCESS
-            record.error = current.failure
-            _finish(current, started)
+        with _sigterm_raises():  # from the lock on, SIGTERM ends the run like Ctrl-C
+            yield from _locked_run(folder, kind, lock, stale, spec, parameters, outputs, existing, precheck)
     finally:
         lock.release()
+
+
+def _locked_run(
+    folder: Path,
+    kind: str,
+    lock: FolderLock,
+    stale: bool,
+    spec: Any,
+    parameters: Mapping[str, Any] | None,
+    outputs: Sequence[str],
+    existing: str,
+    precheck: Callable[[], None] | None,
+) -> Iterator[Run]:
+    """The body of :func:`run` once the folder is locked."""
+    notes = []
+    if stale:
+        notes.append(_recover_stale(folder, lock.path))
+        print(f"warning: {notes[-1]}", file=sys.stderr)
+    previous = read_record(folder, kind)
+    for note in _check_existing(folder, kind, previous, outputs, existing):
+        print(f"note: {note}", file=sys.stderr)
+        notes.append(note)
+    if precheck is not None:
+        precheck()
+    _remove_stray_temp_files(folder)
+    record = RunRecord(
+        kind=kind,
+        status=RUNNING,
+        started_at=utc_now_iso(),
+        pid=os.getpid(),
+        provenance=provenance(),
+        spec=_spec_record(spec),
+        parameters=_plain(dict(parameters or {})),
+        notes=notes,
+    )
+    current = Run(folder, record, previous)
+    current.save()
+    started = time.perf_counter()
+    try:
+        yield current
+    except BaseException as error:
+        record.status = INTERRUPTED if _is_interruption(error) else ERROR
+        record.error = _describe_error(error)
+        _finish(current, started, keep_error=True)
+        raise
+    record.status = ERROR if current.failure else SUCCESS
+    record.error = current.failure
+    _finish(current, started)
 
 
 def _recover_stale(folder: Path, lock_path: Path) -> str:
