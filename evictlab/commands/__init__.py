@@ -18,7 +18,7 @@ INDEX: dict[str, tuple[str, str]] = {
     ),
     "grade-qa": ("qa_run", "grade a finished run-qa folder and write the paired statistics (no provider calls)"),
     "qa": ("qa", "offline steps of the live QA comparison (see: evictlab qa --help)"),
-    "report": ("report", "run the notebooks with papermill and write report.md, report.html and report.json"),
+    "report": ("report", "run the notebooks with papermill and write report.md, report.html and report.run.json"),
     "run-policy": (
         "run_policy",
         "evaluate capacity policies on the 45 pools and write run.json, policy.raw.jsonl, summary.json",

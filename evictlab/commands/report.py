@@ -21,14 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             textwrap.fill("Notebooks, in order: " + ", ".join(NOTEBOOKS) + ".", width=84) + "\n\n"
             "Execute them with papermill into <folder>/notebooks/, with their figures (PNG and\n"
-            "SVG) in <folder>/figures/, then write report.md, report.html and the manifest\n"
-            "report.json (provenance, parameters, dataset and protocol hashes, per-notebook\n"
-            "status and duration).\n"
+            "SVG) in <folder>/figures/, then write report.md, report.html and the run record\n"
+            "report.run.json (provenance, parameters, dataset and protocol hashes, per-notebook\n"
+            "status and duration, every file's SHA-256).\n"
             "\n"
-            "The folder is results/<name>/, name defaulting to report-<preset>[-demo][-smoke].\n"
-            "A rerun replaces the previous report in that folder; a non-empty folder that is not\n"
-            "a report is refused. A failing notebook is kept up to its failing cell, named in\n"
-            "the report and the manifest (status error), and the command exits with status 1."
+            "The folder is results/<name>/, name defaulting to report-<preset>[-demo][-smoke];\n"
+            "NAME is a plain folder name. The folder is locked while the report runs. A rerun\n"
+            "replaces the previous report in that folder, deleting only files its record lists\n"
+            "with an unchanged SHA-256; a non-empty folder that is not a report is refused. A\n"
+            "failing notebook is kept up to its failing cell, named in the report and the record\n"
+            "(status error), and the command exits with status 1."
         ),
         epilog="example: evictlab report --smoke --notebooks 01,02 --output-dir /tmp/report",
     )
