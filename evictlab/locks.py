@@ -7,6 +7,7 @@ refused at once, naming the holder's pid and start time, which are asked of the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import fcntl
 import json
@@ -78,10 +79,8 @@ class FolderLock:
     def release(self) -> None:
         if self.fd is None:
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # while still holding it; see acquire for the race this closes
-        except FileNotFoundError:
-            pass
         os.close(self.fd)  # closing the last descriptor releases the flock
         self.fd = None
 
@@ -117,10 +116,11 @@ def _process_start(pid: int) -> str | None:
     """The UTC start time of process ``pid`` from ``/proc`` (boot time + start ticks)."""
     try:
         ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime"))
+        lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(int(line.split()[1]) for line in lines if line.startswith("btime"))
     except (OSError, ValueError, IndexError, StopIteration):
         return None
-    moment = _dt.datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), _dt.timezone.utc)
+    moment = _dt.datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), _dt.UTC)
     return moment.replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 

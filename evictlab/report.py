@@ -232,7 +232,9 @@ def run_report(
         raise ContractError(f"notebook file(s) not found in {notebook_dir}: {', '.join(missing)}")
     check_kernel(kernel_name)
     dataset_path = None if dataset is None else Path(dataset).resolve()
-    root = Path(output_dir) if output_dir is not None else RESULTS_DIR / check_name(name or default_name(preset, dataset, smoke))
+    if output_dir is None:
+        output_dir = RESULTS_DIR / check_name(name or default_name(preset, dataset, smoke))
+    root = Path(output_dir)
     root = root.resolve()
     figures_dir = root / FIGURES_SUBDIR
     notebook_parameters = {
@@ -287,7 +289,9 @@ def execute_all(
 def check_name(name: str) -> str:
     """A report name is one plain folder name: it cannot reach outside the results folder."""
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise ContractError(f"--name {name!r}: expected a plain folder name (no '/', not '..'); use --output-dir for a path")
+        raise ContractError(
+            f"--name {name!r}: expected a plain folder name (no '/', not '..'); use --output-dir for a path"
+        )
     return name
 
 

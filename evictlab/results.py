@@ -187,7 +187,7 @@ class RunRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str | os.PathLike) -> "RunRecord":
+    def from_dict(cls, data: Any, where: str | os.PathLike) -> RunRecord:
         """Check a parsed record: schema, version, kind, status and the type of every field."""
         if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
             raise ContractError(f"{where}: not an evictlab run record (no \"schema\": \"{RECORD_SCHEMA}\")")
@@ -500,7 +500,7 @@ def load_runs(root: str | os.PathLike) -> pd.DataFrame:
     """
     import pandas as pd
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in sorted(Path(root).rglob(f"*{RECORD_SUFFIX}")):
         kind = path.name[: -len(RECORD_SUFFIX)]
         try:

@@ -15,8 +15,8 @@ from ..diff import (
     RUN_FILE,
     SUMMARY_FILE,
     diff_specs,
-    summary_lines,
     run_parameters,
+    summary_lines,
     write_diff_files,
 )
 from ..protocol import PRESETS

@@ -18,8 +18,8 @@ from ._common import (
     parse_csv,
     pool_set_from,
     preset_name,
-    with_policy_parameters,
     protocol_from,
+    with_policy_parameters,
 )
 
 

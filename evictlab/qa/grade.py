@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import results
 from ..errors import ContractError
 from ..pools import PoolSet
-from .. import results
 from .grading import GRADER_VERSION, grade_answer
 from .runner import (
     IDENTITY_FIELDS,

@@ -25,9 +25,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from .. import results
 from ..errors import ContractError, EvictlabError
 from ..pools import PoolSet
-from .. import results
 from ..readers import MAX_PROTOCOL_FILE_BYTES, MAX_RESPONSE_BYTES, parse_json, read_bounded
 from ..results import git_state, json_line, utc_now_iso, write_json
 from .providers import Completion, OpenAICompatibleProvider, ProviderError
