@@ -52,7 +52,7 @@ def test_grade_qa_refuses_an_endless_bootstrap_before_grading(tmp_path, complete
     options = protocol_copy(tmp_path / "protocol", config_edits={"bootstrap_iterations: 10000": TOO_MANY})
     code, line = run(capsys, "grade-qa", "--output-dir", str(output), *options)
     assert code == 2 and "over the limit" in line
-    assert sorted(path.name for path in output.iterdir()) == [MARKER_FILE, "responses"]
+    assert sorted(path.name for path in output.iterdir()) == [MARKER_FILE, "responses", "run-qa.run.json"]
     assert grade_cli(output) == 0  # the run itself is fine
 
 
