@@ -35,12 +35,11 @@ from . import results
 from .errors import ContractError
 from .evaluate import decide
 from .policies import DEERMEM_POLICIES, Decision
-from .pools import Case, PoolSet
+from .pools import Case, PoolSet, open_pools
 from .qa.prompt import row_id
 from .qa.tasks import build_tasks
 from .runspec import (
     RunSpec,
-    build_pool_set,
     canonical_params,
     check_same_dataset,
     iso_utc,
@@ -100,8 +99,8 @@ def diff_specs(
     before any dataset is read.
     """
     check_same_dataset([a, b])
-    pools_a = build_pool_set(a, dataset_path, allow_unpinned=allow_unpinned)
-    pools_b = build_pool_set(b, dataset_path, allow_unpinned=allow_unpinned)
+    pools_a = open_pools(a.on_dataset(dataset_path, allow_unpinned=allow_unpinned))
+    pools_b = open_pools(b.on_dataset(dataset_path, allow_unpinned=allow_unpinned))
     return diff_pool_sets(pools_a, pools_b, specs=(a, b))
 
 

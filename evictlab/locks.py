@@ -43,10 +43,11 @@ class FolderLock:
         self.path = self.folder / LOCK_FILE
         self.kind = kind
         self.fd: int | None = None
+        self.created = False  # whether acquire made the folder
 
     def acquire(self) -> bool:
         """Take the lock or raise :class:`FolderBusyError` naming the holder; True if it was stale."""
-        make_folder(self.folder)
+        self.created = make_folder(self.folder)
         while True:
             try:
                 fd, stale = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), False
@@ -138,8 +139,10 @@ def describe_holder(holder: Mapping[str, Any] | None) -> str:
     return f"{what} (pid {holder.get('pid', '?')}, started {holder.get('started_at') or '?'})"
 
 
-def make_folder(folder: Path) -> None:
-    """Create an output folder (and its parents); a clear error when that is impossible."""
+def make_folder(folder: Path) -> bool:
+    """Create an output folder (and its parents); True when it did not exist before."""
     if folder.exists() and not folder.is_dir():
         raise OutputExistsError(f"{folder}: exists and is not a folder")
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)  # an OSError names the path; the command line prints it
+    return created

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dataset import BankRecord, Dataset, answer_text, build_bank, check_selection, render_evidence, select_official
+from .demo import open_dataset
 from .errors import ContractError, DatasetError
 from .protocol import Protocol, Variant
+
+if TYPE_CHECKING:
+    from .runspec import RunSpec
 
 CONFIRMED_DAYS_AGO = 7
 OLD_DAYS = 180
@@ -278,3 +282,24 @@ def synthetic_sources(protocol: Protocol) -> list[CaseSource]:
         )
         for item in protocol.synthetic.cases
     ]
+
+
+def open_pools(spec: RunSpec, *, notice: Callable[[Dataset, Protocol], None] | None = None) -> PoolSet:
+    """The 45 pools a run spec describes: the one way from a spec to pools.
+
+    The spec's protocol (its parameters and clock in the config), its dataset (the embedded
+    demo, with the demo's own official manifest unless the spec names one, when the spec has
+    none) and its variant. The command line builds a :class:`~evictlab.runspec.RunSpec` from
+    its flags, the notebooks and the explorer from a preset, ``diff`` from two SPEC strings.
+    ``notice`` is told which dataset was opened before the pools are built (the command
+    line names the demo or warns about an unpinned file there).
+    """
+    protocol, dataset = open_dataset(
+        spec.load_protocol(),
+        spec.dataset,
+        allow_unpinned=spec.allow_unpinned,
+        keep_official_manifest=spec.names_official_manifest,
+    )
+    if notice is not None:
+        notice(dataset, protocol)
+    return build_pools(protocol, dataset, spec.variant)

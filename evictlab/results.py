@@ -302,8 +302,9 @@ def run(
       (Ctrl-C or SIGTERM, which raises :class:`Terminated` while the run is open); the
       exception propagates. Stray temporary files of interrupted writes are removed.
 
-    ``precheck`` runs under the lock before the record is written: read-only checks whose
-    refusal should leave no trace (run-qa's marker, grade-qa's stored rows). ``spec`` is a
+    ``precheck`` runs under the lock before the record is written: checks and loading whose
+    failure should leave no trace (run-qa's marker, grade-qa's stored rows, run-policy's
+    dataset); a folder the run made is removed again when such a refusal leaves it empty. ``spec`` is a
     :class:`~evictlab.runspec.RunSpec` (recorded with ``as_record()``), a mapping, or None.
     """
     if existing not in EXISTING_RULES:
@@ -314,6 +315,11 @@ def run(
     try:
         with _sigterm_raises():  # from the lock on, SIGTERM ends the run like Ctrl-C
             yield from _locked_run(folder, kind, lock, stale, spec, parameters, outputs, existing, precheck)
+    except EvictlabError:
+        lock.release()
+        if lock.created and not any(folder.iterdir()):
+            folder.rmdir()  # refused before it started (precheck): the folder this run made goes too
+        raise
     finally:
         lock.release()
 

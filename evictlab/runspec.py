@@ -23,16 +23,15 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .demo import open_dataset
 from .errors import ContractError
 from .policies import PolicyParams
 from .policies.signals import as_utc
-from .pools import PoolSet, build_pools
 from .protocol import (
     ARTIFACT_NAMES,
     DEFAULT_PRESET,
@@ -69,6 +68,10 @@ class RunSpec:
     preset: str = DEFAULT_PRESET
     overrides: tuple[tuple[str, Any], ...] = ()
     origin: str = ""  # how the user wrote it (SPEC text or file path); for messages only
+    # The dataset to run on (None: the embedded demo). Not part of the identity: the dataset
+    # is identified by its own SHA-256 in every run file.
+    dataset: Path | None = None
+    allow_unpinned: bool = False
 
     # Resolved in __post_init__.
     variant: Variant = field(init=False)
@@ -108,7 +111,11 @@ class RunSpec:
 
     def override(self, **changes: Any) -> RunSpec:
         """A new spec with ``changes`` applied after this spec's own overrides."""
-        return RunSpec(self.preset, self.overrides + tuple(changes.items()), "")
+        return RunSpec(self.preset, self.overrides + tuple(changes.items()), "", self.dataset, self.allow_unpinned)
+
+    def on_dataset(self, dataset: str | os.PathLike | None, *, allow_unpinned: bool = False) -> RunSpec:
+        """This spec on ``dataset`` (None: the embedded demo)."""
+        return replace(self, dataset=None if dataset is None else Path(dataset), allow_unpinned=allow_unpinned)
 
     # ------------------------------------------------------------------ resolved values
 
@@ -385,16 +392,3 @@ def check_same_dataset(specs: Iterable[RunSpec]) -> DatasetPin:
             f"the specs use different datasets: {listed}; a comparison needs one dataset"
         )
     return specs[0].dataset_pin
-
-
-def build_pool_set(
-    spec: RunSpec, dataset_path: str | Path | None = None, *, allow_unpinned: bool = False
-) -> PoolSet:
-    """The spec's 45 pools on the dataset at ``dataset_path`` (the embedded demo when None)."""
-    protocol, dataset = open_dataset(
-        spec.load_protocol(),
-        dataset_path,
-        allow_unpinned=allow_unpinned,
-        keep_official_manifest=spec.names_official_manifest,
-    )
-    return build_pools(protocol, dataset, spec.variant)

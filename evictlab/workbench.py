@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from .dataset import Dataset
 from .decisions import decide_grid
-from .demo import open_dataset
 from .policies import DEERMEM_POLICIES
-from .pools import PoolSet, build_pools
-from .protocol import DEFAULT_PRESET, load_protocol, preset_variant
+from .pools import PoolSet, open_pools
+from .protocol import DEFAULT_PRESET, Protocol
+from .runspec import RunSpec
 
 
 def load_pool_set(
@@ -27,15 +28,18 @@ def load_pool_set(
     *,
     allow_unpinned: bool = False,
 ) -> PoolSet:
-    """The 45 prepared cases of evictlab's protocol files on ``dataset`` (None: the demo) under ``preset``."""
-    variant = preset_variant(preset or DEFAULT_PRESET)
-    protocol, loaded = open_dataset(load_protocol(), dataset, allow_unpinned=allow_unpinned)
+    """The 45 prepared cases of evictlab's protocol files on ``dataset`` (None: the demo) under
+    ``preset``, through :func:`evictlab.pools.open_pools`."""
+    spec = RunSpec(preset or DEFAULT_PRESET).on_dataset(dataset, allow_unpinned=allow_unpinned)
+    return open_pools(spec, notice=_warn_unpinned)
+
+
+def _warn_unpinned(loaded: Dataset, protocol: Protocol) -> None:
     if not loaded.pinned:
         warnings.warn(
             f"{loaded.path} has SHA-256 {loaded.sha256}, not the pinned {protocol.config.dataset.sha256}",
-            stacklevel=2,
+            stacklevel=4,
         )
-    return build_pools(protocol, loaded, variant)
 
 
 def dataset_label(pool_set: PoolSet) -> str:

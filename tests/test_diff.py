@@ -23,7 +23,8 @@ from evictlab.demo import DEMO_DATASET
 from evictlab.errors import ContractError, DatasetError
 from evictlab.evaluate import decide
 from evictlab.protocol import DEFAULT_CONFIG, load_protocol
-from evictlab.runspec import build_pool_set, parse_spec
+from evictlab.pools import open_pools
+from evictlab.runspec import parse_spec
 
 POLICIES = ("confidence", "hybrid-v1")
 CAPACITIES = ("5", "7", "9")
@@ -34,7 +35,7 @@ HEAVY_PARAMS = ["confidence_weight=0.9", "confirmation_weight=0.05", "access_wei
 @pytest.fixture(scope="module")
 def pool_sets():
     """Pools of the three presets and the weights override on the demo, built once."""
-    return {text: build_pool_set(parse_spec(text)) for text in ("pr4810-run1", "pr4810-run2", "pr4810-final", HEAVY)}
+    return {text: open_pools(parse_spec(text)) for text in ("pr4810-run1", "pr4810-run2", "pr4810-final", HEAVY)}
 
 
 @pytest.fixture(scope="module")

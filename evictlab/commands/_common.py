@@ -6,13 +6,14 @@ import argparse
 import itertools
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..dataset import Dataset
 from ..demo import DEMO_PIN, open_dataset
 from ..errors import ContractError
 from ..policies import resolve_policy, split_list
-from ..pools import PoolSet, build_pools
+from ..pools import PoolSet, open_pools
 from ..protocol import (
     DEFAULT_PRESET,
     PRESETS,
@@ -24,7 +25,7 @@ from ..protocol import (
     resolve_variant,
 )
 from ..qa.stats import MAX_BOOTSTRAP_ITERATIONS, check_bootstrap_work
-from ..runspec import PARAM_KEYS, coerce_value
+from ..runspec import FILE_KEYS, PARAM_KEYS, RunSpec, coerce_value
 
 
 def add_protocol_options(parser: argparse.ArgumentParser) -> None:
@@ -123,9 +124,19 @@ def report_dataset(dataset: Dataset, protocol: Protocol) -> None:
         )
 
 
-def pool_set_from(args: argparse.Namespace, protocol: Protocol | None = None) -> PoolSet:
-    protocol, dataset = dataset_from(args, protocol or protocol_from(args))
-    return build_pools(protocol, dataset, variant_from(args))
+def spec_from(args: argparse.Namespace) -> RunSpec:
+    """The :class:`~evictlab.runspec.RunSpec` of the pool options: preset, variant overrides,
+    protocol files and dataset (``--variant`` checked first, with its own messages)."""
+    variant = variant_from(args)
+    files = [(key, getattr(args, key)) for key in FILE_KEYS if getattr(args, key, None) is not None]
+    overrides = (*files, *((key, value) for key, value in variant.as_dict().items()))
+    dataset = None if args.dataset is None else Path(args.dataset)
+    return RunSpec(preset_name(args), tuple(overrides), "", dataset, bool(args.allow_unpinned))
+
+
+def pool_set_from(args: argparse.Namespace) -> PoolSet:
+    """The pools of the command's options, through :func:`evictlab.pools.open_pools`."""
+    return open_pools(spec_from(args), notice=report_dataset)
 
 
 def preset_name(args: argparse.Namespace) -> str:

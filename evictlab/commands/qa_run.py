@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..pools import build_pools
 from ..qa.grade import GRADED_FILES, grade_run
 from ..qa.providers import provider_from_environment
 from ..qa.runner import MARKER_FILE, RESPONSES_DIR, run_qa
@@ -16,13 +15,11 @@ from ._common import (
     add_bootstrap_limit_option,
     add_pool_options,
     check_config_bootstrap,
-    dataset_from,
     non_negative_float,
     pool_set_from,
     positive_int,
     preset_name,
     protocol_from,
-    variant_from,
 )
 
 
@@ -80,8 +77,7 @@ def run_command(args: argparse.Namespace) -> int:
         max_attempts=qa.max_attempts,
         retry_delay_seconds=args.retry_delay,
     )
-    protocol, dataset = dataset_from(args, protocol)
-    pool_set = build_pools(protocol, dataset, variant_from(args))
+    pool_set = pool_set_from(args)
     report = run_qa(pool_set, provider, args.output_dir, workers=args.workers, preset=preset_name(args))
     print(report.summary_line)
     for line in report.failure_lines:
@@ -92,7 +88,7 @@ def run_command(args: argparse.Namespace) -> int:
 def grade_command(args: argparse.Namespace) -> int:
     protocol = protocol_from(args)
     check_config_bootstrap(protocol, args.max_bootstrap_iterations)
-    result = grade_run(pool_set_from(args, protocol), args.output_dir)
+    result = grade_run(pool_set_from(args), args.output_dir)
     for line in suite_report_lines(result.stats):
         print(line)
     print(f"graded {len(result.rows)} rows to {args.output_dir}")

@@ -9,6 +9,7 @@ from .. import results
 from ..decisions import decide_grid, scenario_table
 from ..evaluate import KIND, RUN_FILES, check_run_lists, run_parameters, write_run_files
 from ..policies import DEERMEM_POLICIES, known_policies
+from ..pools import PoolSet
 from . import summary
 from ._common import (
     POLICY_HELP,
@@ -70,8 +71,11 @@ def run(args: argparse.Namespace) -> int:
     params = config.hybrid.replace(**changes)
     parameters = run_parameters(policies, capacities, preset_name(args), params)
     # The folder is locked from here on: a second run into it is refused at once.
-    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as current:
-        pool_set = pool_set_from(args)
+    # Bad input (the dataset, the manifests) is found before the record: it leaves no trace.
+    loaded: list[PoolSet] = []
+    load = lambda: loaded.append(pool_set_from(args))  # noqa: E731
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES, precheck=load) as current:
+        pool_set = loaded[0]
         rows = write_run_files(current, pool_set, policies, capacities, preset=preset_name(args), params=params)
     decisions = decide_grid(pool_set, policies, [params], capacities)
     print(scenario_table(decisions).to_string())
