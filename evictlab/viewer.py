@@ -8,7 +8,7 @@
 * ``qa`` (``evictlab grade-qa``: ``qa.rows.jsonl``): one case per graded row, with the grade,
   the grader's rule, the request fingerprint, the model and the token counts;
 * ``diff`` (``evictlab diff``: ``diff.cases.jsonl``), ``sweep`` (``evictlab sweep``:
-  ``sweep.json`` and ``scenario_summary.csv``; the row file can hold millions of rows and is
+  ``sweep.run.json`` and ``scenario_summary.csv``; the row file can hold millions of rows and is
   summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.json`` or
   ``trace-study.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
   rows as they are.
@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ContractError
+from .results import RECORD_SUFFIX
 
+SWEEP_RECORD = f"sweep{RECORD_SUFFIX}"  # the sweep's run record
 VIEW_MARKER = "<!-- evictlab view -->"
 #: A QA row's fields that carry text a model produced from private memory.
 PRIVATE_QA_FIELDS = ("prediction",)
@@ -90,13 +92,13 @@ def load_run(folder: str | os.PathLike, *, include_private_text: bool = False) -
         return _qa_run(path, include_private_text)
     if (path / "diff.cases.jsonl").exists():
         return _diff_run(path)
-    if (path / "sweep.json").exists():
+    if (path / SWEEP_RECORD).exists():
         return _sweep_run(path)
     for kind in TRACE_KINDS:
         if (path / f"{kind}.json").exists():
             return _trace_run(path, kind)
     raise ContractError(
-        f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl, sweep.json,"
+        f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl, {SWEEP_RECORD},"
         f" {' or '.join(f'{kind}.json' for kind in TRACE_KINDS)})"
     )
 
@@ -282,7 +284,7 @@ def _diff_capacities(capacities: Any) -> dict[str, Any]:
 
 
 def _sweep_run(path: Path) -> Run:
-    manifest = _read_json(path / "sweep.json")
+    manifest = _read_json(path / SWEEP_RECORD)
     summary_file = path / "scenario_summary.csv"
     rows: list[dict[str, Any]] = []
     notes = ["A sweep's rows.parquet is summarised here, not embedded: the table is scenario_summary.csv."]
