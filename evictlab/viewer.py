@@ -16,6 +16,8 @@
 Private text never enters the page unless asked for: the questions, reference answers and
 memory text are not in any run file, and a QA row's model answer (``prediction``, which can
 quote memory) is left out unless ``include_private_text`` is set, for a page kept locally.
+:func:`add_private_text` then adds each case's question, reference answer and every fact's
+text from the pools the run was made on.
 
 :func:`compare` pairs the cases of two runs (same policy, capacity and case; or, when each run
 holds one policy and the two differ, same capacity and case) and lists those that disagree:
@@ -321,6 +323,27 @@ def _trace_run(path: Path, kind: str) -> Run:
             notes.append(f"{name} ({rows:,} rows) is not embedded; read it with pandas.")
     return Run(path, kind, {**manifest.get("parameters", {}), "status": manifest.get("status")},
                cases, summary, notes)
+
+
+def add_private_text(run: Run, pool_set: Any) -> None:
+    """Add each case's question and reference answer, and each fact's text, from ``pool_set``
+    (a :class:`~evictlab.pools.PoolSet` built on the run's dataset and preset)."""
+    recorded = (run.manifest.get("dataset") or {}).get("sha256")
+    if recorded and recorded != pool_set.dataset.sha256:
+        raise ContractError(
+            f"{run.path}: the run was made on a dataset with SHA-256 {recorded}, not {pool_set.dataset.path}"
+            f" ({pool_set.dataset.sha256}); pass that file with --dataset"
+        )
+    cases = {case.case_id: case for case in pool_set.cases}
+    for item in run.cases:
+        case = cases.get(item.get("case_id"))
+        if case is None:
+            continue
+        item["question"], item["reference_answer"] = case.question, case.answer
+        texts = {str(fact.get("id")): fact.get("content") for fact in case.facts}
+        for fact in item.get("facts", []):
+            fact["text"] = texts.get(fact["fact_id"])
+    run.notes.append("This page holds private text (questions, reference answers, memory): keep it local.")
 
 
 def _number_or_text(value: str) -> Any:

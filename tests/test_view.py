@@ -202,3 +202,19 @@ def test_a_graded_qa_run_shows_grades_and_fingerprints_but_no_answers(tmp_path, 
     page = (folder / "view.html").read_text(encoding="utf-8")
     answers = {row["prediction"] for row in rows if len(row["prediction"]) >= 20}
     assert answers and not [answer for answer in answers if json.dumps(answer)[1:-1] in page]
+
+
+def test_private_text_comes_from_the_runs_dataset_only_when_asked_for(runs, tmp_path):
+    from evictlab.workbench import load_pool_set
+
+    case = load_pool_set().case("5fadc924")
+    support = next(fact for fact in case.facts if fact["id"] == "gold_5fadc924")
+    pages = {}
+    for name, options in (("public", []), ("private", ["--include-private-text"])):
+        output = tmp_path / f"{name}.html"
+        assert main(["view", str(runs["confidence"]), *options, "--output", str(output)]) == 0
+        pages[name] = output.read_text(encoding="utf-8")
+    for text in (case.question, support["content"]):
+        encoded = json.dumps(text, ensure_ascii=False)[1:-1].replace("</", "<\\/")
+        assert encoded not in pages["public"] and encoded in pages["private"]
+    assert "keep it local" in pages["private"] and "keep it local" not in pages["public"]

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from . import summary
+from ._common import add_dataset_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,17 +33,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--include-private-text", action="store_true",
-        help="include QA model answers, which can quote memory text (for a page kept locally)",
+        help="include QA model answers, and each case's question, reference answer and memory text from the"
+        " run's dataset (the demo, or --dataset) under the run's preset: a page to keep locally",
     )
+    add_dataset_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..results import atomic_write_text
-    from ..viewer import check_output, compare, load_run, render
+    from ..viewer import add_private_text, check_output, compare, load_run, render
 
     runs = [load_run(folder, include_private_text=args.include_private_text)
             for folder in (args.run_dir, args.run_dir_b) if folder is not None]
+    if args.include_private_text:
+        from ..workbench import load_pool_set
+
+        for run_folder in runs:
+            preset = run_folder.manifest.get("preset")
+            add_private_text(run_folder, load_pool_set(args.dataset, preset, allow_unpinned=args.allow_unpinned))
     comparison = compare(*runs) if len(runs) == 2 else None
     default = "view.html" if args.run_dir_b is None else f"view-vs-{args.run_dir_b.resolve().name}.html"
     output = args.output or args.run_dir / default
