@@ -42,7 +42,7 @@ def test_a_list_splits_at_commas_outside_parentheses_only():
 
 @pytest.mark.parametrize("text", ["lru+reserve(correction,0.1", "lru)", "a(b(c)"])
 def test_unbalanced_parentheses_are_refused(text):
-    with pytest.raises(ContractError, match="not closed|closes nothing"):
+    with pytest.raises(ContractError, match=r"not closed|closes nothing"):
         split_list(text)
 
 
