@@ -9,8 +9,8 @@
   the grader's rule, the request fingerprint, the model and the token counts;
 * ``diff`` (``evictlab diff``: ``diff.cases.jsonl``), ``sweep`` (``evictlab sweep``:
   ``sweep.run.json`` and ``scenario_summary.csv``; the row file can hold millions of rows and is
-  summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.json`` or
-  ``trace-study.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
+  summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.run.json`` or
+  ``trace-study.run.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
   rows as they are.
 
 Private text never enters the page unless asked for: the questions, reference answers and
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ContractError
-from .results import RECORD_SUFFIX
+from .results import RECORD_SUFFIX, read_record, record_path
 
 SWEEP_RECORD = f"sweep{RECORD_SUFFIX}"  # the sweep's run record
 VIEW_MARKER = "<!-- evictlab view -->"
@@ -54,7 +54,7 @@ PRIVATE_QA_FIELDS = ("prediction",)
 HEADER_KEYS = ("created_at", "preset", "protocol_id", "policies", "capacities", "policy_parameters", "variant",
                "dataset", "git", "evictlab_version", "status")
 _SWEEP_SUMMARY_ROWS = 5_000  # enough for every scenario x capacity x policy of a dense grid
-#: ``evictlab trace replay`` and ``trace study`` folders: ``<kind>.json`` naming its tables.
+#: ``evictlab trace replay`` and ``trace study`` folders: a ``<kind>.run.json`` record naming its tables.
 TRACE_KINDS = ("trace-replay", "trace-study")
 _TRACE_CASE_ROWS = 5_000  # a row table up to this size is embedded, row by row
 
@@ -97,11 +97,11 @@ def load_run(folder: str | os.PathLike, *, include_private_text: bool = False) -
     if (path / SWEEP_RECORD).exists():
         return _sweep_run(path)
     for kind in TRACE_KINDS:
-        if (path / f"{kind}.json").exists():
+        if record_path(path, kind).exists():
             return _trace_run(path, kind)
     raise ContractError(
         f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl, {SWEEP_RECORD},"
-        f" {' or '.join(f'{kind}.json' for kind in TRACE_KINDS)})"
+        f" {' or '.join(record_path(path, kind).name for kind in TRACE_KINDS)})"
     )
 
 
@@ -304,16 +304,19 @@ def _trace_run(path: Path, kind: str) -> Run:
     """A trace run: its summary CSV as the summary, its row table as cases when it is small."""
     import pandas as pd
 
-    manifest = _read_json(path / f"{kind}.json")
+    record = read_record(path, kind)
+    manifest = record.as_dict() if record is not None else {}
     outputs = manifest.get("outputs") or {}
-    if manifest.get("status") != "success" or not isinstance(outputs, dict):
-        raise ContractError(f"{path / f'{kind}.json'}: status {manifest.get('status')!r}; only a finished run is shown")
+    row_counts = (manifest.get("summary") or {}).get("rows") or {}
+    if manifest.get("status") != "success":
+        name = record_path(path, kind)
+        raise ContractError(f"{name}: status {manifest.get('status')!r}; only a finished run is shown")
     summary: list[dict[str, Any]] = []
     cases: list[dict[str, Any]] = []
     notes = []
-    for name, entry in outputs.items():
+    for name in outputs:
         table = path / name
-        rows = entry.get("rows", 0) if isinstance(entry, dict) else 0
+        rows = row_counts.get(name, 0)
         if name.endswith(".csv") and not summary:
             summary = [_scalars(row) for row in pd.read_csv(table).head(_SWEEP_SUMMARY_ROWS).to_dict("records")]
         elif name.endswith(".parquet") and rows <= _TRACE_CASE_ROWS and not cases:

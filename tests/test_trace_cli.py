@@ -36,6 +36,7 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert "where hybrid-v1 and confidence differ most" in printed
     manifest, tables = load_run(out, "trace-replay")
     assert manifest["status"] == "success" and manifest["parameters"]["capacities"] == [3, 10]
+    assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "audit.jsonl"}
     rows = tables["curve.rows.parquet"]
     assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
     optimum = rows[rows["policy"] == "optimum"].set_index("capacity")["answerable_rate"]
@@ -46,9 +47,9 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert {event["policy"] for event in audit} == {"confidence", "hybrid-v1"}
     assert all(("shadow" in event) == (event["policy"] == "confidence") for event in audit)
     assert all(event["maxFacts"] == 3 and event["evicted"] for event in audit)
-    assert manifest["outputs"]["audit.jsonl"]["rows"] == len(audit)
+    assert manifest["summary"]["rows"]["audit.jsonl"] == len(audit)
     assert main(argv) == 2  # a finished run is never overwritten
-    assert "finished trace-replay run" in capsys.readouterr().err
+    assert "refus" in capsys.readouterr().err
 
 
 def test_bad_trace_is_one_line_error_before_any_output(tmp_path, capsys):
@@ -84,7 +85,7 @@ def test_study_command_on_a_process_cluster(tmp_path, capsys):
     argv = ["trace", "study", "--grid", "search_rate=5,20", "--seeds", "2", "--capacities", "3,8",
             "--policies", "hybrid-v1,confidence", "--workers", "2", "--no-progress", "--output-dir", str(out), *TINY]
     assert main(argv) == 0
-    manifest = json.loads((out / "trace-study.json").read_text())
+    manifest = json.loads((out / "trace-study.run.json").read_text())
     assert manifest["status"] == "success" and "2 process workers" in manifest["parameters"]["placement"]
     serial = tmp_path / "serial"
     assert main([*argv[:-len(TINY) - 2], "--workers", "0", "--output-dir", str(serial), *TINY]) == 0

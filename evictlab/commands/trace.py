@@ -167,7 +167,7 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
             "Replay trace files (--trace, repeatable), or --seeds generated workloads, through\n"
             "every policy at every capacity in DeerMem's update order, and add two bounds per\n"
             "capacity: keep-all (no cap) and the exact offline optimum (knows every question).\n"
-            f"Writes {REPLAY_KIND}.json, {CURVE_ROWS} (one row per trace x policy x capacity)\n"
+            f"Writes {REPLAY_KIND}.run.json (the run record), {CURVE_ROWS} (one row per trace x policy x capacity)\n"
             f"and {CURVE_SUMMARY} (mean and 95% t-interval over traces) to --output-dir; with\n"
             f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision."
         ),
@@ -222,12 +222,13 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
     }
-    tables = write_run(args.output_dir, REPLAY_KIND, parameters, compute)
+    files = [CURVE_ROWS, CURVE_SUMMARY, *([AUDIT_FILE] if args.audit_capacity is not None else [])]
+    tables = write_run(args.output_dir, REPLAY_KIND, parameters, files, compute)
     table = tables[CURVE_SUMMARY]
     for line in curve_lines(table):
         print(line)
     written = ", ".join(tables)
-    print(f"wrote {REPLAY_KIND}.json, {written} to {args.output_dir}")
+    print(f"wrote {REPLAY_KIND}.run.json, {written} to {args.output_dir}")
     return 0
 
 
@@ -268,7 +269,7 @@ def _register_study(commands: argparse._SubParsersAction) -> None:
             "10th/50th/90th percentile of the answerable-rate advantage. Tasks run on a local\n"
             "Dask cluster (--workers N), an existing scheduler (--scheduler ADDRESS) or in this\n"
             "process (--workers 0); all three give identical tables.\n"
-            f"Writes {STUDY_KIND}.json, {STUDY_ROWS} and {STUDY_SUMMARY} to --output-dir."
+            f"Writes {STUDY_KIND}.run.json (the run record), {STUDY_ROWS} and {STUDY_SUMMARY} to --output-dir."
         ),
         epilog=(
             "example:\n  evictlab trace study --grid confidence_noise=0.1,0.3,0.6 --grid search_rate=5,20,80 \\\n"
@@ -305,9 +306,9 @@ def run_study_command(args: argparse.Namespace) -> int:
         "placement": placement.describe(),
     }
     print(f"{len(tasks):,} workloads on {placement.describe()}")
-    tables = write_run(args.output_dir, STUDY_KIND, parameters, compute)
+    tables = write_run(args.output_dir, STUDY_KIND, parameters, [STUDY_ROWS, STUDY_SUMMARY], compute)
     table = tables[STUDY_SUMMARY]
     columns = ["policy", "capacity", "win_rate_vs_confidence", "advantage_vs_confidence_p50", "win_rate_vs_fifo"]
     print(table[columns].to_string(index=False, float_format="{:.3f}".format))
-    print(f"wrote {STUDY_KIND}.json, {STUDY_ROWS} and {STUDY_SUMMARY} to {args.output_dir}")
+    print(f"wrote {STUDY_KIND}.run.json, {STUDY_ROWS} and {STUDY_SUMMARY} to {args.output_dir}")
     return 0

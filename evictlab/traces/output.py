@@ -1,53 +1,26 @@
-"""Run folders of ``trace replay`` and ``trace study``: a manifest and tidy tables.
+"""Run folders of ``trace replay`` and ``trace study``: a run record and tidy tables.
 
-A folder holds ``<kind>.json`` (provenance, parameters, status, outputs with SHA-256) and the
-run's tables as Parquet (rows), CSV (summaries) or JSONL (records such as audit events). The
-manifest is written first with status
-``running`` and rewritten with ``success`` after every table, or with ``error`` and the
-message; a folder holding a finished run is never overwritten, an unfinished one is rerun in
-place. Every file is written atomically.
+Each run goes through :func:`evictlab.results.run`: the folder is locked, the record
+``<kind>.run.json`` (provenance, parameters, status, every output with its SHA-256) is
+written with status ``running`` first and rewritten at the end; a folder holding a finished
+run is refused, an unfinished one is rerun in place. The tables are Parquet (rows), CSV
+(summaries) or JSONL (records such as audit events), each written atomically; the record's
+``summary`` holds each table's row count.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..errors import OutputExistsError
-from ..results import atomic_write_bytes, json_line, provenance, utc_now_iso, write_json
-
-SCHEMA_VERSION = 1
-
-
-def manifest_path(output_dir: str | Path, kind: str) -> Path:
-    return Path(output_dir) / f"{kind}.json"
-
-
-def check_output_dir(output_dir: str | Path, kind: str) -> None:
-    """Refuse a folder that holds a finished run, or files that are not a run of ``kind``."""
-    output = Path(output_dir)
-    if output.exists() and not output.is_dir():
-        raise OutputExistsError(f"{output}: exists and is not a folder (choose a new --output-dir)")
-    if not output.exists() or not any(output.iterdir()):
-        return
-    manifest = manifest_path(output, kind)
-    if not manifest.exists():
-        raise OutputExistsError(
-            f"{output}: folder is not empty and holds no {manifest.name}; refusing to write into it"
-        )
-    try:
-        status = json.loads(manifest.read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError) as error:
-        raise OutputExistsError(f"{manifest}: unreadable ({error}); refusing to overwrite") from None
-    if status == "success":
-        raise OutputExistsError(f"{manifest}: this folder holds a finished {kind} run; choose a new --output-dir")
+from .. import results
+from ..errors import ContractError
+from ..results import json_line
 
 
 def table_bytes(frame: pd.DataFrame | list[dict[str, Any]], file_name: str) -> bytes:
@@ -65,56 +38,34 @@ def write_run(
     output_dir: str | Path,
     kind: str,
     parameters: Mapping[str, Any],
+    files: Sequence[str],
     compute: Callable[[], Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """Run ``compute`` (file name -> table or list of records) and write them under a ``kind`` manifest."""
-    output = Path(output_dir)
-    check_output_dir(output, kind)
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "status": "running",
-        "error": None,
-        "started_at": utc_now_iso(),
-        "finished_at": None,
-        "elapsed_seconds": None,
-        "provenance": provenance(),
-        "parameters": dict(parameters),
-        "outputs": None,
-    }
-    path = manifest_path(output, kind)
-    write_json(path, manifest)
-    started = time.perf_counter()
+    """Run ``compute`` (file name -> table or list of records) as a ``kind`` run and write its tables.
 
-    def finish(**changes: Any) -> None:
-        manifest.update(changes, finished_at=utc_now_iso(), elapsed_seconds=round(time.perf_counter() - started, 6))
-        write_json(path, manifest)
-
-    try:
+    ``files`` names every file the run may write, so that a folder holding such files without
+    a record is refused before anything is computed.
+    """
+    with results.run(output_dir, kind, parameters=dict(parameters), outputs=files) as current:
         tables = dict(compute())
-        outputs = {}
         for file_name, frame in tables.items():
-            data = table_bytes(frame, file_name)
-            atomic_write_bytes(output / file_name, data)
-            outputs[file_name] = {"rows": len(frame), "sha256": hashlib.sha256(data).hexdigest()}
-    except BaseException as error:
-        finish(
-            status="error",
-            error="interrupted" if isinstance(error, KeyboardInterrupt) else f"{type(error).__name__}: {error}",
-        )
-        raise
-    finish(status="success", outputs=outputs)
+            current.write_bytes(file_name, table_bytes(frame, file_name))
+            current.record.summary.setdefault("rows", {})[file_name] = len(frame)
     return tables
 
 
 def load_run(output_dir: str | Path, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A finished run's manifest and tables."""
-    manifest = json.loads(manifest_path(output_dir, kind).read_text(encoding="utf-8"))
-    tables = {}
-    for file_name in manifest.get("outputs") or {}:
+    """A finished run's record (as a dict) and its tables."""
+    record = results.read_record(output_dir, kind)
+    if record is None:
+        raise ContractError(f"{output_dir}: no {kind} run record ({results.record_path(output_dir, kind).name})")
+    tables: dict[str, Any] = {}
+    for file_name in record.outputs:
         path = Path(output_dir) / file_name
         if file_name.endswith(".jsonl"):
             tables[file_name] = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        elif file_name.endswith(".parquet"):
+            tables[file_name] = pd.read_parquet(path)
         else:
-            tables[file_name] = pd.read_parquet(path) if file_name.endswith(".parquet") else pd.read_csv(path)
-    return manifest, tables
+            tables[file_name] = pd.read_csv(path)
+    return record.as_dict(), tables
