@@ -26,6 +26,16 @@ seven setting columns           float64,    the :class:`~evictlab.policies.Polic
 ``reserved_correction_slots``   int64       slots the policy reserved for corrections
 ``support_margin``              float64     the support's score distance to the cut line (NaN
                                             when undefined; see :mod:`evictlab.engine`)
+``support_expected``            float64     P(support kept) when the facts tied with it are
+                                            ordered uniformly at random (``random``: k / n)
+``support_tied``                bool        an exact tie at the cut line settled the support
+``support_near_tie``            bool        the margin is non-zero but below 1e-12 relative
+``tie_break``                   category    ``input-order`` or ``expected``: the policy's
+                                            default (DeerMem's two: input order) or the
+                                            ``tie_break`` asked for
+``retention``                   float64     what tables count: ``support_retained`` under
+                                            ``input-order``, ``support_expected`` under
+                                            ``expected``
 ==============================  ==========  =====================================================
 
 ``confidence`` and ``hybrid-v1`` are decided by the vectorised engine
@@ -56,7 +66,9 @@ from tqdm.auto import tqdm
 
 from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 from .errors import ContractError
+from .intervals import wilson_interval
 from .policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
+from .policies.ties import EXPECTED, TIE_BREAKS, check_tie_break
 from .pools import PoolSet
 from .protocol import PRESETS
 
@@ -68,10 +80,16 @@ OUTPUT_DTYPES: dict[str, Any] = {
     "support_rank": np.int64,
     "reserved_correction_slots": np.int64,
     "support_margin": np.float64,
+    "support_expected": np.float64,
+    "support_tied": bool,
+    "support_near_tie": bool,
 }
 KEY_COLUMNS = ("preset", "policy", "seed", "setting")
 CASE_COLUMNS = ("case_id", "source", "scenario", "question_type")
-DECISION_COLUMNS = (*KEY_COLUMNS, *SETTING_COLUMNS, *CASE_COLUMNS, "capacity", *OUTPUTS)
+#: How a table counts each row: ``retention`` is ``support_expected`` under the ``expected``
+#: tie-break and ``support_retained`` under ``input-order`` (see :mod:`evictlab.policies.ties`).
+RETENTION_COLUMNS = ("tie_break", "retention")
+DECISION_COLUMNS = (*KEY_COLUMNS, *SETTING_COLUMNS, *CASE_COLUMNS, "capacity", *OUTPUTS, *RETENTION_COLUMNS)
 #: The label of pools handed over without a name and matching no preset's variant.
 CUSTOM_POOLS = "custom"
 
@@ -88,6 +106,7 @@ def decide_grid(
     details: bool = False,
     progress: bool | None = False,
     progress_label: str = "decisions",
+    tie_break: str | None = None,
 ) -> pd.DataFrame:
     """Decide every combination and return the tidy decisions frame (see the module docstring).
 
@@ -95,7 +114,8 @@ def decide_grid(
     pools. ``settings`` default to the protocol's hybrid-v1 parameters, ``capacities`` to the
     config's. ``details`` adds ``kept_fact_ids`` (a tuple per row, in the selector's kept
     order). ``progress``: ``True`` shows a progress bar, ``None`` shows it when standard error
-    is a terminal; ``progress_label`` names the bar.
+    is a terminal; ``progress_label`` names the bar. ``tie_break`` overrides every policy's
+    own (``Policy.default_tie_break``) for the ``retention`` column.
     """
     named = _named_pools(pools)
     policies = distinct("policies", tuple(policies))
@@ -114,7 +134,8 @@ def decide_grid(
     capacities = distinct("capacities", tuple(int(capacity) for capacity in capacities))
     seeds = distinct("seeds", tuple(int(seed) for seed in seeds))
     prepared = {label: _prepared(item) for label, item in named.items()}
-    rows = DecisionRows(prepared, policies, seeds, settings, capacities, details=details)
+    tie_breaks = {name: check_tie_break(tie_break or resolve_policy(name).default_tie_break) for name in policies}
+    rows = DecisionRows(prepared, policies, seeds, settings, capacities, details=details, tie_breaks=tie_breaks)
     with tqdm(
         total=rows.total,
         desc=progress_label,
@@ -218,9 +239,11 @@ class DecisionRows:
         capacities: Sequence[int],
         *,
         details: bool = False,
+        tie_breaks: Mapping[str, str] | None = None,
     ) -> None:
         self.labels = list(prepared)
         self.policies = list(policies)
+        self.tie_breaks = {p: (tie_breaks or {}).get(p, resolve_policy(p).default_tie_break) for p in self.policies}
         self.settings = tuple(settings)
         self.capacities = np.asarray(capacities, dtype=np.int64)
         self.tables: dict[str, dict[str, int]] = {name: {} for name in CASE_COLUMNS}
@@ -289,6 +312,11 @@ class DecisionRows:
         settings = settings_frame(self.settings)
         for name in SETTING_COLUMNS:
             columns[name] = settings[name].to_numpy()[self.columns["setting"]]
+        breaks = np.array([self.tie_breaks[p] for p in self.policies])[self.columns["policy"]]
+        columns["tie_break"] = pd.Categorical(breaks, categories=list(TIE_BREAKS))
+        columns["retention"] = np.where(
+            breaks == EXPECTED, self.columns["support_expected"], self.columns["support_retained"].astype(np.float64)
+        )
         frame = pd.DataFrame({name: columns[name] for name in DECISION_COLUMNS}, copy=False)
         if self.kept is not None:
             frame["kept_fact_ids"] = pd.Series(self.kept, index=frame.index, dtype=object)
@@ -315,13 +343,16 @@ def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:
 def retention_counts(
     decisions: pd.DataFrame, keys: Sequence[str], *, total: str | None = None, total_key: str = "scenario"
 ) -> pd.DataFrame:
-    """Support retained per group of ``keys``: columns ``*keys``, ``retained``, ``cases``, ``seeds``.
+    """Support retained per group of ``keys``: columns ``*keys``, ``retained``, ``cases``, ``seeds``, ``ties``.
 
-    A case decided under several seeds counts as the mean over its seeds (so ``retained`` is
-    an expected count, a float, when ``seeds`` > 1; else a whole number). Rows that are such
-    means already (the zoo's) carry the number in a ``seeds`` column. Groups come in the
-    order of the rows. With ``total``, every group is repeated with ``total_key`` set to
-    ``total`` over all its values (e.g. an "all cases" scenario).
+    Counts the ``retention`` column (the row's tie-break; ``support_retained`` for rows
+    without one). A case decided under several seeds counts as the mean over its seeds (so
+    ``retained`` is an expected count, a float, when ``seeds`` > 1 or a tie-break expects;
+    whole counts stay integers). Rows that are such means already (the zoo's) carry the
+    number in a ``seeds`` column. ``ties`` counts the decisions a tie at the cut line settled
+    (``support_tied``, 0 without that column). Groups come in the order of the rows. With
+    ``total``, every group is repeated with ``total_key`` set to ``total`` over all its values
+    (e.g. an "all cases" scenario).
     """
     keys = list(keys)
     per_case_keys = [*keys, "case_id"] if "case_id" not in keys else keys
@@ -332,36 +363,50 @@ def retention_counts(
     else:
         decisions = _plain(decisions, per_case_keys)
     per_case = decisions.groupby(per_case_keys, sort=False)
-    mean = per_case["support_retained"].mean().rename("retained")
+    mean = per_case["value"].mean().rename("retained")
+    tied = per_case["support_tied"].mean().rename("ties")
     # Rows already averaged over seeds (the zoo's) say how many in their own "seeds" column.
-    seeds = (per_case["seeds"].max() if "seeds" in decisions else per_case["support_retained"].size()).rename("seeds")
-    cases = pd.concat([mean, seeds], axis=1).reset_index()
+    seeds = (per_case["seeds"].max() if "seeds" in decisions else per_case["value"].size()).rename("seeds")
+    cases = pd.concat([mean, seeds, tied], axis=1).reset_index()
     grouped = cases.groupby(keys, sort=False)
-    counts = grouped.agg(retained=("retained", "sum"), cases=("retained", "size"), seeds=("seeds", "max")).reset_index()
-    whole = counts["seeds"] == 1
+    counts = grouped.agg(
+        retained=("retained", "sum"), cases=("retained", "size"), seeds=("seeds", "max"), ties=("ties", "sum")
+    ).reset_index()
     counts["cases"] = counts["cases"].astype(np.int64)
     counts["seeds"] = counts["seeds"].astype(np.int64)
     counts["retained"] = counts["retained"].astype(np.float64)
-    if whole.all():
+    if (counts["seeds"] == 1).all() and (counts["retained"] % 1 == 0).all():
         counts["retained"] = counts["retained"].round().astype(np.int64)
+    if (counts["ties"] % 1 == 0).all():
+        counts["ties"] = counts["ties"].round().astype(np.int64)
     return counts
 
 
 def _plain(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """The key columns as plain objects (so groups follow the rows), and ``support_retained``."""
-    out = frame[[*keys, "support_retained", *(["seeds"] if "seeds" in frame else [])]].copy()
+    """The key columns as plain objects (so groups follow the rows), the counted ``value``
+    (``retention``, else ``support_retained``) and ``support_tied``."""
+    value = "retention" if "retention" in frame else "support_retained"
+    out = frame[[*keys, *(["seeds"] if "seeds" in frame else [])]].copy()
+    out["value"] = frame[value].astype(np.float64)
+    out["support_tied"] = frame["support_tied"].astype(np.float64) if "support_tied" in frame else 0.0
     for key in keys:
         if isinstance(out[key].dtype, pd.CategoricalDtype):
             out[key] = out[key].astype(object)
     return out
 
 
-def retention_cell(retained: float, cases: int, seeds: int = 1) -> str:
-    """``"27/45"``; an expected count over several seeds with one decimal, ``"22.4/45"``."""
-    if seeds > 1:
-        return f"{float(retained):.1f}/{cases}"
-    value = float(retained)
-    return (str(int(value)) if value.is_integer() else f"{value:.2f}") + f"/{cases}"
+def retention_cell(retained: float, cases: int, seeds: int = 1, *, interval: bool = False) -> str:
+    """``"27/45"``; an expected count (over seeds or tie orders) with one decimal, ``"22.5/45"``.
+
+    With ``interval``, the 95% Wilson interval of the rate follows in percent:
+    ``"27/45 [45.5, 73.0]"``.
+    """
+    value, cases = float(retained), int(cases)
+    cell = (f"{value:.1f}" if seeds > 1 or not value.is_integer() else str(int(value))) + f"/{cases}"
+    if interval:
+        lower, upper = wilson_interval(value, cases)
+        cell += f" [{100 * lower:.1f}, {100 * upper:.1f}]"
+    return cell
 
 
 def retention_table(
@@ -371,17 +416,22 @@ def retention_table(
     *,
     total: str | None = None,
     sort_columns_by: str | None = None,
+    intervals: bool = False,
 ) -> pd.DataFrame:
     """``"retained/cases"`` cells of :func:`retention_counts` output, ``index`` x ``columns``.
 
     Rows and columns keep the order in which they first appear in ``counts``; with
     ``sort_columns_by`` (one of ``columns``), columns are sorted by that key, stably. With
-    ``total``, a last row of that name sums each column over all rows.
+    ``total``, a last row of that name sums each column over all rows. ``intervals`` adds
+    each cell's Wilson interval (:func:`retention_cell`).
     """
     index_keys = [index] if isinstance(index, str) else list(index)
     column_keys = [columns] if isinstance(columns, str) else list(columns)
     cells = counts.assign(
-        cell=[retention_cell(r, c, s) for r, c, s in zip(counts["retained"], counts["cases"], counts["seeds"])]
+        cell=[
+            retention_cell(r, c, s, interval=intervals)
+            for r, c, s in zip(counts["retained"], counts["cases"], counts["seeds"])
+        ]
     )
     table = cells.pivot(index=index_keys, columns=column_keys, values="cell")
     row_order = list(dict.fromkeys(_keys(cells, index_keys)))
@@ -394,16 +444,19 @@ def retention_table(
         sums = cells.groupby(column_keys, sort=False)[["retained", "cases", "seeds"]].agg(
             {"retained": "sum", "cases": "sum", "seeds": "max"}
         )
-        row = [retention_cell(*sums.loc[key]) for key in column_order]
+        row = [retention_cell(*sums.loc[key], interval=intervals) for key in column_order]
         table.loc[total if len(index_keys) == 1 else (total,) * len(index_keys)] = row
     return table
 
 
-def scenario_table(decisions: pd.DataFrame, *, total: str = "total") -> pd.DataFrame:
+def scenario_table(decisions: pd.DataFrame, *, total: str = "total", intervals: bool = False) -> pd.DataFrame:
     """Retained/cases per scenario (rows, in case order) and (policy, capacity) (columns,
-    capacity outermost), with a ``total`` row: the table ``evictlab run-policy`` prints."""
+    capacity outermost), with a ``total`` row: the table ``evictlab run-policy`` prints
+    (``intervals``: with Wilson intervals)."""
     counts = retention_counts(decisions, ["scenario", "policy", "capacity"])
-    return retention_table(counts, "scenario", ["policy", "capacity"], total=total, sort_columns_by="capacity")
+    return retention_table(
+        counts, "scenario", ["policy", "capacity"], total=total, sort_columns_by="capacity", intervals=intervals
+    )
 
 
 def _keys(frame: pd.DataFrame, keys: list[str]) -> list[Any]:

@@ -37,6 +37,10 @@ support fact's score distance to the cut line:
 * NaN when that other fact does not exist (nothing evicted; no kept fact it could displace).
 
 This is the ``margin`` of :mod:`evictlab.explain` for the support fact (``None`` there).
+``support_near_tie`` flags a non-zero margin below 1e-12 of the scores it separates (a rounding
+artefact), ``support_expected`` is the probability the support is kept when tied facts are
+ordered uniformly at random, and ``support_tied`` says that a tie at the cut line settled it
+(0 < ``support_expected`` < 1); see :mod:`evictlab.policies.ties`.
 
 :func:`reference_outcome` computes the same five outputs from one scalar decision; the tests
 and the benchmark compare the two paths, and the sweep uses it for registry policies the
@@ -58,6 +62,7 @@ from .errors import ContractError
 from .policies import PolicyParams, SelectionContext, resolve_policy, select
 from .policies.base import Reservation
 from .policies.hybrid import CORRECTION
+from .policies.ties import NEAR_TIE_RELATIVE, CutLine, keep_probability, tie_outcome
 from .policies.signals import (
     decay,
     elapsed_days,
@@ -73,7 +78,10 @@ from .policies.signals import (
 
 ENGINE_POLICIES = ("confidence", "hybrid-v1")
 #: The per-(setting, case, capacity) outputs, as :class:`BatchResult` fields.
-OUTPUTS = ("support_retained", "support_rank", "reserved_correction_slots", "support_margin")
+OUTPUTS = (
+    "support_retained", "support_rank", "reserved_correction_slots", "support_margin",
+    "support_expected", "support_tied", "support_near_tie",
+)  # fmt: skip
 
 #: Budget, in elements, of the largest intermediate array (settings x cases x capacities x
 #: facts) of one chunk; a batch of settings is processed in chunks that fit it.
@@ -153,6 +161,9 @@ class Outcome:
     support_rank: int
     reserved_correction_slots: int
     support_margin: float  # NaN when undefined (see the module docstring)
+    support_expected: float = math.nan
+    support_tied: bool = False
+    support_near_tie: bool = False
 
 
 class PreparedCases:
@@ -380,17 +391,70 @@ class PreparedCases:
             np.where(could_displace.any(axis=-1), support_value - displacer_value, np.nan),
         )
 
+        other_value = np.where(retained, best_evicted_value, displacer_value)
+        near = (
+            np.isfinite(margin)
+            & (margin != 0)
+            & (np.abs(margin) <= NEAR_TIE_RELATIVE * np.maximum(np.abs(support_value), np.abs(other_value)))
+        )
+        expected = self._expected(values, support_value, reserved, capacities, over, retained)
+
         out = {
             "support_retained": retained,
             "support_rank": np.broadcast_to(support_rank[..., None] + 1, full[:3]).astype(np.int64),
             "reserved_correction_slots": reserved.astype(np.int64),
             "support_margin": margin,
+            "support_expected": expected,
+            "support_tied": (expected > 0) & (expected < 1),
+            "support_near_tie": near,
         }
         if details:
             kept = np.empty(full, dtype=bool)
             np.put_along_axis(kept, np.broadcast_to(order[:, :, None, :], full), kept_ranked, axis=-1)
             out.update(kept=kept, ranking=order, scores=values)
         return out
+
+    def _expected(
+        self,
+        values: np.ndarray,
+        support_value: np.ndarray,
+        reserved: np.ndarray,
+        capacities: tuple[int, ...],
+        over: np.ndarray,
+        retained: np.ndarray,
+    ) -> np.ndarray:
+        """P(support kept) over random orders of the facts tied with it, shape (S, C, K).
+
+        The counts of :func:`~evictlab.policies.ties.keep_probability`, vectorised; the
+        closed form's sum is evaluated only where a tie group straddles the cut line and
+        holds reserved corrections (without them, the group keeps ``filled / size``).
+        """
+        tied = (values == support_value) & self.valid
+        better = (values > support_value) & self.valid
+        size = tied.sum(axis=-1)[..., None]
+        tied_reserved = (tied & self.correction).sum(axis=-1)[..., None]
+        better_reserved = (better & self.correction).sum(axis=-1)[..., None]
+        better_other = better.sum(axis=-1)[..., None] - better_reserved
+        caps = np.array(capacities, dtype=np.int64)
+        taken = np.minimum(tied_reserved, np.maximum(0, reserved - better_reserved))
+        open_above = better_other + np.maximum(0, better_reserved - reserved)
+        filled = np.clip(caps - reserved - open_above, 0, size - taken)
+        straddles = over & (taken + filled > 0) & (taken + filled < size)
+        expected = np.where(straddles, filled / size, retained.astype(np.float64))
+        support_reserved = self.correction[np.arange(len(self)), self.support_positions]
+        for s, c, k in zip(*np.nonzero(straddles & (taken > 0))):
+            expected[s, c, k] = float(
+                keep_probability(
+                    capacity=capacities[k],
+                    reserved_slots=int(reserved[s, c, k]),
+                    better_reserved=int(better_reserved[s, c, 0]),
+                    better_other=int(better_other[s, c, 0]),
+                    tied_reserved=int(tied_reserved[s, c, 0]),
+                    tied_other=int(size[s, c, 0] - tied_reserved[s, c, 0]),
+                    reserved_member=bool(support_reserved[c]),
+                )
+            )
+        return expected
 
     def _reservation(
         self,
@@ -462,6 +526,9 @@ class BatchResult:
     support_rank: np.ndarray
     reserved_correction_slots: np.ndarray
     support_margin: np.ndarray
+    support_expected: np.ndarray
+    support_tied: np.ndarray
+    support_near_tie: np.ndarray
     kept: np.ndarray | None = field(default=None, repr=False)
     ranking: np.ndarray | None = field(default=None, repr=False)
     scores: np.ndarray | None = field(default=None, repr=False)
@@ -480,7 +547,7 @@ class BatchResult:
         return tuple(ids[p] for p in order if p < len(ids) and mask[p])
 
     def outputs(self) -> dict[str, np.ndarray]:
-        """The four output arrays by name (see :data:`OUTPUTS`)."""
+        """The output arrays by name (see :data:`OUTPUTS`)."""
         return {name: getattr(self, name) for name in OUTPUTS}
 
     def outcome(self, setting: int, case: int, capacity: int) -> Outcome:
@@ -492,6 +559,9 @@ class BatchResult:
             int(self.support_rank[index]),
             int(self.reserved_correction_slots[index]),
             float(self.support_margin[index]),
+            float(self.support_expected[index]),
+            bool(self.support_tied[index]),
+            bool(self.support_near_tie[index]),
         )
 
 
@@ -510,6 +580,9 @@ def reference_outcome(
     keys = _unique_keys(case, facts)
     support = _single_support(case, keys)
     usage = case.usage if isinstance(case.usage, Mapping) else {}
+    selector = resolve_policy(policy)
+    if selector.unlimited:
+        capacity = max(capacity, len(facts))  # a bound meaning "no capacity" (keep-all)
     decision = select(
         policy, facts, capacity, usage=usage, now=now, params=params,
         support_fact_ids=case.support_fact_ids, seed=seed,
@@ -519,7 +592,7 @@ def reference_outcome(
             f"policy {policy!r} reports no ranking, so support rank and margin are undefined for it"
         )
     context = SelectionContext(resolve_now(now), usage, params, frozenset(case.support_fact_ids))
-    reservation = resolve_policy(policy).reservation(context)
+    reservation = selector.reservation(context)
     ranking = list(decision.ranking)
     # Kept = not evicted (keys are unique); listed in input order at or under the cap, else
     # in rank order, as spec 1.4 lists them.
@@ -544,10 +617,14 @@ def reference_outcome(
             p for p in ranking if p in kept_set and (takes_reserved or p not in reserved_positions)
         ]
         margin = value(support) - value(could_displace[-1]) if could_displace else math.nan
+    ties = tie_outcome(facts, decision, capacity, reservation, support, uniform=selector.uniform_order)
     return Outcome(
         tuple(keys[p] for p in kept),
         retained,
         ranking.index(support) + 1,
         decision.reserved_correction_slots,
         margin,
+        ties.expected,
+        ties.tied,
+        CutLine(facts, decision, reservation).near_tie(support),
     )

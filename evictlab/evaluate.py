@@ -74,11 +74,19 @@ def evaluate(
     params = params or protocol.config.hybrid
     now = protocol.evaluation_time
     return [
-        policy_row(case, policy, capacity, decide(case, policy, capacity, params, now))
+        policy_row(case, policy, capacity, decide(case, policy, evaluated_capacity(case, policy, capacity), params, now))
         for case in pool_set.cases
         for capacity in capacities
         for policy in policies
     ]
+
+
+def evaluated_capacity(case: Case, policy: str, capacity: int) -> int:
+    """``capacity``, or the pool size for a bound meaning "no capacity" (``keep-all``).
+
+    The row keeps the asked capacity; its kept facts are the whole pool.
+    """
+    return max(capacity, len(case.facts)) if get_policy(policy).unlimited else capacity
 
 
 def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any]:

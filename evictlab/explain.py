@@ -9,7 +9,9 @@ that would have kept an evicted fact:
 * ``min_confidence``: the smallest double x such that confidence = x keeps it (both policies);
 * ``confirm_within_days``: the largest whole number of days d such that a confirmation d days
   before the clock keeps it, i.e. "kept if confirmed within d days" (``hybrid-v1`` only; a
-  confirmation d days old has freshness ``2^(-d / H)``);
+  confirmation d days old has freshness ``2^(-d / H)``). A confirmation is never dated before
+  the fact's ``createdAt``: d is at most its age in whole days, and None when even a
+  confirmation at the clock is not enough or the fact was created after the clock;
 * ``min_access_heat``: the smallest whole heat h such that a usage entry with ``accessHeat`` h
   accessed at the clock keeps it (``hybrid-v1`` only; the component is
   ``min(1, log1p(h) / ln 9)``, so h never needs to exceed 8).
@@ -22,10 +24,11 @@ zoo, modified specs) only rank, score, margin and displacer are reported
 How the changes are found: with the other facts' scores fixed, raising one fact's score can
 only move it up, so an evicted fact is kept after a change exactly when its new score ranks
 above its displacer's under DeerMem's order (higher score first, the earlier input position on
-equal scores). Each signal is searched over every value it can take (every double for
-confidence, every whole day back to year 1, every whole heat unit) with that test, scoring the
-changed fact with the policy's own scoring code (both policies score each fact on its own), and
-the answer is then confirmed by re-running the real selector on the changed snapshot.
+equal scores). Each signal is searched with that test at its own resolution: confidence over
+every double (exact), confirmations in whole days back to the fact's creation (year 1 for an
+undated fact), access heat in whole units from 1 to 8. The changed fact is scored with the
+policy's own scoring code (both policies score each fact on its own), and the answer is then
+confirmed by re-running the real selector on the changed snapshot.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ import pandas as pd
 
 from .policies import Decision, Policy, PolicyParams, SelectionContext, check_snapshot, selection_context
 from .policies.modifiers import resolve_policy
-from .policies.signals import UTC, fact_key, is_category, read_confidence
+from .policies.signals import UTC, fact_fields, fact_key, parse_timestamp, read_confidence, resolve_now
+from .policies.ties import CutLine
 
 CONFIDENCE = "confidence"
 CONFIRMATION = "confirmation"
@@ -175,7 +179,7 @@ class Explanation:
             parts.append(
                 f"kept if confirmed within {item.confirm_within_days} days"
                 if item.confirm_within_days is not None
-                else "no confirmation keeps it"
+                else "no confirmation since its creation keeps it"
             )
         if ACCESS in self.counterfactual_signals:
             parts.append(
@@ -244,7 +248,7 @@ def explain(
     )
     decision = selector.select(facts, capacity, context)
     signals = COUNTERFACTUAL_SIGNALS.get(selector.name, ())
-    cut = _CutLine(facts, decision, selector, context)
+    cut = CutLine(facts, decision, selector.reservation(context))
     explained = []
     for place, index in enumerate(decision.ranking, start=1):
         key = cut.keys[index]
@@ -275,47 +279,6 @@ def explain(
     )
 
 
-class _CutLine:
-    """Where a decision cut the ranking: kept and reserved positions, displacers, margins."""
-
-    def __init__(
-        self, facts: Sequence[Any], decision: Decision, policy: Policy, context: SelectionContext
-    ) -> None:
-        self.facts = facts
-        self.keys = keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
-        self.values = [decision.scores[key].value for key in keys]
-        evicted_ids = {item.fact_id for item in decision.evicted}
-        ranked_kept = [index for index in decision.ranking if keys[index] not in evicted_ids]
-        self.kept = set(ranked_kept)
-        self.first_evicted = next(
-            (index for index in decision.ranking if keys[index] in evicted_ids), None
-        )
-        self.category: str | None = None
-        self.reserved: set[int] = set()
-        reservation = policy.reservation(context)
-        if reservation is not None:
-            self.category = reservation.category
-            candidates = [
-                index for index in decision.ranking if is_category(facts[index], self.category)
-            ]
-            self.reserved = set(candidates[: decision.reserved_correction_slots])
-        open_kept = [index for index in ranked_kept if index not in self.reserved]
-        self.lowest_open = open_kept[-1] if open_kept else None
-        self.lowest_kept = ranked_kept[-1] if ranked_kept else None
-
-    def displacer(self, index: int) -> int | None:
-        """The kept fact an evicted fact would replace (see :class:`FactExplanation`)."""
-        if index in self.kept:
-            return None
-        if self.category is not None and is_category(self.facts[index], self.category):
-            return self.lowest_kept
-        return self.lowest_open
-
-    def margin(self, index: int) -> float | None:
-        reference = self.first_evicted if index in self.kept else self.displacer(index)
-        return None if reference is None else self.values[index] - self.values[reference]
-
-
 # --- counterfactuals -------------------------------------------------------------------------
 
 
@@ -339,16 +302,32 @@ def _counterfactuals(
             change.confidence, lambda test: _smallest_double(test, current, 1.0)
         )
     if CONFIRMATION in signals:
-        # A confirmation cannot be dated before year 1: the search stops there.
-        limit = (context.now - EARLIEST).days
-        found["confirm_within_days"] = change.find(
-            change.confirmation, lambda test: _largest_int(test, limit)
+        limit = confirmation_limit(facts[index], context.now)
+        found["confirm_within_days"] = (
+            None if limit is None else change.find(change.confirmation, lambda test: _largest_int(test, limit))
         )
     if ACCESS in signals:
         found["min_access_heat"] = change.find(
             change.heat, lambda test: _first(test, range(1, SATURATING_HEAT + 1))
         )
     return found
+
+
+def confirmation_limit(fact: Mapping[str, Any], now: _dt.datetime) -> int | None:
+    """The most whole days before ``now`` a confirmation of ``fact`` can be dated.
+
+    A fact cannot be confirmed before it existed: the limit is its age in whole days since a
+    readable ``createdAt`` (None, "not possible", when it was created after ``now``), and
+    year 1 for a fact without one.
+    """
+    now = resolve_now(now)
+    limit = (now - EARLIEST).days
+    created = parse_timestamp(fact_fields(fact).get("createdAt"))
+    if created is None:
+        return limit
+    if created > now:
+        return None
+    return min(limit, (now - created) // _dt.timedelta(days=1))
 
 
 Changed = tuple[list[Mapping[str, Any]], SelectionContext]

@@ -498,12 +498,13 @@ def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
 
 
 def _retention_key_table(inputs: Inputs) -> Table:
-    retained = scenario_table(workbench.retention(inputs.pool_set))
+    retained = scenario_table(workbench.retention(inputs.pool_set), intervals=True)
     retained.columns = [f"{policy} @ {capacity}" for policy, capacity in retained.columns]
     return Table(
         "Support retention (selector only, no LLM)",
         f"Support fact retained / cases per scenario, for each policy @ capacity, on {inputs.record['dataset']['path']}"
-        f" under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints).",
+        f" under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints), each with its 95%"
+        " Wilson interval in percent.",
         retained,
     )
 
@@ -546,7 +547,10 @@ def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
         Table(
             f"Policy zoo at capacity {capacity}",
             "Support fact retained / cases per scenario for every registered policy, on the same"
-            " pools and clock; random and memorybank-seeded are means over 100 seeds, keep-all is"
+            " pools and clock. confidence and hybrid-v1 break ties by input order (DeerMem's rule);"
+            " every other policy reports its exact expectation over random orders of tied facts,"
+            " and the tied column counts the decisions a tie at the cut line settled. random is"
+            " its exact expectation, memorybank-seeded a mean over 100 seeds, keep-all is"
             " evaluated without a cap (notebook 08 has the figure and explanations).",
             zoo_table[capacity],
         )

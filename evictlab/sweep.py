@@ -57,6 +57,9 @@ ROW_COLUMNS = (
     "support_rank",
     "reserved_correction_slots",
     "support_margin",
+    "support_expected",
+    "support_tied",
+    "support_near_tie",
 )
 SUMMARY_COLUMNS = (
     "preset",
@@ -69,6 +72,9 @@ SUMMARY_COLUMNS = (
     "support_retained",
     "cases",
     "support_retained_rate",
+    "support_expected",
+    "ties",
+    "near_ties",
 )
 DEERMEM_DEFAULT = PolicyParams()
 
@@ -338,14 +344,25 @@ def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
 def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Support retention per preset x policy x setting x scenario x capacity (columns :data:`SUMMARY_COLUMNS`).
 
-    Groups appear in the order of the rows: scenarios in case build order, then capacities.
+    ``support_retained`` counts the decisions as made (ties by input order), ``support_expected``
+    sums the expectation over random tie orders (``random``: its exact expectation), ``ties``
+    counts the decisions a tie at the cut line settled and ``near_ties`` those settled by a
+    margin below 1e-12 relative. Groups appear in the order of the rows: scenarios in case
+    build order, then capacities.
     """
     keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
     counts = (
-        rows.groupby(keys, observed=True, sort=False)["support_retained"]
-        .agg(support_retained="sum", cases="size")
+        rows.groupby(keys, observed=True, sort=False)
+        .agg(
+            support_retained=("support_retained", "sum"),
+            cases=("support_retained", "size"),
+            support_expected=("support_expected", "sum"),
+            ties=("support_tied", "sum"),
+            near_ties=("support_near_tie", "sum"),
+        )
         .reset_index()
     )
+    counts[["ties", "near_ties"]] = counts[["ties", "near_ties"]].astype(np.int64)
     counts["support_retained"] = counts["support_retained"].astype(np.int64)
     counts["cases"] = counts["cases"].astype(np.int64)
     counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]

@@ -49,11 +49,16 @@ def dataset_label(pool_set: PoolSet) -> str:
 
 
 def retention(
-    pool_set: PoolSet, policies: Sequence[str] = DEERMEM_POLICIES, capacities: Sequence[int] | None = None
+    pool_set: PoolSet,
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    capacities: Sequence[int] | None = None,
+    *,
+    tie_break: str | None = None,
 ) -> pd.DataFrame:
     """The decisions of ``policies`` at ``capacities`` (default: the config's) on ``pool_set``,
-    as ``evictlab run-policy`` makes them: :func:`evictlab.decisions.decide_grid`'s frame."""
-    return decide_grid(pool_set, policies, capacities=capacities)
+    as ``evictlab run-policy`` makes them: :func:`evictlab.decisions.decide_grid`'s frame
+    (``tie_break``: as there)."""
+    return decide_grid(pool_set, policies, capacities=capacities, tie_break=tie_break)
 
 
 #: Support retained of the 45 cases per (capacity, policy), spec 2.10: published at capacity 7,

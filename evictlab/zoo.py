@@ -3,23 +3,26 @@
 Each (policy, case, capacity) is one decision of :func:`evictlab.policies.select` on the
 case's pool, with the protocol's clock and hybrid-v1 parameters (as ``evictlab run-policy``
 runs them), and the support fact ids in the context (only the ``oracle`` bound reads them).
-A row records whether the case's support facts all survived. Three kinds of policy are
-treated specially, following docs/policies.md section 1:
+A row records the support's retention as the tables count it (the ``retention`` column of
+:func:`evictlab.decisions.decide_grid`), following docs/policies.md section 1:
 
-* **seeded policies** (:data:`SEEDED_POLICIES`: ``random``, ``memorybank-seeded``) decide
-  with a seeded draw, so a single seed is one sample, not the policy. Their row holds the
-  mean over :data:`~evictlab.policies.random_policy.RETENTION_SEEDS` (seeds 0 to 99) of
-  "support retained", a fraction in [0, 1]; ``random`` is the floor any policy should beat.
+* **ties**: the zoo policies rank many facts equally (FIFO ties every fact created the same
+  day), and breaking those ties by input position always evicts the support, which is listed
+  last. So every policy but DeerMem's two reports its ``expected`` retention: the exact
+  expectation over uniformly random orders of the tied facts (a fraction in [0, 1]);
+  ``support_tied`` records whether the decision was settled by a tie at the cut line.
+* **seeded policies** (:data:`SEEDED_POLICIES`): ``random`` reports its exact expectation
+  (``k / n``, every fact tied); ``memorybank-seeded`` decides with seeded draws that have no
+  closed form, so its row holds the mean over the seeds (by default
+  :data:`~evictlab.policies.random_policy.RETENTION_SEEDS`, 0 to 99).
 * **bounds**: ``oracle`` keeps what the question needs first (the ceiling at each capacity),
   and ``keep-all`` means infinite capacity, so it is evaluated with no limit
-  (``evaluated_capacity`` = the pool size); below the pool size it would keep the first k
-  facts in id order, which bounds nothing. Its rows keep the table's ``capacity`` so that
+  (``evaluated_capacity`` = the pool size). Its rows keep the table's ``capacity`` so that
   they line up with the others.
-* every other policy is deterministic: ``support_retained`` is 0.0 or 1.0.
 
 :func:`zoo_rows` gives the tidy per-case rows, :func:`zoo_summary` the totals per policy,
 scenario and capacity (plus all cases), and :func:`zoo_pivot` the policy x (capacity,
-scenario) table of "retained/cases" cells for the report.
+scenario) table of "retained/cases" cells for the report, with the number of tied decisions.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .decisions import decide_grid, retention_counts, retention_table
 from .engine import PreparedCases
 from .errors import ContractError
 from .evaluate import decide
+from .intervals import wilson_interval
 from .policies import BASELINE, BOUND, DEERMEM_POLICIES, PolicyParams, known_policies, policy_class
 from .policies.random_policy import RETENTION_SEEDS
 from .pools import Case, PoolSet
@@ -59,9 +63,14 @@ ALL_CASES = "all cases"
 
 ROW_COLUMNS = (
     "policy", "role", "case_id", "source", "scenario", "capacity", "evaluated_capacity", "seeds",
-    "support_retained",
+    "tie_break", "support_retained", "support_tied",
 )  # fmt: skip
-SUMMARY_COLUMNS = ("policy", "role", "scenario", "capacity", "retained", "cases", "retained_rate", "seeds")
+SUMMARY_COLUMNS = (
+    "policy", "role", "scenario", "capacity", "retained", "cases", "retained_rate", "wilson_lower",
+    "wilson_upper", "seeds", "ties",
+)  # fmt: skip
+#: The column of :func:`zoo_pivot` that counts the decisions a tie at the cut line settled.
+TIES_COLUMN = "tied"
 
 
 def policy_role(policy: str) -> str:
@@ -94,7 +103,10 @@ def zoo_rows(
     """One row per policy x case x capacity (columns :data:`ROW_COLUMNS`, policies in :func:`zoo_order`).
 
     ``policies`` defaults to every registered policy; ``params`` to the protocol's hybrid-v1
-    parameters; ``seeds`` are the seeds a seeded policy is averaged over.
+    parameters; ``seeds`` are the seeds ``memorybank-seeded`` is averaged over.
+    ``support_retained`` is the retention under the policy's tie-break (a probability for
+    ``expected``, a seed mean for a seeded policy), ``support_tied`` whether (the share of
+    seeds in which) a tie at the cut line settled it.
     """
     names = zoo_order(known_policies() if policies is None else policies)
     if not names:
@@ -110,10 +122,12 @@ def zoo_rows(
     params = params or pool_set.protocol.config.hybrid
     prepared = PreparedCases.from_pool_set(pool_set)
     widest = int(prepared.sizes.max())
+    # random's expectation is exact (every fact tied), so only memorybank-seeded needs seeds.
+    averaged = [p for p in names if p in SEEDED_POLICIES and not policy_class(p).uniform_order]
     groups = (
         # (policies, the capacities they are decided at, seeds)
-        ([p for p in names if p not in SEEDED_POLICIES and p not in UNLIMITED_POLICIES], capacities, [0]),
-        ([p for p in names if p in SEEDED_POLICIES], capacities, seed_list),
+        ([p for p in names if p not in averaged and p not in UNLIMITED_POLICIES], capacities, [0]),
+        (averaged, capacities, seed_list),
         ([p for p in names if p in UNLIMITED_POLICIES], (widest,), [0]),
     )
     decisions = [decide_grid(prepared, chosen, [params], caps, seeds) for chosen, caps, seeds in groups if chosen]
@@ -130,7 +144,9 @@ def zoo_rows(
         rows["policy"].isin(UNLIMITED_POLICIES), rows["case_id"].map(sizes), rows["capacity"]
     ).astype(np.int64)
     rows["role"] = rows["policy"].map(policy_role)
+    rows["tie_break"] = rows["policy"].map(lambda name: policy_class(name).default_tie_break)
     rows["support_retained"] = rows["retained"].astype(np.float64)
+    rows["support_tied"] = rows["ties"].astype(np.float64)
     case_order = {case.case_id: index for index, case in enumerate(pool_set.cases)}
     rows = rows.sort_values(
         ["policy", "case_id", "capacity"],
@@ -180,8 +196,10 @@ def first_evicted_case(
 def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Support retained per policy x scenario x capacity, and over all cases (columns :data:`SUMMARY_COLUMNS`).
 
-    ``retained`` sums ``support_retained`` (a float: seeded policies give expected counts),
-    ``seeds`` is the number of seeds behind each decision (1 for a deterministic policy);
+    ``retained`` sums ``support_retained`` (a float: expected counts), ``ties`` sums
+    ``support_tied`` (decisions settled by a tie at the cut line), ``wilson_lower`` and
+    ``wilson_upper`` bound the 95% Wilson interval of the rate, ``seeds`` is the number of
+    seeds behind each decision (1 for a deterministic policy);
     rows come policy by policy in the rows' order, scenarios in protocol order then
     :data:`ALL_CASES`, capacities ascending.
     """
@@ -209,20 +227,72 @@ def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
         capacity=counts["capacity"].astype(np.int64),
     )
     summary["retained_rate"] = summary["retained"] / summary["cases"]
+    bounds = [wilson_interval(r, int(c)) for r, c in zip(summary["retained"], summary["cases"])]
+    summary["wilson_lower"] = [low for low, _ in bounds]
+    summary["wilson_upper"] = [high for _, high in bounds]
+    summary["ties"] = summary["ties"].astype(np.float64)
     return summary[list(SUMMARY_COLUMNS)].reset_index(drop=True)
 
 
-def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True) -> pd.DataFrame:
+def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True, intervals: bool = False) -> pd.DataFrame:
     """Policies (rows, in the summary's order) x (capacity, scenario) of ``"retained/cases"`` cells.
 
-    With ``scenarios=False`` only the all-cases totals, one column per capacity. Whole counts
-    are printed as integers, the expected counts of seeded policies with one decimal.
+    Each capacity ends with a :data:`TIES_COLUMN` column: the decisions (over all cases) that a
+    tie at the cut line settled. With ``scenarios=False`` only the all-cases totals, one column
+    per capacity, each cell followed by ``" (n tied)"`` when n > 0. Whole counts are printed as
+    integers, expected counts with one decimal; ``intervals`` adds the Wilson interval in
+    percent after each count (``"27/45 [45.5, 73.0]"``).
     """
     shown = summary if scenarios else summary[summary["scenario"] == ALL_CASES]
     columns = ["capacity", "scenario"] if scenarios else "capacity"
-    table = retention_table(shown, "policy", columns, sort_columns_by="capacity")
+    table = retention_table(shown, "policy", columns, sort_columns_by="capacity", intervals=intervals)
     table.index.name = "policy"
-    return table
+    totals = summary[summary["scenario"] == ALL_CASES]
+    ties = {(p, c): t for p, c, t in zip(totals["policy"], totals["capacity"], totals["ties"])}
+    capacities = sorted(set(shown["capacity"]))
+    if not scenarios:
+        for capacity in capacities:
+            table[capacity] = [
+                cell + (f" ({_count(ties[p, capacity])} tied)" if ties.get((p, capacity), 0) else "")
+                for p, cell in zip(table.index, table[capacity])
+            ]
+        return table
+    for capacity in capacities:
+        table[(capacity, TIES_COLUMN)] = [_count(ties.get((p, capacity), 0.0)) for p in table.index]
+    order = [key for capacity in capacities for key in table.columns if key[0] == capacity]
+    return table[order]
+
+
+def _count(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def seeded_distribution(
+    pool_set: PoolSet,
+    policy: str = "random",
+    capacities: Sequence[int] = ZOO_CAPACITIES,
+    *,
+    seeds: Iterable[int] = RETENTION_SEEDS,
+    params: PolicyParams | None = None,
+) -> pd.DataFrame:
+    """Support retained over all cases by single seeded draws: one row per seed x capacity.
+
+    Columns ``policy``, ``capacity``, ``seed``, ``retained``, ``cases``. The tables report a
+    seeded policy's expectation; this is the spread one draw of it has around that value.
+    """
+    capacities = _check_capacities(capacities)
+    params = params or pool_set.protocol.config.hybrid
+    decisions = decide_grid(pool_set, [policy], [params], capacities, list(seeds))
+    counts = decisions.groupby(["capacity", "seed"], sort=True, observed=True)["support_retained"].agg(["sum", "size"])
+    return pd.DataFrame(
+        {
+            "policy": policy,
+            "capacity": counts.index.get_level_values("capacity").astype(np.int64),
+            "seed": counts.index.get_level_values("seed").astype(np.int64),
+            "retained": counts["sum"].to_numpy(dtype=np.int64),
+            "cases": counts["size"].to_numpy(dtype=np.int64),
+        }
+    )
 
 
 __all__ = [
@@ -232,6 +302,7 @@ __all__ = [
     "SEEDED_POLICIES",
     "ZOO_CAPACITIES",
     "first_evicted_case",
+    "seeded_distribution",
     "policy_role",
     "zoo_order",
     "zoo_pivot",

@@ -87,7 +87,10 @@ def test_settings_and_seeds_are_dimensions(demo_pools):
 
 
 def test_seeded_counts_are_means_over_seeds(demo_pools):
-    frame = decide_grid(demo_pools, ["random"], capacities=[5], seeds=range(4))
+    # The draws as made (input order); under its default tie-break random counts k / n exactly.
+    exact = retention_counts(decide_grid(demo_pools, ["random"], capacities=[5], seeds=range(4)), ["policy"])
+    assert exact["retained"].iloc[0] == pytest.approx(22.5)
+    frame = decide_grid(demo_pools, ["random"], capacities=[5], seeds=range(4), tie_break="input-order")
     counts = retention_counts(frame, ["policy", "capacity"])
     expected = frame.groupby("case_id", observed=True)["support_retained"].mean().sum()
     assert counts["retained"].iloc[0] == pytest.approx(expected)

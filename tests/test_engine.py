@@ -108,8 +108,10 @@ def same_outcome(left: engine.Outcome, right: engine.Outcome) -> bool:
         math.isnan(left.support_margin) and math.isnan(right.support_margin)
     )
     return margins and (left.kept_fact_ids, left.support_retained, left.support_rank,
-                        left.reserved_correction_slots) == (
-        right.kept_fact_ids, right.support_retained, right.support_rank, right.reserved_correction_slots
+                        left.reserved_correction_slots, left.support_expected, left.support_tied,
+                        left.support_near_tie) == (
+        right.kept_fact_ids, right.support_retained, right.support_rank, right.reserved_correction_slots,
+        right.support_expected, right.support_tied, right.support_near_tie,
     )
 
 

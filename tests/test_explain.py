@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evictlab.errors import ContractError
-from evictlab.explain import explain
+from evictlab.explain import confirmation_limit, explain
 from evictlab.policies import select
 from strategies import clocks, policy_params, snapshots
 from test_zoo import CLOCK, days_before, pools
@@ -43,11 +43,11 @@ def assert_counterfactuals_are_minimal(policy, facts, capacity, usage, now=CLOCK
             assert item.min_confidence is None
             assert item.confirm_within_days is None and item.min_access_heat is None
         else:
-            assert_minimal_changes(item, rerun, now, hybrid=policy == "hybrid-v1")
+            assert_minimal_changes(item, rerun, now, hybrid=policy == "hybrid-v1", fact=facts[item.position])
     return explanation
 
 
-def assert_minimal_changes(item, rerun, now, *, hybrid):
+def assert_minimal_changes(item, rerun, now, *, hybrid, fact=None):
     """The change keeps the fact; one step less (or the largest change, for None) does not."""
     if item.min_confidence is None:
         assert not rerun(fact_change={"confidence": 1.0})
@@ -58,11 +58,15 @@ def assert_minimal_changes(item, rerun, now, *, hybrid):
         assert item.confirm_within_days is None and item.min_access_heat is None
         return
     days = item.confirm_within_days
-    if days is None:
+    limit = confirmation_limit(fact or {}, now)
+    if limit is None:
+        assert days is None  # created after the clock: no confirmation can be dated
+    elif days is None:
         assert not rerun(fact_change={"lastConfirmedAt": at_clock(now)})
     else:
         assert rerun(fact_change={"lastConfirmedAt": at_clock(now, days)})
-        assert not rerun(fact_change={"lastConfirmedAt": at_clock(now, days + 1)})
+        if days < limit:  # one day earlier is still a date the fact existed at
+            assert not rerun(fact_change={"lastConfirmedAt": at_clock(now, days + 1)})
     heat = item.min_access_heat
     if heat is None:
         assert not rerun(usage_entry={"accessHeat": 8, "lastAccessedAt": at_clock(now)})
@@ -253,3 +257,26 @@ def test_duplicate_ids_and_bad_capacity_are_refused():
         explain([{"id": "a"}, {"id": "a"}], 1)
     with pytest.raises(ContractError):
         explain([{"id": "a"}], -1)
+
+
+def test_a_confirmation_is_never_dated_before_the_fact_existed():
+    from evictlab import workbench
+
+    pool_set = workbench.load_pool_set()
+    now = pool_set.protocol.evaluation_time
+    checked = capped = 0
+    for case in pool_set.cases[::3]:
+        for capacity in (5, 7):
+            explanation = explain(case.facts, capacity, policy="hybrid-v1", usage=case.usage, now=now)
+            for item in explanation.facts:
+                if item.confirm_within_days is None:
+                    continue
+                created = _dt.datetime.fromisoformat(case.facts[item.position]["createdAt"].replace("Z", "+00:00"))
+                age = (now - created) // _dt.timedelta(days=1)
+                assert item.confirm_within_days <= age, (case.case_id, item.fact_id)
+                checked += 1
+                capped += item.confirm_within_days == age
+    assert checked and capped  # some facts would be kept by any confirmation since their creation
+    future = {"id": "late", "confidence": 0.1, "createdAt": at_clock(CLOCK, -3)}
+    assert confirmation_limit(future, CLOCK) is None and confirmation_limit({}, CLOCK) > 700_000
+    assert confirmation_limit({"createdAt": at_clock(CLOCK, 10)}, CLOCK) == 10

@@ -19,11 +19,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("evictlab", "errors", "results", "locks", "schema", "resources", "readers", "distributed", "palette",
-                "browser")),
+                "browser", "intervals")),
     ("policies", ("policies",)),
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
-    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces")),
+    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces", "validation")),
     ("workbench", ("plots", "widgets", "report", "workbench", "viewer")),
     ("cli", ("cli", "commands", "__main__")),
 ]

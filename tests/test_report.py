@@ -50,7 +50,7 @@ def test_the_command_prints_the_retention_table(smoke_report):
     _, output = smoke_report
     printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
     assert "Support retention" in printed
-    assert re.search(r"total\s+20/45\s+35/45\s+27/45\s+45/45\s+35/45\s+45/45", printed)
+    assert re.search(r"total\s+20/45 \[30\.9, 58\.8\]\s+35/45 \[63\.7, 87\.5\]\s+27/45 \[45\.5, 73\.0\]\s+45/45", printed)
 
 
 def test_report_succeeds_and_executes_every_notebook(smoke_report):
@@ -87,12 +87,13 @@ def test_report_shows_the_key_tables(smoke_report):
     _, output = smoke_report
     markdown = (output / "report.md").read_text(encoding="utf-8")
     # Spec 2.10: the run-policy totals, confidence vs hybrid-v1 at capacities 5, 7 and 9.
-    assert "| total | 20/45 | 35/45 | 27/45 | 45/45 | 35/45 | 45/45 |" in markdown
+    assert ("| total | 20/45 [30.9, 58.8] | 35/45 [63.7, 87.5] | 27/45 [45.5, 73.0] | 45/45 [92.1, 100.0]"
+            " | 35/45 [63.7, 87.5] | 45/45 [92.1, 100.0] |") in markdown
     # Spec 6.3: the published v3 statistics, recomputed from its rows.
     assert "| official | 40 | 23/40 | 35/40 | 1 | 13 | 0.001831 | +0.300 [+0.150, +0.450] |" in markdown
     assert "qa.summary.json: identical, qa.stats.json: identical" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
-    assert html.count("<table") == 7 and "<td>20/45</td>" in html
+    assert html.count("<table") == 7 and "<td>20/45 [30.9, 58.8]</td>" in html
     # Every registered policy at every capacity; the oracle bound keeps every support.
     for capacity in (5, 7, 9):
         assert f"## Policy zoo at capacity {capacity}" in markdown
@@ -282,7 +283,7 @@ def test_key_tables_follow_the_qa_parameters_of_notebook_06():
     assert traces.frame.index[:2].tolist() == ["optimum", "keep-all"]
     assert [table.title for table in zoo_tables] == [f"Policy zoo at capacity {k}" for k in (5, 7, 9)]
     assert zoo_tables[1].frame.loc["hybrid-v1", "all cases"] == "45/45"
-    assert retention.frame.loc["total", "confidence @ 7"] == "27/45"
+    assert retention.frame.loc["total", "confidence @ 7"] == "27/45 [45.5, 73.0]"
     assert "graded run" in stats.note and str(v1) in stats.note
     assert tuple(stats.frame.loc["official", ["only confidence", "only hybrid-v1"]]) == (2, 14)
     assert accuracy.title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"

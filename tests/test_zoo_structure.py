@@ -14,7 +14,7 @@ from evictlab.policies import registry
 from evictlab.policies.modifiers import resolve_policy
 from test_zoo import CLOCK
 
-NOT_POLICY_MODULES = {"base", "registry", "signals", "modifiers"}
+NOT_POLICY_MODULES = {"base", "registry", "signals", "modifiers", "ties"}
 
 
 @pytest.fixture

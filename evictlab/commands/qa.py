@@ -11,6 +11,7 @@ import argparse
 import weakref
 
 from ..errors import ContractError
+from ..intervals import POWER
 from ..qa.grading import GRADER_VERSION
 from ..qa.stats import (
     ALPHA,
@@ -25,7 +26,7 @@ from ..qa.stats import (
     write_stats_files,
 )
 from . import summary
-from ._common import add_bootstrap_limit_option, help_handler, positive_int
+from ._common import add_bootstrap_limit_option, help_handler, parse_csv, positive_int
 
 # The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -110,6 +111,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_bootstrap_limit_option(parser)
     parser.set_defaults(handler=run_stats)
+    _register_power(subparsers)
+
+
+def _register_power(subparsers: argparse._SubParsersAction) -> None:
+    parser = qa_subparsers(subparsers).add_parser(
+        "power",
+        help="minimum detectable accuracy difference of the exact McNemar test for the suite sizes",
+        description=(
+            "Print, for each suite size, the smallest accuracy difference hybrid-v1 - confidence"
+            " that the exact two-sided McNemar test detects with the given power, under several"
+            " assumed shares of discordant pairs ('minimal': every discordant pair favours the"
+            " better policy, the most favourable case). 'none' means no difference is"
+            " detectable at all. Computed exactly, no sampling; no dataset is needed."
+        ),
+    )
+    parser.add_argument(
+        "--cases",
+        type=lambda text: parse_csv(text, int),
+        default=None,
+        metavar="N,N,...",
+        help="suite sizes (default: the protocol's official 40, synthetic 5, overall 45)",
+    )
+    parser.add_argument(
+        "--discordance",
+        type=_discordances,
+        default=None,
+        metavar="D,D,...",
+        help="assumed shares of discordant pairs, each in (0, 1], or 'minimal' (default: minimal,0.3,0.5)",
+    )
+    parser.add_argument("--power", type=_open_unit_interval, default=POWER, metavar="P",
+                        help="target power (default: %(default)s)")
+    parser.add_argument("--alpha", type=_open_unit_interval, default=ALPHA, metavar="A",
+                        help="two-sided level of the test (default: %(default)s)")
+    parser.set_defaults(handler=run_power)
+
+
+def run_power(args: argparse.Namespace) -> int:
+    """``evictlab qa power``: print the minimum detectable effect per suite size and discordance."""
+    from ..qa.report import DISCORDANCES, SUITE_SIZES, power_frame, power_table
+
+    if args.cases is not None and any(n < 1 for n in args.cases):
+        raise ContractError(f"--cases: every suite size must be >= 1, got {args.cases}")
+    sizes = SUITE_SIZES if args.cases is None else {str(n): n for n in args.cases}
+    frame = power_frame(sizes, args.discordance or DISCORDANCES, power=args.power, alpha=args.alpha)
+    print(
+        f"minimum detectable difference in accuracy (exact McNemar, two-sided alpha {args.alpha:g},"
+        f" power {args.power:g})"
+    )
+    print(power_table(frame).to_string())
+    return 0
+
+
+def _discordances(text: str) -> list[float | None]:
+    values: list[float | None] = []
+    for item in parse_csv(text):
+        if item == "minimal":
+            values.append(None)
+            continue
+        value = _open_unit_interval(item) if item != "1" else 1.0
+        values.append(value)
+    return values
 
 
 def run_stats(args: argparse.Namespace) -> int:

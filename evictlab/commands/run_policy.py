@@ -9,6 +9,7 @@ from .. import results
 from ..decisions import decide_grid, scenario_table
 from ..evaluate import KIND, RUN_FILES, check_run_lists, run_parameters, write_run_files
 from ..policies import DEERMEM_POLICIES, known_policies
+from ..policies.ties import TIE_BREAKS
 from ..pools import PoolSet
 from . import summary
 from ._common import (
@@ -51,6 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="K,K,...",
         help="capacities (default: the config's, 5,7,9)",
     )
+    parser.add_argument(
+        "--tie-break",
+        choices=TIE_BREAKS,
+        default=None,
+        help="how the printed table counts a support tied at the cut line: input-order (the"
+        " decision as made) or expected (its exact expectation over random orders of the tied"
+        " facts); default: input-order for confidence and hybrid-v1, expected for the others."
+        " keep-all runs uncapped and random is its exact expectation",
+    )
     add_param_option(parser)
     add_pool_options(parser)
     parser.set_defaults(handler=run)
@@ -77,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES, precheck=load) as current:
         pool_set = loaded[0]
         rows = write_run_files(current, pool_set, policies, capacities, preset=preset_name(args), params=params)
-    decisions = decide_grid(pool_set, policies, [params], capacities)
+    decisions = decide_grid(pool_set, policies, [params], capacities, tie_break=args.tie_break)
     print(scenario_table(decisions).to_string())
+    ties = decisions.groupby("policy", sort=False, observed=True)["support_tied"].sum()
+    print("decisions settled by a tie at the cut line: " + ", ".join(f"{p} {int(n)}" for p, n in ties.items()))
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0

@@ -53,6 +53,7 @@ from .sweeps import (
     control_losses,
     half_life_heatmaps,
     lattice_step,
+    stability_maps,
     ternary_xy,
     weight_simplex_maps,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "save_into",
     "scenario_order",
     "score_weights",
+    "stability_maps",
     "study_advantage",
     "support_rank_distribution",
     "ternary_xy",

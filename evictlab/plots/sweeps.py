@@ -212,6 +212,35 @@ def weight_simplex_maps(
     return fig
 
 
+@styled
+def stability_maps(stability: pd.DataFrame, *, marked: tuple[float, float, float] = DEERMEM_WEIGHTS) -> Figure:
+    """Knife edges of the weight simplex: one ternary map per capacity.
+
+    ``stability``: :func:`evictlab.validation.stability`. Each lattice point is coloured by the
+    range of supports retained (all cases) over itself and its neighbours one lattice step
+    away, in percentage points of the cases: 0 is a plateau, a dark cell a point where a
+    step of one weight changes the result.
+    """
+    require_columns(stability, ["setting", *WEIGHT_COLUMNS, "capacity", "range", "cases"], "stability_maps")
+    capacities = sorted(stability["capacity"].unique())
+    fig = Figure(figsize=(4.4 * len(capacities) + 1.2, 4.6), layout="constrained")
+    axes = fig.subplots(1, len(capacities), squeeze=False)[0]
+    cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    image = None
+    for ax, capacity in zip(axes, capacities):
+        at = stability[stability["capacity"] == capacity].sort_values("setting")
+        weights = at[list(WEIGHT_COLUMNS)].to_numpy(dtype=float)
+        hexagons = _hexagons(ternary_xy(weights), lattice_step(weights))
+        values = percent(at["range"], at["cases"])
+        image = _ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, marked)
+        image.set_clim(0, max(1.0, float(np.nanmax(values))))
+        ax.set_title(f"capacity {capacity}")
+    colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8, pad=0.02)
+    colorbar.set_label("retention range within one lattice step (points of %)")
+    fig.suptitle("Stability of the weights: how much one lattice step can change support retained (all cases)")
+    return fig
+
+
 def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.ndarray, cmap: Any,
                    marked: tuple[float, float, float]) -> Any:
     corners = np.array([[0.5, _SQRT3_2], [0.0, 0.0], [1.0, 0.0]])

@@ -34,8 +34,9 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
     """Every policy (rows) x capacity x scenario (columns), coloured by support retained.
 
     ``summary``: :func:`evictlab.zoo.zoo_summary`. Cells read "retained/cases" (expected
-    counts of seeded policies with one decimal); rows keep the summary's order and are
-    separated by role (DeerMem, zoo, random floor, bounds).
+    counts with one decimal); rows keep the summary's order and are separated by role
+    (DeerMem, zoo, random floor, bounds), and each row label says how many of its decisions a
+    tie at the cut line settled (when the summary has ``ties``).
     """
     require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases", "seeds"], "zoo_heatmap")
     policies = list(dict.fromkeys(summary["policy"]))
@@ -66,7 +67,9 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
     for i in changes:
         ax.axhline(i - 0.5, color="white", linewidth=3)
     ax.set_xticks(range(len(columns)), wrap_labels([group for _, group in columns]), fontsize=8)
-    ax.set_yticks(range(len(policies)), [f"{p} ({roles[p]})" for p in policies])
+    ties = summary[summary["scenario"] == ALL_CASES].groupby("policy")["ties"].sum() if "ties" in summary else {}
+    labels = [f"{p} ({roles[p]}" + (f", {format_count(ties[p])} tied)" if ties.get(p, 0) else ")") for p in policies]
+    ax.set_yticks(range(len(policies)), labels)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -79,7 +82,10 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
     colorbar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.01)
     colorbar.set_label("support retained (% of cases)")
     note = "".join(f"; {policy}: mean over {count} seeds" for policy, count in averaged.items())
-    fig.suptitle(f"Every policy on the same pools: support retained per scenario and capacity{note}")
+    fig.suptitle(
+        f"Every policy on the same pools: support retained per scenario and capacity{note}\n"
+        "(DeerMem's two policies break ties by input order; the others report the expectation over tie orders)"
+    )
     return fig
 
 

@@ -136,8 +136,10 @@ class KeyedPolicy(Policy):
 
     def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
         scores = self.score(facts, context)
-        ranked = rank_positions([self.rank_key(score) for score in scores])
-        return select_by_rank(facts, scores, capacity, self.reservation(context), self.name, ranked)
+        keys = [self.rank_key(score) for score in scores]
+        return select_by_rank(
+            facts, scores, capacity, self.reservation(context), self.name, rank_positions(keys), keys
+        )
 
 
 def rank_key_of(policy: Policy, score: Score) -> RankKey:

@@ -169,6 +169,9 @@ class Decision:
     reserved_correction_slots: int = 0
     ranking: tuple[int, ...] = field(default=(), repr=False)  # input positions, best first
     kept_positions: tuple[int, ...] = field(default=(), repr=False)  # input positions of ``kept``
+    # By input position: what the ranking sorts on before the input position (ascending).
+    # Facts with equal keys are tied; empty when the ranking is not a sort on keys.
+    rank_keys: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
 
     @property
     def kept_ids(self) -> list[str]:
@@ -215,8 +218,14 @@ class Policy:
     role: str = POLICY
     #: Whether the decision depends on ``SelectionContext.seed`` (then one seed is one sample).
     seeded: bool = False
-    #: Whether the policy is meant to run with no capacity limit (a bound on infinite memory).
+    #: Whether the policy is meant to run with no capacity limit (a bound on infinite memory):
+    #: evaluations run it at the pool size.
     unlimited: bool = False
+    #: How tables report ties at the cut line (:mod:`.ties`): DeerMem's two policies keep
+    #: ``input-order``, the rule their exactness needs; the others report the expectation.
+    default_tie_break: str = "expected"
+    #: The ranking is a uniformly random order (``random``): its expectation ties every fact.
+    uniform_order: bool = False
     #: The policy's fixed colour in every figure (from :mod:`evictlab.palette`); None: a hue
     #: chosen by a hash of the name.
     color: str | None = None
@@ -263,23 +272,29 @@ def select_by_rank(
     reservation: Reservation | None,
     policy_name: str,
     ranked: Sequence[int] | None = None,
+    rank_keys: Sequence[tuple[float, ...]] | None = None,
 ) -> Decision:
     """DeerMem's selection (spec 1.4) over precomputed per-position scores.
 
     ``ranked`` (every input position once, best first) replaces the default rank order of
-    score descending, then input position, for policies that rank by more than one value.
+    score descending, then input position, for policies that rank by more than one value;
+    ``rank_keys`` are the keys it sorted on (by input position), so that ties can be found.
     """
     keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
     by_id: dict[str, Score] = {}
     for key, score in zip(keys, scores):
         by_id[key] = score  # a later duplicate id overwrites the earlier score, as in DeerMem
     if ranked is None:
+        rank_keys = [(-by_id[key].value,) for key in keys]
         # Score descending, then input position: the only tie-break.
-        ranked = sorted(range(len(facts)), key=lambda index: (-by_id[keys[index]].value, index))
+        ranked = sorted(range(len(facts)), key=lambda index: (*rank_keys[index], index))
     ranked = tuple(ranked)
+    rank_keys = tuple(rank_keys) if rank_keys is not None else ()
     if len(facts) <= capacity:
         # Under the cap the snapshot comes back unchanged, in input order.
-        return Decision(list(facts), [], by_id, policy_name, 0, ranked, tuple(range(len(facts))))
+        return Decision(
+            list(facts), [], by_id, policy_name, 0, ranked, tuple(range(len(facts))), rank_keys
+        )
     limit = max(0, capacity)
     selected: set[int] = set()
     reserved = 0
@@ -305,4 +320,4 @@ def select_by_rank(
         if index not in selected
     ]
     kept = [facts[index] for index in kept_positions]
-    return Decision(kept, evicted, by_id, policy_name, reserved, ranked, kept_positions)
+    return Decision(kept, evicted, by_id, policy_name, reserved, ranked, kept_positions, rank_keys)

@@ -22,6 +22,7 @@ class ConfidencePolicy(Policy):
     summary = "DeerMem's historical default: keep the facts with the highest confidence."
     color = OKABE_ITO["vermillion"]
     component_names = ("confidence",)
+    default_tie_break = "input-order"
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [confidence_score(fact) for fact in facts]

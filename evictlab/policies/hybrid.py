@@ -71,6 +71,7 @@ class HybridV1Policy(Policy):
     color = OKABE_ITO["blue"]
     component_names = ("confidence", "confirmationFreshness", "accessHeat")
     reads_params = True
+    default_tie_break = "input-order"
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         params = context.params

@@ -2,7 +2,8 @@
 
 It is meant for capacity >= the pool size, where it keeps every fact, in input order. Under a
 smaller capacity it keeps the first k facts in input order (every score is 0, so the input
-position decides), which is a well-defined but arbitrary choice, not a bound.
+position decides), which is a well-defined but arbitrary choice, not a bound; so the tables
+(``run-policy``, ``sweep``, the zoo) evaluate it at the pool size (``unlimited``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class KeepAllPolicy(Policy):
     unlimited = True
     color = OKABE_ITO["grey"]
     component_names = ()
+    unlimited = True
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [Score(0.0, {}) for _ in facts]

@@ -67,6 +67,8 @@ class ModifiedPolicy(KeyedPolicy):
         self.name = name
         self.summary = summary
         self.component_names = base.component_names
+        self.default_tie_break = base.default_tie_break
+        self.uniform_order = base.uniform_order
 
     def rank_key(self, score: Score) -> RankKey:
         return rank_key_of(self.base, score)
@@ -80,15 +82,15 @@ class ModifiedPolicy(KeyedPolicy):
 
 def base_view(
     policy: Policy, facts: Sequence[Any], capacity: int, context: SelectionContext
-) -> tuple[list[Score], list[int]]:
-    """A policy's scores by input position and its full rank order (best first)."""
+) -> tuple[list[Score], list[int], tuple[RankKey, ...]]:
+    """A policy's scores by input position, its full rank order (best first) and its rank keys."""
     decision = policy.select(facts, capacity, context)
     if sorted(decision.ranking) != list(range(len(facts))):
         raise ContractError(
             f"policy {policy.name!r} reports no full ranking; a modifier cannot re-rank it"
         )
     scores = [decision.scores[fact_key(fact, index)] for index, fact in enumerate(facts)]
-    return scores, list(decision.ranking)
+    return scores, list(decision.ranking), decision.rank_keys
 
 
 # --- category reservation ------------------------------------------------------------------
@@ -125,8 +127,8 @@ class ReservedPolicy(ModifiedPolicy):
 
     def select(self, facts: Sequence[Any], capacity: int, context: SelectionContext) -> Decision:
         reservation = self.reservation(context)
-        scores, ranked = base_view(self.base, facts, capacity, context)
-        return select_by_rank(facts, scores, capacity, reservation, self.name, ranked)
+        scores, ranked, keys = base_view(self.base, facts, capacity, context)
+        return select_by_rank(facts, scores, capacity, reservation, self.name, ranked, keys or None)
 
 
 def with_category_reservation(
@@ -183,6 +185,8 @@ class RedundancyPenaltyPolicy(ModifiedPolicy):
         )
         self.component_names = (*base.component_names, "redundancy")
         self.lam = lam
+        # The greedy order is no longer a random draw, and it reports no rank keys (no ties).
+        self.uniform_order = False
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return self.rerank(facts, len(facts), context)[0]
@@ -195,7 +199,7 @@ class RedundancyPenaltyPolicy(ModifiedPolicy):
         self, facts: Sequence[Any], capacity: int, context: SelectionContext
     ) -> tuple[list[Score], list[int]]:
         """Penalised scores by input position, and the greedy rank order."""
-        base_scores, remaining = base_view(self.base, facts, capacity, context)
+        base_scores, remaining, _ = base_view(self.base, facts, capacity, context)
         tokens = [content_tokens(fact) for fact in facts]
         redundancy = [0.0] * len(facts)
         penalised: list[Score] = list(base_scores)

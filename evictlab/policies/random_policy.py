@@ -3,7 +3,9 @@
 Every fact gets one seeded uniform draw (:func:`._zoo.seeded_draws`, from SHA-256 over the
 policy name, ``SelectionContext.seed`` and the sorted fact ids) and the facts with the highest
 draws are kept: the kept set is a uniform k-subset, identical for the same case and seed.
-Policies.md reports it as the mean over R = 100 seeds: :func:`random_retention_mean`.
+Tables report its exact expectation, ``k / n`` per fact (:mod:`.ties`: every fact tied);
+:func:`random_retention_mean` gives the mean over seeded draws (policies.md's R = 100 seeds),
+whose spread is the distribution of single draws.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class RandomPolicy(Policy):
     seeded = True
     color = OKABE_ITO["yellow"]
     component_names = ("draw",)
+    uniform_order = True
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [

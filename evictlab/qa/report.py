@@ -15,12 +15,19 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import pandas as pd
 
 from ..errors import ContractError
+from ..intervals import (
+    POWER,
+    holm,
+    minimum_detectable_effect,
+    newcombe_paired_interval,
+    small_sample_warning,
+    wilson_interval,
+)
 from ..protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO, sha256_bytes
 from ..readers import MAX_PROTOCOL_FILE_BYTES, parse_json, read_bounded
 from ..resources import DATA_DIR
@@ -204,20 +211,6 @@ def _token_count(value: Any) -> int | None:
 # --------------------------------------------------------------------------- accuracy
 
 
-def wilson_interval(correct: int, cases: int, alpha: float = ALPHA) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (good coverage at small n and near 0 or 1)."""
-    _check_counts(correct, cases, alpha)
-    z = NormalDist().inv_cdf(1 - alpha / 2)
-    p = correct / cases
-    denominator = 1 + z * z / cases
-    centre = (p + z * z / (2 * cases)) / denominator
-    half = z * math.sqrt(p * (1 - p) / cases + z * z / (4 * cases * cases)) / denominator
-    # At 0 or all correct the bound is exactly 0 or 1; the subtraction would leave rounding dust.
-    lower = 0.0 if correct == 0 else max(0.0, centre - half)
-    upper = 1.0 if correct == cases else min(1.0, centre + half)
-    return lower, upper
-
-
 def clopper_pearson_interval(correct: int, cases: int, alpha: float = ALPHA) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval: beta quantiles, 0 and 1 at the ends; conservative."""
     # Imported on use: scipy.stats alone takes about a second to import.
@@ -349,11 +342,34 @@ def stats_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
                 "seed": boot["seed"],
             }
         )
-    return pd.DataFrame.from_records(records)
+    frame = pd.DataFrame.from_records(records)
+    return with_paired_intervals(frame)
+
+
+def with_paired_intervals(stats: pd.DataFrame) -> pd.DataFrame:
+    """:func:`stats_frame` plus what the published file lacks: a Newcombe interval per suite
+    (``newcombe_lower``/``newcombe_upper``, at the bootstrap's alpha), the Holm-adjusted
+    McNemar p over the suites that do not overlap (``official`` and ``synthetic``; ``overall``
+    is their union and keeps its own p) and a small-sample ``warning``."""
+    intervals = [
+        newcombe_paired_interval(int(a), int(b), int(c), int(d), float(alpha))
+        for a, b, c, d, alpha in zip(stats["both_correct"], stats["only_first_correct"],
+                                     stats["only_second_correct"], stats["both_wrong"], stats["alpha"])
+    ]
+    separate = stats["suite"] != "overall"
+    adjusted = pd.Series(stats["p_value"], dtype=float).copy()
+    adjusted[separate] = holm(list(stats.loc[separate, "p_value"]))
+    return stats.assign(
+        newcombe_lower=[item.lower for item in intervals],
+        newcombe_upper=[item.upper for item in intervals],
+        holm_p_value=adjusted.to_numpy(),
+        warning=[small_sample_warning(int(n)) for n in stats["cases"]],
+    )
 
 
 def stats_table(stats: pd.DataFrame) -> pd.DataFrame:
-    """Display form of :func:`stats_frame`, as in DeerFlow's README summary."""
+    """Display form of :func:`stats_frame`, as in DeerFlow's README summary, followed by the
+    Holm-adjusted p, the Newcombe interval and the small-sample note."""
     first, second = stats["first_policy"].iloc[0], stats["second_policy"].iloc[0]
     return pd.DataFrame(
         {
@@ -367,9 +383,63 @@ def stats_table(stats: pd.DataFrame) -> pd.DataFrame:
                 f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                 for m, lo, hi in zip(stats["mean_difference"], stats["lower"], stats["upper"])
             ],
+            **(
+                {
+                    "Holm p": [f"{p:.6f}" for p in stats["holm_p_value"]],
+                    "Newcombe CI": [f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in
+                                      zip(stats["newcombe_lower"], stats["newcombe_upper"])],
+                    "note": list(stats["warning"]),
+                }
+                if "newcombe_lower" in stats
+                else {}
+            ),
         },
         index=pd.Index(stats["suite"], name="suite"),
     )
+
+
+#: The suites of the protocol and their sizes: 40 LongMemEval cases, 5 synthetic guards.
+SUITE_SIZES = {"official": 40, "synthetic": 5, "overall": 45}
+#: Assumed shares of discordant pairs for the power table; None: all in favour of one policy.
+DISCORDANCES = (None, 0.3, 0.5)
+
+
+def power_frame(
+    sizes: Mapping[str, int] | None = None,
+    discordances: Sequence[float | None] = DISCORDANCES,
+    *,
+    power: float = POWER,
+    alpha: float = ALPHA,
+) -> pd.DataFrame:
+    """The minimum detectable accuracy difference of the exact McNemar test per suite size.
+
+    One row per suite x assumed discordance (``None`` = "minimal": every discordant pair
+    favours the better policy, the most favourable case). ``minimum_detectable_effect`` is
+    NaN when no difference is detectable at all (5 pairs never reach p <= 0.05).
+    """
+    records = []
+    for suite, cases in (sizes or SUITE_SIZES).items():
+        for discordance in discordances:
+            effect = minimum_detectable_effect(cases, discordance, power=power, alpha=alpha)
+            records.append(
+                {"suite": suite, "cases": cases,
+                 "discordance": "minimal" if discordance is None else f"{discordance:g}",
+                 "power": power, "alpha": alpha,
+                 "minimum_detectable_effect": math.nan if effect is None else effect}
+            )  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+def power_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Display form of :func:`power_frame`: suites x discordance, "+0.195" or "none"."""
+    cells = frame.assign(
+        cell=["none" if math.isnan(e) else f"{e:.3f}" for e in frame["minimum_detectable_effect"]],
+        label=[f"n = {n}" if s == str(n) else f"{s} (n = {n})" for s, n in zip(frame["suite"], frame["cases"])],
+    )
+    table = cells.pivot(index="label", columns="discordance", values="cell")
+    table = table.reindex(index=list(dict.fromkeys(cells["label"])), columns=list(dict.fromkeys(cells["discordance"])))
+    table.index.name, table.columns.name = "suite", "discordant pairs"
+    return table
 
 
 @dataclass(frozen=True)
