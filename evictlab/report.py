@@ -63,6 +63,7 @@ NOTEBOOKS: list[str] = [
     "06_qa_report.ipynb",
     "07_explorer.ipynb",
     "08_policy_zoo.ipynb",
+    "09_robustness.ipynb",
     "10_traces.ipynb",
 ]
 
@@ -76,6 +77,9 @@ HTML_FILE = "report.html"
 NOTEBOOKS_SUBDIR = "notebooks"
 FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
+
+#: How the header names the embedded demo: synthetic data, never LongMemEval.
+DEMO_LABEL = "embedded demo (synthetic text and ids; fact metadata made by the protocol's rules)"
 
 #: Parameters the report sets itself; ``-p`` may not override them.
 RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "smoke", "figures_dir")
@@ -502,9 +506,9 @@ def _retention_key_table(inputs: Inputs) -> Table:
     retained.columns = [f"{policy} @ {capacity}" for policy, capacity in retained.columns]
     return Table(
         "Support retention (selector only, no LLM)",
-        f"Support fact retained / cases per scenario, for each policy @ capacity, on {inputs.record['dataset']['path']}"
-        f" under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints), each with its 95%"
-        " Wilson interval in percent.",
+        f"Data: {workbench.data_source(inputs.pool_set)}. Support fact retained / cases per scenario, for each"
+        f" policy @ capacity, under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints),"
+        " each with its 95% Wilson interval in percent.",
         retained,
     )
 
@@ -529,12 +533,15 @@ def _qa_key_tables(parameters: Mapping[str, Any]) -> list[Table]:
     return [
         Table(
             "Live QA: paired statistics",
-            f"From {source}, recomputed from its rows with evictlab.qa.stats; stored files vs recomputed: {identical}.",
+            f"Data: {run.source}. From {source}, recomputed from its rows with evictlab.qa.stats; stored files vs"
+            f" recomputed: {identical}. Beside the published percentile bootstrap: the Holm-adjusted McNemar p"
+            " over the official and synthetic suites and Newcombe's paired interval; suites under 30 pairs carry"
+            " a note (notebook 06 adds the minimum detectable effect).",
             qa_report.stats_table(stats),
         ),
         Table(
             f"Live QA: accuracy with {qa_report.interval_label(method, alpha)} intervals",
-            "Correct / cases, accuracy and interval per scenario and suite.",
+            f"Data: {run.source}. Correct / cases, accuracy and interval per scenario and suite.",
             accuracy,
         ),
     ]
@@ -546,8 +553,8 @@ def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
     return [
         Table(
             f"Policy zoo at capacity {capacity}",
-            "Support fact retained / cases per scenario for every registered policy, on the same"
-            " pools and clock. confidence and hybrid-v1 break ties by input order (DeerMem's rule);"
+            f"Data: {workbench.data_source(pool_set)}. Support fact retained / cases per scenario for"
+            " every registered policy, on the same pools and clock. confidence and hybrid-v1 break ties by input order (DeerMem's rule);"
             " every other policy reports its exact expectation over random orders of tied facts,"
             " and the tied column counts the decisions a tie at the cut line settled. random is"
             " its exact expectation, memorybank-seeded a mean over 100 seeds, keep-all is"
@@ -631,7 +638,7 @@ def build_document(
             (
                 (f"evictlab {prov.get('evictlab_version')}, git {git.get('head') or 'unknown'}"
                  f"{' (dirty)' if git.get('dirty') else ''}, Python {prov.get('python')}",),
-                (f"dataset: {'embedded demo ' if dataset.get('embedded_demo') else ''}{dataset.get('path')},"
+                (f"dataset: {DEMO_LABEL + ' ' if dataset.get('embedded_demo') else ''}{dataset.get('path')},"
                  f" sha256 {dataset.get('sha256')}{'' if dataset.get('pinned', True) else ' (unpinned)'}",),
                 (f"preset {manifest.get('preset')}: "
                  + ", ".join(f"{k}={v}" for k, v in (manifest.get("variant") or {}).items()),),

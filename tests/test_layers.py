@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("policies", ("policies",)),
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
-    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces", "validation")),
+    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces", "validation", "robustness")),
     ("workbench", ("plots", "widgets", "report", "workbench", "viewer")),
     ("cli", ("cli", "commands", "__main__")),
 ]

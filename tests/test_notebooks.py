@@ -24,6 +24,7 @@ FIGURES = {  # the figures each notebook saves in smoke mode
     "06_qa_report.ipynb": ["06_qa_accuracy", "06_qa_grade_rules", "06_qa_paired", "06_qa_tokens"],
     "07_explorer.ipynb": ["07_explorer_capacity_7", "07_explorer_more_confirmation", "07_explorer_start"],
     "08_policy_zoo.ipynb": ["08_explanation", "08_zoo_heatmap"],
+    "09_robustness.ipynb": ["09_robustness_k5", "09_robustness_k7", "09_robustness_k9"],
     "10_traces.ipynb": ["10_capacity_curves", "10_loss_map", "10_study_advantage"],
 }
 

@@ -24,6 +24,7 @@ The modules, one per family of figures; use them through this package
 * :mod:`.variants` (05): the protocol-variant cascade;
 * :mod:`.explorer` (07, 08): the explorer's live figure and the explanation figure;
 * :mod:`.zoo` (04, 08): the policy-zoo heatmap and capacity curves;
+* :mod:`.robustness` (09): retention and churn against perturbation levels;
 * :mod:`.traces` (10): trace-mode capacity curves, study advantages and loss maps.
 """
 
@@ -34,6 +35,7 @@ from .explorer import EXPLORER_DPI, ExplorerFigure, explanation_figure, score_we
 from .pools import evidence_lengths, pool_metadata, pool_overview
 from .qa import qa_accuracy, qa_grade_rules, qa_paired, qa_tokens
 from .retention import retention_by_scenario, support_rank_distribution
+from .robustness import robustness_curves
 from .saving import FIGURE_DPI, SVG_HASH_SALT, figure_title, save, save_into
 from .style import (
     ALL_CASES,
@@ -102,6 +104,7 @@ __all__ = [
     "qa_paired",
     "qa_tokens",
     "retention_by_scenario",
+    "robustness_curves",
     "save",
     "save_into",
     "scenario_order",

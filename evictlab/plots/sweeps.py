@@ -35,6 +35,7 @@ from .style import (
     scenario_groups,
     styled,
     text_color,
+    title_with_source,
 )
 
 #: The scenarios where a signal must not beat a clearly better support (spec 2.9).
@@ -147,6 +148,7 @@ def weight_simplex_maps(
     *,
     marked: tuple[float, float, float] = DEERMEM_WEIGHTS,
     control_scenarios: Sequence[str] = CONTROL_SCENARIOS,
+    source: str | None = None,
 ) -> Figure:
     """Support retention over the weight simplex at ``capacity``, one ternary map per scenario.
 
@@ -204,16 +206,20 @@ def weight_simplex_maps(
               label=f"no loss in {' or '.join(control_scenarios)}"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-    fig.suptitle(
+    title_with_source(
+        fig,
         f"{policy or 'policy'} at capacity {capacity}: support retained over the weights"
         f" (confidence, confirmation, access), lattice step {step:g};"
-        f" half-lives {half_lives[0]:g} / {half_lives[1]:g} days"
+        f" half-lives {half_lives[0]:g} / {half_lives[1]:g} days",
+        source,
     )
     return fig
 
 
 @styled
-def stability_maps(stability: pd.DataFrame, *, marked: tuple[float, float, float] = DEERMEM_WEIGHTS) -> Figure:
+def stability_maps(
+    stability: pd.DataFrame, *, marked: tuple[float, float, float] = DEERMEM_WEIGHTS, source: str | None = None
+) -> Figure:
     """Knife edges of the weight simplex: one ternary map per capacity.
 
     ``stability``: :func:`evictlab.validation.stability`. Each lattice point is coloured by the
@@ -237,7 +243,9 @@ def stability_maps(stability: pd.DataFrame, *, marked: tuple[float, float, float
         ax.set_title(f"capacity {capacity}")
     colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8, pad=0.02)
     colorbar.set_label("retention range within one lattice step (points of %)")
-    fig.suptitle("Stability of the weights: how much one lattice step can change support retained (all cases)")
+    title_with_source(
+        fig, "Stability of the weights: how much one lattice step can change support retained (all cases)", source
+    )
     return fig
 
 

@@ -23,6 +23,7 @@ from .style import (
     scenario_groups,
     styled,
     text_color,
+    title_with_source,
     wrap_labels,
 )
 
@@ -30,7 +31,7 @@ from .style import (
 
 
 @styled
-def zoo_heatmap(summary: pd.DataFrame) -> Figure:
+def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     """Every policy (rows) x capacity x scenario (columns), coloured by support retained.
 
     ``summary``: :func:`evictlab.zoo.zoo_summary`. Cells read "retained/cases" (expected
@@ -82,9 +83,11 @@ def zoo_heatmap(summary: pd.DataFrame) -> Figure:
     colorbar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.01)
     colorbar.set_label("support retained (% of cases)")
     note = "".join(f"; {policy}: mean over {count} seeds" for policy, count in averaged.items())
-    fig.suptitle(
+    title_with_source(
+        fig,
         f"Every policy on the same pools: support retained per scenario and capacity{note}\n"
-        "(DeerMem's two policies break ties by input order; the others report the expectation over tie orders)"
+        "(DeerMem's two policies break ties by input order; the others report the expectation over tie orders)",
+        source,
     )
     return fig
 

@@ -103,8 +103,21 @@ class QARun:
     def label(self) -> str:
         """A short name for titles: DeerFlow's published runs by version, other runs by folder."""
         if self.path.resolve().parent == REFERENCE_DIR.resolve():
-            return f"DeerFlow's published run {self.path.name} (PR #4810)"
+            return f"DeerFlow's published run {self.path.name} (PR #4810, real LongMemEval file)"
         return f"QA run {self.path.resolve().name}"
+
+    @property
+    def source(self) -> str:
+        """Where the rows come from, in words: DeerFlow's published run on the real LongMemEval
+        file with its model, or a graded run of the given folder (with its model when known)."""
+        model = self.info().get("model")
+        answered = f", answered by {model}" if model else ""
+        if self.path.resolve().parent == REFERENCE_DIR.resolve():
+            return (
+                f"DeerFlow's published run {self.path.name} (PR #4810): the real LongMemEval oracle file"
+                f"{answered}; not evictlab's demo data"
+            )
+        return f"graded QA run {self.path}{answered}"
 
     def info(self) -> dict[str, Any]:
         """What identifies the run: folder, rows, protocol, model, git head and creation time."""
