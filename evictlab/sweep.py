@@ -60,6 +60,8 @@ ROW_COLUMNS = (
     "support_expected",
     "support_tied",
     "support_near_tie",
+    "tie_break",
+    "retention",
 )
 SUMMARY_COLUMNS = (
     "preset",
@@ -75,6 +77,7 @@ SUMMARY_COLUMNS = (
     "support_expected",
     "ties",
     "near_ties",
+    "retention",
 )
 DEERMEM_DEFAULT = PolicyParams()
 
@@ -346,8 +349,9 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
 
     ``support_retained`` counts the decisions as made (ties by input order), ``support_expected``
     sums the expectation over random tie orders (``random``: its exact expectation), ``ties``
-    counts the decisions a tie at the cut line settled and ``near_ties`` those settled by a
-    margin below 1e-12 relative. Groups appear in the order of the rows: scenarios in case
+    counts the decisions a tie at the cut line settled, ``near_ties`` those settled by a
+    margin below 1e-12 relative, and ``retention`` what tables count under each policy's
+    tie-break (:func:`evictlab.decisions.decide_grid`). Groups appear in the order of the rows: scenarios in case
     build order, then capacities.
     """
     keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
@@ -359,6 +363,7 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
             support_expected=("support_expected", "sum"),
             ties=("support_tied", "sum"),
             near_ties=("support_near_tie", "sum"),
+            retention=("retention", "sum"),
         )
         .reset_index()
     )

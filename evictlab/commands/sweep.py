@@ -253,8 +253,13 @@ def describe(setting: PolicyParams, index: int) -> str:
 
 
 def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Retained/cases per scenario (rows) and policy/capacity (columns), with a total row."""
-    counts = summary.rename(columns={"support_retained": "retained"}).assign(
+    """Retained/cases per scenario (rows) and policy/capacity (columns), with a total row.
+
+    Counts ``retention``: the decisions as made for DeerMem's policies, the expectation over
+    tie orders for the others (``random``: its exact expectation).
+    """
+    counted = "retention" if "retention" in summary else "support_retained"
+    counts = summary.drop(columns=["retained"], errors="ignore").rename(columns={counted: "retained"}).assign(
         scenario=summary["scenario"].astype(str), policy=summary["policy"].astype(str), seeds=1
     )
     table = decisions.retention_table(counts, "scenario", ["policy", "capacity"], total="total")

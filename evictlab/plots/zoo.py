@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .style import (
+    ALL_CASES,
     MARKERS,
     SEQUENTIAL_CMAP,
     format_count,
