@@ -62,7 +62,6 @@ from .errors import ContractError
 from .policies import PolicyParams, SelectionContext, resolve_policy, select
 from .policies.base import Reservation
 from .policies.hybrid import CORRECTION
-from .policies.ties import NEAR_TIE_RELATIVE, CutLine, keep_probability, tie_outcome
 from .policies.signals import (
     decay,
     elapsed_days,
@@ -75,6 +74,7 @@ from .policies.signals import (
     resolve_now,
     usable_heat,
 )
+from .policies.ties import NEAR_TIE_RELATIVE, CutLine, keep_probability, tie_outcome
 
 ENGINE_POLICIES = ("confidence", "hybrid-v1")
 #: The per-(setting, case, capacity) outputs, as :class:`BatchResult` fields.

@@ -74,7 +74,9 @@ def evaluate(
     params = params or protocol.config.hybrid
     now = protocol.evaluation_time
     return [
-        policy_row(case, policy, capacity, decide(case, policy, evaluated_capacity(case, policy, capacity), params, now))
+        policy_row(
+            case, policy, capacity, decide(case, policy, evaluated_capacity(case, policy, capacity), params, now)
+        )
         for case in pool_set.cases
         for capacity in capacities
         for policy in policies
@@ -86,7 +88,7 @@ def evaluated_capacity(case: Case, policy: str, capacity: int) -> int:
 
     The row keeps the asked capacity; its kept facts are the whole pool.
     """
-    return max(capacity, len(case.facts)) if get_policy(policy).unlimited else capacity
+    return max(capacity, len(case.facts)) if resolve_policy(policy).unlimited else capacity
 
 
 def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any]:

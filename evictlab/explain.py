@@ -42,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from .policies import Decision, Policy, PolicyParams, SelectionContext, check_snapshot, selection_context
+from .policies import Policy, PolicyParams, SelectionContext, check_snapshot, selection_context
 from .policies.modifiers import resolve_policy
 from .policies.signals import UTC, fact_fields, fact_key, parse_timestamp, read_confidence, resolve_now
 from .policies.ties import CutLine

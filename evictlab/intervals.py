@@ -176,7 +176,7 @@ def minimum_detectable_effect(
     if discordance is not None and not 0.0 < discordance <= 1.0:
         raise ContractError(f"discordance must be in (0, 1], got {discordance!r}")
     ceiling = 1.0 if discordance is None else discordance
-    for index in range(1, int(round(ceiling / step)) + 1):
+    for index in range(1, round(ceiling / step) + 1):
         effect = min(ceiling, index * step)
         mixed = effect if discordance is None else discordance
         only_first = (mixed - effect) / 2

@@ -554,7 +554,8 @@ def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
         Table(
             f"Policy zoo at capacity {capacity}",
             f"Data: {workbench.data_source(pool_set)}. Support fact retained / cases per scenario for"
-            " every registered policy, on the same pools and clock. confidence and hybrid-v1 break ties by input order (DeerMem's rule);"
+            " every registered policy, on the same pools and clock. confidence and hybrid-v1 break"
+            " ties by input order (DeerMem's rule);"
             " every other policy reports its exact expectation over random orders of tied facts,"
             " and the tied column counts the decisions a tie at the cut line settled. random is"
             " its exact expectation, memorybank-seeded a mean over 100 seeds, keep-all is"

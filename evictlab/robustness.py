@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .engine import ENGINE_POLICIES, PreparedCases
+from .engine import ENGINE_POLICIES, BatchResult, PreparedCases
 from .errors import ContractError
 from .policies import DEERMEM_POLICIES, PolicyParams
 from .policies.signals import parse_timestamp, read_number
@@ -63,7 +63,7 @@ class Perturbation:
     name: str
     unit: str
     levels: tuple[float, ...]
-    apply: Callable[["_Draw", dict[str, Any], dict[str, Any] | None, float], tuple[dict, dict | None]]
+    apply: Callable[[_Draw, dict[str, Any], dict[str, Any] | None, float], tuple[dict, dict | None]]
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class _Draw:
 
 
 def _iso(moment: _dt.datetime) -> str:
-    return moment.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _confidence_noise(draw: _Draw, fact: dict, entry: dict | None, sigma: float) -> tuple[dict, dict | None]:
@@ -178,7 +178,8 @@ def perturb_cases(
             facts = []
             for fact in case.facts:
                 key = str(fact.get("id"))
-                changed, entry = (fact, usage.get(key)) if level == 0 else kind.apply(draw, dict(fact), usage.get(key), level)
+                entry = usage.get(key)
+                changed, entry = (fact, entry) if level == 0 else kind.apply(draw, dict(fact), entry, level)
                 facts.append(changed)
                 if entry is None:
                     usage.pop(key, None)
@@ -230,8 +231,8 @@ def robustness_curves(
             for policy in policies:
                 result = perturbed.select(policy, [params], capacities, details=True)
                 retained = result.support_retained[0].reshape(seeds, len(cases), len(capacities)).sum(axis=1)
-                kept = result.kept[0].reshape(seeds, len(cases), len(capacities), -1)
-                changed = (kept != clean[policy].kept[0][None]).any(axis=-1)  # (seeds, cases, capacities)
+                kept = _kept(result).reshape(seeds, len(cases), len(capacities), -1)
+                changed = (kept != _kept(clean[policy])[None]).any(axis=-1)  # (seeds, cases, capacities)
                 baseline = clean[policy].support_retained[0].sum(axis=0)
                 for k, capacity in enumerate(capacities):
                     low, high = np.quantile(retained[:, k], QUANTILES)
@@ -247,6 +248,13 @@ def robustness_curves(
         column.map({n: i for i, n in enumerate(names)}) if column.name == "perturbation"
         else column.map(order) if column.name == "policy" else column
     ), kind="stable").reset_index(drop=True)
+
+
+def _kept(result: BatchResult) -> np.ndarray:
+    """The kept masks of the result's one setting, shape (cases, capacities, width)."""
+    if result.kept is None:
+        raise ContractError("robustness curves need kept masks: select with details=True")
+    return result.kept[0]
 
 
 __all__ = [

@@ -232,16 +232,18 @@ def stability_maps(
     fig = Figure(figsize=(4.4 * len(capacities) + 1.2, 4.6), layout="constrained")
     axes = fig.subplots(1, len(capacities), squeeze=False)[0]
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
-    image = None
+    images = []
     for ax, capacity in zip(axes, capacities):
         at = stability[stability["capacity"] == capacity].sort_values("setting")
         weights = at[list(WEIGHT_COLUMNS)].to_numpy(dtype=float)
         hexagons = _hexagons(ternary_xy(weights), lattice_step(weights))
         values = percent(at["range"], at["cases"])
-        image = _ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, marked)
-        image.set_clim(0, max(1.0, float(np.nanmax(values))))
+        images.append(_ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, marked))
         ax.set_title(f"capacity {capacity}")
-    colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8, pad=0.02)
+    top = max(1.0, float(np.nanmax(percent(stability["range"], stability["cases"]))))
+    for image in images:  # one colour scale for every capacity
+        image.set_clim(0, top)
+    colorbar = fig.colorbar(images[-1], ax=list(axes), shrink=0.8, pad=0.02)
     colorbar.set_label("retention range within one lattice step (points of %)")
     title_with_source(
         fig, "Stability of the weights: how much one lattice step can change support retained (all cases)", source

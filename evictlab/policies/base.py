@@ -285,9 +285,10 @@ def select_by_rank(
     for key, score in zip(keys, scores):
         by_id[key] = score  # a later duplicate id overwrites the earlier score, as in DeerMem
     if ranked is None:
-        rank_keys = [(-by_id[key].value,) for key in keys]
+        values = [(-by_id[key].value,) for key in keys]
         # Score descending, then input position: the only tie-break.
-        ranked = sorted(range(len(facts)), key=lambda index: (*rank_keys[index], index))
+        ranked = sorted(range(len(facts)), key=lambda index: (*values[index], index))
+        rank_keys = values
     ranked = tuple(ranked)
     rank_keys = tuple(rank_keys) if rank_keys is not None else ()
     if len(facts) <= capacity:

@@ -24,7 +24,6 @@ class KeepAllPolicy(Policy):
     unlimited = True
     color = OKABE_ITO["grey"]
     component_names = ()
-    unlimited = True
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [Score(0.0, {}) for _ in facts]

@@ -240,11 +240,11 @@ def near_tie(margin: float, first: float, second: float) -> bool:
 
 
 __all__ = [
-    "CutLine",
     "EXPECTED",
     "INPUT_ORDER",
     "NEAR_TIE_RELATIVE",
     "TIE_BREAKS",
+    "CutLine",
     "TieOutcome",
     "check_tie_break",
     "keep_probabilities",
