@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from evictlab.report import MANIFEST_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "3.12"
 TIMEOUT = 1200  # seconds for any one step; a hang fails the test instead of the suite
@@ -103,6 +105,6 @@ def test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv(tmp_path):
     done = run([evictlab, "report", "--smoke", "--no-progress"], work)
     output = work / "results" / "report-pr4810-final-demo-smoke"
     assert str(output / "report.md") in done.stdout
-    manifest = json.loads((output / "report.json").read_text(encoding="utf-8"))
-    assert manifest["status"] == "success"
+    record = json.loads((output / MANIFEST_FILE).read_text(encoding="utf-8"))
+    assert record["status"] == "success"
     assert (output / "report.html").is_file()
