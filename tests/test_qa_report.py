@@ -86,6 +86,11 @@ def test_stats_frame_carries_the_published_v3_numbers(v3):
     table = qa_report.stats_table(qa_report.stats_frame(v3.stats))
     assert table.loc["official", "exact McNemar p"] == "0.001831"
     assert table.loc["official", "difference [bootstrap CI]"] == "+0.300 [+0.150, +0.450]"
+    # Beside the published bootstrap: Newcombe's interval, Holm over the two separate suites,
+    # and a note where the suite is too small for any interval to mean 95%.
+    assert table.loc["synthetic", "Newcombe CI"] == "[+0.193, +0.964]"
+    assert table.loc["official", "Holm p"] == "0.003662" and table.loc["overall", "Holm p"] == "0.000145"
+    assert table.loc["synthetic", "note"].startswith("only 5 pairs (< 30)") and table.loc["official", "note"] == ""
 
 
 @pytest.mark.parametrize("version", qa_report.REFERENCE_VERSIONS)

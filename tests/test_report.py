@@ -92,6 +92,11 @@ def test_report_shows_the_key_tables(smoke_report):
     # Spec 6.3: the published v3 statistics, recomputed from its rows.
     assert "| official | 40 | 23/40 | 35/40 | 1 | 13 | 0.001831 | +0.300 [+0.150, +0.450] |" in markdown
     assert "qa.summary.json: identical, qa.stats.json: identical" in markdown
+    # The synthetic suite's interval is not a bare percentile bootstrap on 5 pairs.
+    assert "| synthetic | 5 | 1/5 | 5/5 |" in markdown and "[+0.193, +0.964] | only 5 pairs (< 30)" in markdown
+    # Every key table names its data: the demo is synthetic, the QA run is DeerFlow's on LongMemEval.
+    assert markdown.count("Data: evictlab's embedded demo dataset: synthetic text and ids") >= 4
+    assert "Data: DeerFlow's published run v3 (PR #4810): the real LongMemEval oracle file" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
     assert html.count("<table") == 7 and "<td>20/45 [30.9, 58.8]</td>" in html
     # Every registered policy at every capacity; the oracle bound keeps every support.
