@@ -265,7 +265,7 @@ def run_report(
         failures = [notebook for notebook in runs if notebook.status != SUCCESS]
         error = "; ".join(describe_failure(notebook) for notebook in failures) or None
         try:
-            tables = key_tables(inputs, parameters)
+            tables = key_tables(inputs, notebook_parameters)  # the notebooks' parameters, smoke included
         except Exception as table_error:  # noqa: BLE001 - recorded: the notebooks' results still deserve a report
             tables = []
             error = "; ".join(filter(None, [error, f"key tables: {type(table_error).__name__}: {table_error}"]))
@@ -487,11 +487,12 @@ class Table:
 
 
 def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
-    """Support retention of the run-policy evaluation, the QA statistics of a graded run and
-    the policy zoo.
+    """Support retention of the run-policy evaluation, the QA statistics of a graded run, the
+    policy zoo and the trace-mode capacity curves.
 
     The QA run is ``parameters["qa_run_dir"]`` when given (the same parameter notebook 06
-    reads), else DeerFlow's published v3 run.
+    reads), else DeerFlow's published v3 run; ``parameters["smoke"]`` shortens the trace workload
+    as it shortens notebook 10's.
     """
     return [
         _retention_key_table(inputs),
@@ -572,9 +573,10 @@ def _trace_key_table(smoke: bool) -> Table:
     gaps = " ".join(traces_metrics.describe_gap(traces_metrics.largest_gap(summary)))
     return Table(
         "Memory over time: capacity curves on the default generated workload",
-        "Answerable rate (regret = exact offline optimum - policy) per capacity, replaying the default"
-        " synthetic workload of 'evictlab trace generate' (seed 0) in DeerMem's update order; keep-all"
-        f" has no cap. Where hybrid-v1 and confidence differ most: {gaps}",
+        "Answerable rate (regret = exact offline optimum - policy) per capacity, replaying the"
+        f" {'10-day smoke version of the ' if smoke else ''}default synthetic workload of 'evictlab trace"
+        " generate' (seed 0) in DeerMem's update order; keep-all has no cap. Where hybrid-v1 and"
+        f" confidence differ most: {gaps}",
         traces_metrics.curve_table(summary),
     )
 
