@@ -60,10 +60,12 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 # Jupyter refuses to start as root (containers, CI, cloud notebooks) without --allow-root.
+# LAB_ARGS passes more options, e.g. make lab LAB_ARGS="--no-browser --port=8899".
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_ARGS ?=
 
 lab: $(STAMP) notebook-filter
-	$(BIN)/jupyter lab $(LAB_FLAGS) evictlab/notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) evictlab/notebooks/
 
 # Notebooks are committed without outputs: git runs nbstripout (from this checkout's .venv)
 # on every *.ipynb it stages or diffs (.gitattributes names the filter).

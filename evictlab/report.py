@@ -30,26 +30,32 @@ the command exits non-zero.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from . import results, workbench, zoo
-from .decisions import scenario_table
+from . import results, workbench
+from .demo import DEMO_PIN
 from .errors import ContractError, OutputExistsError
 from .pools import PoolSet
 from .protocol import DEFAULT_PRESET, preset_variant
-from .qa import report as qa_report
+from .report_document import (
+    NotebookView,
+    build_context,
+    export_notebook_html,
+    figure_view,
+    relative,
+    render,
+)
+from .report_findings import Analysis, Finding, Table, analyse
+from .report_kernels import KERNEL_ARGUMENTS, WarmKernels
 from .resources import NOTEBOOK_DIR
-from .traces import metrics as traces_metrics
 
 RESULTS_DIR = Path("results")  # relative to the working directory
 
@@ -79,7 +85,6 @@ FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
 
 #: How the header names the embedded demo: synthetic data, never LongMemEval.
-DEMO_LABEL = "embedded demo (synthetic text and ids; fact metadata made by the protocol's rules)"
 
 #: Parameters the report sets itself; ``-p`` may not override them.
 RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "smoke", "figures_dir")
@@ -153,12 +158,14 @@ class NotebookRun:
     duration_seconds: float | None = None
     error: dict[str, Any] | None = None
     figures: list[Path] = field(default_factory=list)
+    html_path: Path | None = None  # the executed copy exported to HTML, when that worked
 
     def as_record(self, root: Path) -> dict[str, Any]:
         return {
             "name": self.name,
             "input": str(self.input_path),
             "output": _relative(self.output_path, root),
+            "html": None if self.html_path is None else _relative(self.html_path, root),
             "status": self.status,
             "duration_seconds": None if self.duration_seconds is None else round(self.duration_seconds, 3),
             "error": self.error,
@@ -173,6 +180,7 @@ class ReportResult:
     notebooks: list[NotebookRun]
     error: str | None = None
     tables: list[Table] = field(default_factory=list)  # the key tables shown in report.md
+    findings: list[Finding] = field(default_factory=list)  # the findings report.md opens with
 
     @property
     def manifest_path(self) -> Path:
@@ -208,6 +216,7 @@ def run_report(
     available: Sequence[str] | None = None,
     kernel_name: str = KERNEL_NAME,
     progress: bool = True,
+    on_finish: Callable[[NotebookRun], None] | None = None,
 ) -> ReportResult:
     """Execute the notebooks and write the report folder; return what happened.
 
@@ -218,7 +227,8 @@ def run_report(
     warns, and the manifest's dataset record says ``"pinned": false``). Notebook failures are
     recorded, not raised; invalid inputs (unknown preset or notebook, unreadable or unpinned
     dataset, a reserved parameter in ``parameters``, a foreign output folder) raise
-    :class:`EvictlabError`.
+    :class:`EvictlabError`, and a dataset that cannot be loaded leaves no folder behind.
+    ``on_finish`` is called with each notebook's run as soon as it has finished.
     """
     preset = preset or DEFAULT_PRESET
     preset_variant(preset)  # an unknown preset fails before anything is written
@@ -251,43 +261,80 @@ def run_report(
     }
     runs = [NotebookRun(nb, notebook_dir / nb, root / NOTEBOOKS_SUBDIR / nb) for nb in selected]
     recorded = {**notebook_parameters, "notebooks": selected, "kernel_name": kernel_name}
+    # The inputs load before the folder is touched: a missing or unpinned dataset leaves no
+    # folder behind, and a previous report in it untouched.
+    inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
     with results.run(root, KIND, parameters=recorded, existing="replace", precheck=lambda: check_folder(root)) as run:
         remove_previous_report(run)
         figures_dir.mkdir(parents=True, exist_ok=True)
         (root / NOTEBOOKS_SUBDIR).mkdir(parents=True, exist_ok=True)
-        try:
-            inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
-            run.record.dataset = inputs.record["dataset"]
-            run.record.summary.update({key: value for key, value in inputs.record.items() if key != "dataset"})
-            execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress)
-        finally:  # what ran is recorded, also when interrupted
-            _summarize(run, runs)
-        failures = [notebook for notebook in runs if notebook.status != SUCCESS]
-        error = "; ".join(describe_failure(notebook) for notebook in failures) or None
-        try:
-            tables = key_tables(inputs, notebook_parameters)  # the notebooks' parameters, smoke included
-        except Exception as table_error:  # noqa: BLE001 - recorded: the notebooks' results still deserve a report
-            tables = []
-            error = "; ".join(filter(None, [error, f"key tables: {type(table_error).__name__}: {table_error}"]))
+        run.record.dataset = inputs.record["dataset"]
+        run.record.summary.update({key: value for key, value in inputs.record.items() if key != "dataset"})
+        # The findings need only the pools: they are computed while the kernels work.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-findings") as findings:
+            analysis_future = findings.submit(analyse, inputs.pool_set, preset=preset, dataset=dataset_path,
+                                              allow_unpinned=allow_unpinned, parameters=parameters, smoke=smoke)
+            try:
+                execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress,
+                            on_finish=on_finish)
+            except BaseException:
+                analysis_future.cancel()
+                raise
+            finally:  # what ran is recorded, also when interrupted
+                _summarize(run, runs)
+            failures = [notebook for notebook in runs if notebook.status != SUCCESS]
+            error = "; ".join(describe_failure(notebook) for notebook in failures) or None
+            try:
+                analysis = analysis_future.result()
+            except Exception as analysis_error:  # noqa: BLE001 - recorded: the notebooks still deserve a report
+                analysis = Analysis([], [])
+                error = "; ".join(filter(None, [error, f"findings: {type(analysis_error).__name__}: {analysis_error}"]))
         status = ERROR if error else SUCCESS
-        document = build_document(root, {**run.record.as_dict(), **inputs.record}, runs, tables, status, error)
-        run.write_text(MARKDOWN_FILE, render_markdown(document))
-        run.write_text(HTML_FILE, render_html(document, title=f"evictlab report: {root.name}"))
+        context = build_context(
+            root, {**run.record.as_dict(), **inputs.record}, [notebook_view(notebook, root) for notebook in runs],
+            analysis.findings, analysis.tables, status, error, manifest_file=MANIFEST_FILE,
+            hidden_parameters=(*RESERVED_PARAMETERS, "notebooks", "kernel_name"),
+        )
+        run.write_text(MARKDOWN_FILE, render(context, "md"))
+        run.write_text(HTML_FILE, render(context, "html"))
         run.record.summary["files"] = [MARKDOWN_FILE, HTML_FILE]
         if error:
             run.fail(error)
-    return ReportResult(root, status, runs, error, tables)
+    return ReportResult(root, status, runs, error, analysis.tables, analysis.findings)
+
+
+def notebook_view(run: NotebookRun, root: Path) -> NotebookView:
+    """How the report lists ``run``: links relative to ``root``, its figures in saving order."""
+    return NotebookView(
+        name=run.name,
+        status=run.status,
+        duration="" if run.duration_seconds is None else f"{run.duration_seconds:.1f} s",
+        ipynb=relative(run.output_path, root),
+        html=relative(run.html_path, root) if run.html_path is not None else None,
+        figures=[figure_view(path, root) for path in run.figures if path.suffix == ".png"],
+        failure=describe_failure(run) if run.status == ERROR else None,
+    )
 
 
 def execute_all(
-    runs: Sequence[NotebookRun], parameters: Mapping[str, Any], figures_dir: Path, *, kernel_name: str, progress: bool
+    runs: Sequence[NotebookRun],
+    parameters: Mapping[str, Any],
+    figures_dir: Path,
+    *,
+    kernel_name: str,
+    progress: bool,
+    on_finish: Callable[[NotebookRun], None] | None = None,
 ) -> None:
+    """Execute ``runs`` in order, each on a kernel warmed while the one before ran."""
     from tqdm.auto import tqdm
 
-    with tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+    with WarmKernels(kernel_name, len(runs)) as kernels, \
+            tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
         for notebook in bar:
             bar.set_postfix_str(notebook.name)
-            execute(notebook, parameters, figures_dir, kernel_name=kernel_name)
+            execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernels.take())
+            if on_finish is not None:
+                on_finish(notebook)
 
 
 def check_name(name: str) -> str:
@@ -358,12 +405,20 @@ def remove_previous_report(run: results.Run) -> None:
 
 
 def execute(
-    run: NotebookRun, parameters: Mapping[str, Any], figures_dir: Path, *, kernel_name: str = KERNEL_NAME
+    run: NotebookRun,
+    parameters: Mapping[str, Any],
+    figures_dir: Path,
+    *,
+    kernel_name: str = KERNEL_NAME,
+    km: Any = None,
 ) -> NotebookRun:
     """Execute one notebook with papermill; record status, duration, error and new figures.
 
-    papermill writes the executed copy cell by cell, so a failed notebook is kept up to and
-    including the failing cell, with the exception in its output.
+    ``km``: a started :class:`jupyter_client.KernelManager` to run it on (see
+    :class:`~evictlab.report_kernels.WarmKernels`); without one papermill starts its own
+    kernel. papermill writes the executed copy cell by cell, so a failed notebook is kept up to
+    and including the failing cell, with the exception in its output; the copy is also exported
+    to HTML beside it.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -379,9 +434,8 @@ def execute(
             kernel_name=kernel_name,
             progress_bar=False,
             log_output=False,
-            # The kernel's own log (a warning about unencrypted local TCP on every start) is
-            # noise here; cell errors reach the executed notebook and this function anyway.
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            extra_arguments=KERNEL_ARGUMENTS,
+            **({"km": km} if km is not None else {}),
         )
     except PapermillExecutionError as error:
         run.status = ERROR
@@ -399,6 +453,11 @@ def execute(
     else:
         run.status = SUCCESS
     run.duration_seconds = time.perf_counter() - started
+    if run.output_path.is_file():  # also a failed notebook's copy, up to its failing cell
+        try:
+            run.html_path = export_notebook_html(run.output_path)
+        except Exception:  # noqa: BLE001 - the .ipynb stays the record; the report links what exists
+            run.html_path = None
     after = _snapshot(figures_dir)
     # In the order the notebook saved them (modification time), which is its narrative order.
     changed = [path for path, stamp in after.items() if before.get(path) != stamp]
@@ -439,7 +498,8 @@ def _summarize(run: results.Run, runs: Sequence[NotebookRun]) -> None:
     run.record.summary["notebooks"] = [notebook.as_record(root) for notebook in runs]
     figures = sorted({_relative(path, root) for notebook in runs for path in notebook.figures})
     run.record.summary["figures"] = figures
-    for name in [*figures, *(_relative(n.output_path, root) for n in runs if n.output_path.is_file())]:
+    copies = [path for n in runs for path in (n.output_path, n.html_path) if path is not None and path.is_file()]
+    for name in [*figures, *(_relative(path, root) for path in copies)]:
         run.add_output(name)
 
 
@@ -470,327 +530,12 @@ def describe_inputs(dataset: Path | None, preset: str, *, allow_unpinned: bool =
             "dataset": {
                 **pool_set.dataset.record(),
                 "path": str(pool_set.dataset.path),
-                "embedded_demo": dataset is None,
+                "embedded_demo": pool_set.dataset.pin == DEMO_PIN,
             },
             "protocol": {"protocol_id": protocol.protocol_id, "artifacts": protocol.artifact_hashes()},
             "preset": preset,
             "variant": pool_set.variant.as_dict(),
         },
-    )
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    note: str
-    frame: pd.DataFrame
-
-
-def key_tables(inputs: Inputs, parameters: Mapping[str, Any]) -> list[Table]:
-    """Support retention of the run-policy evaluation, the QA statistics of a graded run, the
-    policy zoo and the trace-mode capacity curves.
-
-    The QA run is ``parameters["qa_run_dir"]`` when given (the same parameter notebook 06
-    reads), else DeerFlow's published v3 run; ``parameters["smoke"]`` shortens the trace workload
-    as it shortens notebook 10's.
-    """
-    return [
-        _retention_key_table(inputs),
-        *_qa_key_tables(parameters),
-        *_zoo_key_tables(inputs.pool_set),
-        _trace_key_table(bool(parameters.get("smoke"))),
-    ]
-
-
-def _retention_key_table(inputs: Inputs) -> Table:
-    retained = scenario_table(workbench.retention(inputs.pool_set), intervals=True)
-    retained.columns = [f"{policy} @ {capacity}" for policy, capacity in retained.columns]
-    return Table(
-        "Support retention (selector only, no LLM)",
-        f"Data: {workbench.data_source(inputs.pool_set)}. Support fact retained / cases per scenario, for each"
-        f" policy @ capacity, under preset {inputs.record['preset']} (the numbers 'evictlab run-policy' prints),"
-        " each with its 95% Wilson interval in percent.",
-        retained,
-    )
-
-
-def _qa_key_tables(parameters: Mapping[str, Any]) -> list[Table]:
-    """Paired statistics and accuracy intervals of the QA run that notebook 06 shows."""
-    qa_dir = parameters.get("qa_run_dir")
-    run = qa_report.load_qa_run(qa_dir) if qa_dir else qa_report.load_reference_run()
-    check = qa_report.recompute(run)
-    stats = qa_report.stats_frame(check.stats)
-    identical = ", ".join(
-        f"{name}: {'identical' if same else 'absent' if same is None else 'DIFFERENT'}"
-        for name, same in check.identical.items()
-    )
-    source = f"graded run {run.path}" if qa_dir else f"DeerFlow's published run {run.path.name} ({run.path})"
-    # The interval parameters notebook 06 reads, so that the report and the notebook agree.
-    method, alpha = parameters.get("interval_method", "wilson"), parameters.get("alpha", qa_report.ALPHA)
-    accuracy = qa_report.accuracy_table(
-        qa_report.accuracy_frame(qa_report.rows_frame(run.rows), method=method, alpha=alpha)
-    )
-    accuracy.index = [group for _, group in accuracy.index]
-    return [
-        Table(
-            "Live QA: paired statistics",
-            f"Data: {run.source}. From {source}, recomputed from its rows with evictlab.qa.stats; stored files vs"
-            f" recomputed: {identical}. Beside the published percentile bootstrap: the Holm-adjusted McNemar p"
-            " over the official and synthetic suites and Newcombe's paired interval; suites under 30 pairs carry"
-            " a note (notebook 06 adds the minimum detectable effect).",
-            qa_report.stats_table(stats),
-        ),
-        Table(
-            f"Live QA: accuracy with {qa_report.interval_label(method, alpha)} intervals",
-            f"Data: {run.source}. Correct / cases, accuracy and interval per scenario and suite.",
-            accuracy,
-        ),
-    ]
-
-
-def _zoo_key_tables(pool_set: PoolSet) -> list[Table]:
-    """One table per capacity: support retained by every registered policy (notebook 08)."""
-    zoo_table = zoo.zoo_pivot(zoo.zoo_summary(zoo.zoo_rows(pool_set)), scenarios=True)
-    return [
-        Table(
-            f"Policy zoo at capacity {capacity}",
-            f"Data: {workbench.data_source(pool_set)}. Support fact retained / cases per scenario for"
-            " every registered policy, on the same pools and clock. confidence and hybrid-v1 break"
-            " ties by input order (DeerMem's rule);"
-            " every other policy reports its exact expectation over random orders of tied facts,"
-            " and the tied column counts the decisions a tie at the cut line settled. random is"
-            " its exact expectation, memorybank-seeded a mean over 100 seeds, keep-all is"
-            " evaluated without a cap (notebook 08 has the figure and explanations).",
-            zoo_table[capacity],
-        )
-        for capacity in zoo_table.columns.get_level_values("capacity").unique()
-    ]
-
-
-def _trace_key_table(smoke: bool) -> Table:
-    """Capacity curves of the default generated workload with both bounds (notebook 10)."""
-    summary = traces_metrics.default_workload_summary(smoke=smoke)
-    gaps = " ".join(traces_metrics.describe_gap(traces_metrics.largest_gap(summary)))
-    return Table(
-        "Memory over time: capacity curves on the default generated workload",
-        "Answerable rate (regret = exact offline optimum - policy) per capacity, replaying the"
-        f" {'10-day smoke version of the ' if smoke else ''}default synthetic workload of 'evictlab trace"
-        " generate' (seed 0) in DeerMem's update order; keep-all has no cap. Where hybrid-v1 and"
-        f" confidence differ most: {gaps}",
-        traces_metrics.curve_table(summary),
-    )
-
-
-# --------------------------------------------------------------------------- the document
-
-
-@dataclass(frozen=True)
-class Link:
-    text: str
-    href: str
-
-
-@dataclass(frozen=True)
-class Heading:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    parts: tuple[str | Link, ...]
-
-
-@dataclass(frozen=True)
-class Bullets:
-    items: tuple[tuple[str | Link, ...], ...]
-
-
-@dataclass(frozen=True)
-class TableBlock:
-    frame: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class Image:
-    src: str
-    alt: str
-    svg: str | None
-
-
-Block = Heading | Paragraph | Bullets | TableBlock | Image
-
-
-def build_document(
-    root: Path,
-    manifest: Mapping[str, Any],
-    runs: Sequence[NotebookRun],
-    tables: Sequence[Table],
-    status: str,
-    error: str | None,
-) -> list[Block]:
-    prov = manifest["provenance"]
-    git = prov.get("git") or {}
-    dataset = manifest.get("dataset", {})
-    reserved = (*RESERVED_PARAMETERS, "notebooks", "kernel_name")
-    extra = {key: value for key, value in manifest["parameters"].items() if key not in reserved}
-    blocks: list[Block] = [Heading(1, f"evictlab report: {root.name}")]
-    blocks.append(Paragraph((f"Status: {status}." + (f" {error}" if error else ""),)))
-    blocks.append(
-        Bullets(
-            (
-                (f"evictlab {prov.get('evictlab_version')}, git {git.get('head') or 'unknown'}"
-                 f"{' (dirty)' if git.get('dirty') else ''}, Python {prov.get('python')}",),
-                (f"dataset: {DEMO_LABEL + ' ' if dataset.get('embedded_demo') else ''}{dataset.get('path')},"
-                 f" sha256 {dataset.get('sha256')}{'' if dataset.get('pinned', True) else ' (unpinned)'}",),
-                (f"preset {manifest.get('preset')}: "
-                 + ", ".join(f"{k}={v}" for k, v in (manifest.get("variant") or {}).items()),),
-                (f"protocol {manifest.get('protocol', {}).get('protocol_id')}; smoke={manifest['parameters']['smoke']};"
-                 f" started {manifest['started_at']}",),
-                ("notebook parameters: " + ", ".join(f"{key}={value!r}" for key, value in extra.items())
-                 if extra else "no extra notebook parameters",),
-                ("manifest: ", Link(MANIFEST_FILE, MANIFEST_FILE)),
-            )
-        )
-    )
-    blocks.append(Heading(2, "Notebooks"))
-    items = []
-    for run in runs:
-        duration = "" if run.duration_seconds is None else f" in {run.duration_seconds:.1f} s"
-        detail = f": {describe_failure(run)}" if run.status == ERROR else ""
-        items.append((Link(run.name, _relative(run.output_path, root)),
-                      f" {run.status}{duration}, {len(_pngs(run))} figure(s){detail}"))
-    blocks.append(Bullets(tuple(items)))
-    for table in tables:
-        blocks += [Heading(2, table.title), Paragraph((table.note,)), TableBlock(table.frame)]
-    blocks.append(Heading(2, "Figures"))
-    for run in runs:
-        pngs = _pngs(run)
-        if not pngs:
-            continue
-        blocks.append(Heading(3, Path(run.name).stem))
-        for png in pngs:
-            svg = png.with_suffix(".svg")
-            blocks.append(
-                Image(_relative(png, root), figure_caption(png), _relative(svg, root) if svg.exists() else None)
-            )
-    return blocks
-
-
-def _pngs(run: NotebookRun) -> list[Path]:
-    """The run's figures, one file each: the PNG (its SVG twin, when saved, sits beside it)."""
-    return [path for path in run.figures if path.suffix == ".png"]
-
-
-def figure_caption(png: Path) -> str:
-    """The title :func:`evictlab.plots.save` stored in the PNG, else the file stem."""
-    from PIL import Image as PILImage
-
-    try:
-        with PILImage.open(png) as image:
-            title = image.text.get("Title")  # type: ignore[attr-defined]
-    except OSError:
-        title = None
-    # A figure's source line sits under its title; one line reads better in a caption.
-    return " — ".join(title.splitlines()) if title else png.stem.replace("_", " ")
-
-
-def render_markdown(blocks: Sequence[Block]) -> str:
-    lines: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            lines += ["#" * block.level + " " + block.text, ""]
-        elif isinstance(block, Paragraph):
-            lines += [_md_inline(block.parts), ""]
-        elif isinstance(block, Bullets):
-            lines += [f"* {_md_inline(item)}" for item in block.items] + [""]
-        elif isinstance(block, TableBlock):
-            lines += [*markdown_table(block.frame), ""]
-        elif isinstance(block, Image):
-            lines.append(f"![{_md_escape(block.alt)}]({block.src})")
-            lines += [
-                f"*{_md_escape(block.alt)}* ([PNG]({block.src})" + (f", [SVG]({block.svg}))" if block.svg else ")"),
-                "",
-            ]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def markdown_table(frame: pd.DataFrame) -> list[str]:
-    """A GitHub-flavoured Markdown table of ``frame`` with its index as the first column."""
-    index_name = " / ".join(str(n) for n in frame.index.names if n is not None)
-    header = [index_name] + [_cell(c) for c in frame.columns]
-    rows = [[_cell(i)] + [_cell(v) for v in values] for i, values in zip(frame.index, frame.itertuples(index=False))]
-    lines = ["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return lines
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, tuple):
-        return " / ".join(map(str, value))
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    return str(value)
-
-
-def _md_cell(text: str) -> str:
-    """Table cell text: a bare ``|`` would end the cell, a newline the row."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_escape(text: str) -> str:
-    """Link or image text: brackets would end it early."""
-    return text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-
-
-def _md_inline(parts: Iterable[str | Link]) -> str:
-    return "".join(f"[{_md_escape(p.text)}]({p.href})" if isinstance(p, Link) else p for p in parts)
-
-
-_CSS = """
-body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.92em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
-th { background: #f3f3f3; }
-td:first-child, th:first-child { text-align: left; }
-figure { margin: 1em 0 2em; }
-figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { font-style: italic; color: #444; }
-"""
-
-
-def render_html(blocks: Sequence[Block], *, title: str) -> str:
-    """A self-contained HTML page (inline CSS, no scripts); images are linked, not embedded."""
-    body: list[str] = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            body.append(f"<p>{_html_inline(block.parts)}</p>")
-        elif isinstance(block, Bullets):
-            body.append("<ul>" + "".join(f"<li>{_html_inline(item)}</li>" for item in block.items) + "</ul>")
-        elif isinstance(block, TableBlock):
-            body.append(block.frame.to_html(border=0, na_rep="", escape=True))
-        elif isinstance(block, Image):
-            links = f'<a href="{html.escape(block.src)}">PNG</a>'
-            if block.svg:
-                links += f', <a href="{html.escape(block.svg)}">SVG</a>'
-            body.append(
-                f'<figure><img src="{html.escape(block.src)}" alt="{html.escape(block.alt)}">'
-                f"<figcaption>{html.escape(block.alt)} ({links})</figcaption></figure>"
-            )
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body>\n</html>\n"
-    )
-
-
-def _html_inline(parts: Iterable[str | Link]) -> str:
-    return "".join(
-        f'<a href="{html.escape(p.href)}">{html.escape(p.text)}</a>' if isinstance(p, Link) else html.escape(p)
-        for p in parts
     )
 
 

@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
     ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces", "validation", "robustness")),
-    ("workbench", ("plots", "widgets", "report", "workbench", "viewer")),
+    ("workbench", ("plots", "widgets", "report", "report_findings", "report_document", "report_kernels", "workbench",
+                   "viewer")),
     ("cli", ("cli", "commands", "__main__")),
 ]
 

@@ -40,7 +40,7 @@ def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
         return subprocess.run(command, cwd=cwd, env=environment, check=True, capture_output=True, text=True).stdout
 
     run("git", "init", "-q")
-    run("make", "--no-print-directory", "notebook-filter", f"STAMP={stamp}")
+    run("make", "--no-print-directory", "notebook-filter", f"STAMP={stamp}", f"PYTHON={sys.executable}")
     assert run("git", "config", "filter.nbstripout.clean").strip() == ".venv/bin/python -m nbstripout --keep-id"
 
     notebook = repo / "notebooks" / "n.ipynb"

@@ -225,8 +225,12 @@ def test_save_into_writes_only_when_given_a_folder(builders, tmp_path):
     fig = builders["qa_grade_rules"]()
     assert plots.save_into(fig, None, "rules") is fig
     assert not any(tmp_path.iterdir())
-    assert plots.save_into(fig, tmp_path / "figures", "rules") is fig
+    saved = plots.save_into(fig, tmp_path / "figures", "rules")
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["rules.png", "rules.svg"]
+    # Displayed from the file just written: the notebook does not draw the figure again.
+    png, size = saved._repr_png_()
+    assert saved.figure is fig and png == (tmp_path / "figures" / "rules.png").read_bytes()
+    assert size == {"width": round(fig.get_size_inches()[0] * 100), "height": round(fig.get_size_inches()[1] * 100)}
 
 
 def test_saving_restores_the_svg_salt(builders, tmp_path):

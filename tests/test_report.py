@@ -20,6 +20,9 @@ from evictlab.commands import report as report_command
 from evictlab.demo import DEMO_DIR
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
 from evictlab.qa.report import REFERENCE_DIR
+from evictlab.report_document import render, table_view
+from evictlab.report_findings import Finding, Table, analyse
+from evictlab.report_kernels import WarmKernels
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 
@@ -78,9 +81,13 @@ def test_every_link_of_the_report_resolves(smoke_report, document):
     figures = {f"figures/{path.name}" for path in (output / "figures").iterdir()}
     assert figures <= set(targets), "every figure file is linked"
     assert {f"notebooks/{name}" for name in report.NOTEBOOKS} <= set(targets)
+    text = (output / document).read_text(encoding="utf-8")
     for target in targets:
         assert "://" not in target and not target.startswith("/"), f"{target} is not a relative link"
-        assert (output / target).is_file(), f"{document} links to missing {target}"
+        if target.startswith("#"):  # the table of contents: an anchor of the same document
+            assert f'id="{target[1:]}"' in text, f"{document} has no anchor {target}"
+        else:
+            assert (output / target).is_file(), f"{document} links to missing {target}"
 
 
 def test_report_shows_the_key_tables(smoke_report):
@@ -98,7 +105,7 @@ def test_report_shows_the_key_tables(smoke_report):
     assert markdown.count("Data: evictlab's embedded demo dataset: synthetic text and ids") >= 4
     assert "Data: DeerFlow's published run v3 (PR #4810): the real LongMemEval oracle file" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
-    assert html.count("<table") == 7 and "<td>20/45 [30.9, 58.8]</td>" in html
+    assert html.count("<table") == 8 and "<td>20/45 [30.9, 58.8]</td>" in html  # the notebooks, then seven key tables
     # Every registered policy at every capacity; the oracle bound keeps every support.
     for capacity in (5, 7, 9):
         assert f"## Policy zoo at capacity {capacity}" in markdown
@@ -107,6 +114,44 @@ def test_report_shows_the_key_tables(smoke_report):
     assert "## Memory over time: capacity curves on the default generated workload" in markdown
     assert "| optimum | " in markdown and "| keep-all | " in markdown and "| hybrid-v1 | " in markdown
     assert "Where hybrid-v1 and confidence differ most: answerable rate: the largest difference is at capacity" in markdown
+
+
+def test_the_report_opens_with_findings_and_the_headline_figure(smoke_report):
+    _, output = smoke_report
+    markdown = (output / "report.md").read_text(encoding="utf-8")
+    order = [markdown.index(mark) for mark in ("## Findings", "* **Retention.**", "](figures/02_retention_by_scenario.png)",
+                                               "## Contents", "## Notebooks", "## Support retention")]
+    assert order == sorted(order)
+    assert "35/45, 45/45, 45/45 cases and confidence in 20/45, 27/45, 35/45" in markdown
+    html = (output / "report.html").read_text(encoding="utf-8")
+    assert html.index('id="findings"') < html.index('id="headline-figure"') < html.index('id="contents"')
+    assert "@media print" in html and "<script" not in html
+
+
+def test_figures_have_captions_that_explain_them(smoke_report):
+    _, output = smoke_report
+    markdown = (output / "report.md").read_text(encoding="utf-8")
+    captions = re.findall(r"^\*Figure \d+\. (.+?)\.\* (.*) \(\[PNG\]", markdown, flags=re.M)
+    assert len(captions) == len(list((output / "figures").glob("*.png")))
+    assert all(len(explanation) > 40 for _, explanation in captions)  # more than the title again
+
+
+def test_notebooks_are_exported_to_html_and_no_local_path_leaks(smoke_report):
+    _, output = smoke_report
+    for name in report.NOTEBOOKS:
+        exported = (output / "notebooks" / name).with_suffix(".html")
+        assert exported.is_file() and "<html" in exported.read_text(encoding="utf-8")[:2000]
+    for document in ("report.md", "report.html"):
+        text = (output / document).read_text(encoding="utf-8")
+        assert f"notebooks/{Path(report.NOTEBOOKS[0]).stem}.html" in text
+        for local in (str(output), str(Path(report.__file__).resolve().parents[1]), str(Path.home())):
+            assert local not in text, f"{document} mentions {local}"
+
+
+def test_no_progress_still_prints_each_notebook(smoke_report):
+    _, output = smoke_report
+    printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
+    assert [line.split(":")[0] for line in printed.splitlines() if line.endswith(" s)")] == report.NOTEBOOKS
 
 
 def test_report_manifest_records_provenance_and_status(smoke_report):
@@ -255,15 +300,6 @@ def test_invalid_inputs_fail_before_anything_is_written(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_an_unusable_dataset_is_recorded_as_an_error(tmp_path, tiny_suite):
-    folder, names = tiny_suite
-    with pytest.raises(Exception, match="dataset file not found"):
-        report.run_report(tmp_path / "out", dataset=tmp_path / "absent.json", notebook_dir=folder,
-                          available=names, progress=False)
-    manifest = json.loads((tmp_path / "out" / report.MANIFEST_FILE).read_text())
-    assert manifest["status"] == "error" and "dataset file not found" in manifest["error"]
-
-
 def test_an_unknown_kernel_is_named():
     with pytest.raises(ContractError, match="no Jupyter kernel 'no-such-kernel'"):
         report.check_kernel("no-such-kernel")
@@ -272,26 +308,92 @@ def test_an_unknown_kernel_is_named():
 
 def test_markdown_and_html_escape_cell_text():
     frame = pd.DataFrame({"value": ["a|b", "<script>"]}, index=pd.Index(["x", "y"], name="key"))
-    assert report.markdown_table(frame) == ["| key | value |", "|---|---|", "| x | a\\|b |", "| y | <script> |"]
-    page = report.render_html([report.TableBlock(frame), report.Paragraph(("1 < 2 ", report.Link("a&b", "x.md")))],
-                              title="t")
-    assert "<script>" not in page and "&lt;script&gt;" in page
-    assert '<a href="x.md">a&amp;b</a>' in page
+    context = {
+        "title": "t", "status": "success", "error": None, "headline": None, "contents": [], "notebooks": [],
+        "findings": [Finding("data", "1 < 2 [a]", "a & b")], "figure_number": {}, "run": [],
+        "tables": [table_view(Table("T", "note", frame), "table-1")], "manifest_file": "report.json",
+    }
+    markdown = render(context, "md")
+    assert "| key | value |\n|---|---|\n| x | a\\|b |\n| y | <script> |" in markdown
+    assert "1 < 2 \\[a\\]" in markdown
+    page = render(context, "html")
+    assert "<script>" not in page and "&lt;script&gt;" in page and "1 &lt; 2 [a]" in page and "a &amp; b" in page
+
+
+def test_multiindex_columns_give_one_header_row():
+    columns = pd.MultiIndex.from_tuples([(5, "a"), (5, "b"), (7, "a")], names=["capacity", "scenario"])
+    frame = pd.DataFrame([["1/2", "2/2", "0/2"]], index=pd.Index(["lru"], name="policy"), columns=columns)
+    view = table_view(Table("T", "", frame), "t")
+    assert view.header == ["policy", "5 / a", "5 / b", "7 / a"] and view.rows == [["lru", "1/2", "2/2", "0/2"]]
+    page = render({"title": "t", "status": "success", "error": None, "headline": None, "contents": [],
+                   "notebooks": [], "findings": [], "figure_number": {}, "run": [], "tables": [view],
+                   "manifest_file": "report.json"}, "html")
+    section = page[page.index('<section id="t">'):]
+    head = section[section.index("<thead>"):section.index("</thead>")]
+    assert head.count("<tr>") == 1 and "<th></th>" not in head
+    assert "<th>policy</th><th>5 / a</th>" in head
 
 
 def test_key_tables_follow_the_qa_parameters_of_notebook_06():
     inputs = report.describe_inputs(None, "pr4810-final")
     v1 = REFERENCE_DIR / "v1"
-    retention, stats, accuracy, *zoo_tables, traces = report.key_tables(
-        inputs, {"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1, "smoke": True})
+    analysis = analyse(inputs.pool_set, preset="pr4810-final", dataset=None, smoke=True,
+                       parameters={"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
+    retention, stats, accuracy, *zoo_tables, traces = analysis.tables
     assert list(traces.frame.columns) == ["capacity 10", "capacity 50"]
     assert traces.frame.index[:2].tolist() == ["optimum", "keep-all"]
     assert [table.title for table in zoo_tables] == [f"Policy zoo at capacity {k}" for k in (5, 7, 9)]
     assert zoo_tables[1].frame.loc["hybrid-v1", "all cases"] == "45/45"
     assert retention.frame.loc["total", "confidence @ 7"] == "27/45 [45.5, 73.0]"
-    assert "graded run" in stats.note and str(v1) in stats.note
+    assert "v1" in stats.note and str(v1) not in stats.note  # named, without a local path
     assert tuple(stats.frame.loc["official", ["only confidence", "only hybrid-v1"]]) == (2, 14)
     assert accuracy.title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"
+    qa = next(finding for finding in analysis.findings if finding.topic == "qa")
+    assert "hybrid-v1 40/45, confidence 24/45" in qa.headline and "Source: DeerFlow's published run v1" in qa.headline
+
+
+def test_findings_are_computed_from_the_run():
+    inputs = report.describe_inputs(None, "pr4810-final")
+    findings = {finding.topic: finding for finding in analyse(inputs.pool_set, preset="pr4810-final",
+                                                               dataset=None).findings}
+    assert list(findings) == ["retention", "scenarios", "zoo", "variants", "qa", "traces", "data"]
+    # Spec 2.10 totals, with the paired difference and its bootstrap interval.
+    assert "35/45, 45/45, 45/45 cases and confidence in 20/45, 27/45, 35/45" in findings["retention"].headline
+    assert "+33.3 [+20.0, +46.7], +40.0 [+26.7, +53.3], +22.2 [+11.1, +35.6] percentage points" in (
+        findings["retention"].headline)
+    assert "confirmation_help at capacity 5: confidence 0/10, hybrid-v1 10/10" in findings["scenarios"].headline
+    assert "never keeps fewer" in findings["scenarios"].headline
+    assert "pr4810-run2 to pr4810-final changes 0/45 pools, 2/90 kept sets at capacity 7" in (
+        findings["variants"].headline)
+    assert "(+35.6 points, 95 % interval +20.0 to +51.1, exact McNemar p = 0.00014)" in findings["qa"].headline
+    assert "v3" in findings["qa"].headline and "not from this report's dataset" in findings["qa"].detail
+    assert "embedded demo dataset" in findings["data"].headline
+
+
+def test_a_missing_dataset_leaves_no_folder_and_an_old_report_untouched(tmp_path, capsys):
+    assert cli.main(["report", "--dataset", str(tmp_path / "nope.json"), "--output-dir", str(tmp_path / "out"),
+                     "--no-progress"]) != 0
+    assert "dataset file not found" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "report.json").write_text(json.dumps({"kind": report.REPORT_KIND}))
+    (old / "report.md").write_text("previous\n")
+    with pytest.raises(DatasetError):
+        report.run_report(old, dataset=tmp_path / "nope.json", progress=False)
+    assert (old / "report.md").read_text() == "previous\n"
+
+
+def test_each_notebook_is_reported_as_soon_as_it_finishes(tmp_path, tiny_suite):
+    folder, names = tiny_suite
+    seen = []
+
+    def finished(run: report.NotebookRun) -> None:  # what exists at that moment
+        seen.append((run.name, run.status, sorted(p.name for p in (tmp_path / "out" / "notebooks").glob("*.ipynb"))))
+
+    report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False, on_finish=finished)
+    assert seen == [("01_ok.ipynb", "success", ["01_ok.ipynb"]),
+                    ("02_fail.ipynb", "error", ["01_ok.ipynb", "02_fail.ipynb"])]
 
 
 # --------------------------------------------------------------------------- unpinned datasets
@@ -311,10 +413,7 @@ def test_an_unpinned_dataset_is_refused_without_allow_unpinned(tmp_path, capsys)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert "is not the pinned" in err and "--allow-unpinned" in err
-    assert [path for path in output.rglob("*") if path.is_file()] == [output / report.MANIFEST_FILE]
-    manifest = json.loads((output / report.MANIFEST_FILE).read_text())
-    assert manifest["status"] == "error" and "--allow-unpinned" in manifest["error"]
-    assert manifest["parameters"]["allow_unpinned"] is False
+    assert not output.exists()  # refused before anything is written
 
 
 def test_allow_unpinned_reaches_the_pin_check_of_the_key_tables(tmp_path):
@@ -342,3 +441,30 @@ def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
     assert "pinned" not in manifest["dataset"]  # the embedded demo is pinned; the flag only permits
     executed = nbformat.read(result.output_dir / "notebooks" / "01_pools.ipynb", as_version=4)
     assert executed.metadata["papermill"]["parameters"]["allow_unpinned"] is True
+
+
+def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_path, tiny_suite):
+    import psutil
+
+    folder, names = tiny_suite
+    started = []
+    original = WarmKernels._start
+
+    def recording(self):
+        manager = original(self)
+        if manager is not None:
+            started.append(manager)
+        return manager
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WarmKernels, "_start", recording)
+        result = report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False)
+    assert [run.status for run in result.notebooks] == ["success", "error"]
+    assert len(started) == len(names)  # one fresh kernel per notebook, no spare one
+    assert not any(manager.is_alive() for manager in started)
+    # papermill's client of each kernel is closed too, or a session runs out of file descriptors.
+    assert all(manager.clients for manager in started)
+    assert not any(client.channels_running for manager in started for client in manager.clients)
+    kernels = [child for child in psutil.Process().children(recursive=True)
+               if "ipykernel" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
+    assert not kernels

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from ..protocol import DEFAULT_PRESET, PRESETS
-from ..report import NOTEBOOKS, RESERVED_PARAMETERS, parse_parameter_value, run_report
+from ..report import NOTEBOOKS, RESERVED_PARAMETERS, NotebookRun, parse_parameter_value, run_report
 from . import summary
 from ._common import parse_csv
 
@@ -20,10 +20,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             textwrap.fill("Notebooks, in order: " + ", ".join(NOTEBOOKS) + ".", width=84) + "\n\n"
-            "Execute them with papermill into <folder>/notebooks/, with their figures (PNG and\n"
-            "SVG) in <folder>/figures/, then write report.md, report.html and the run record\n"
-            "report.run.json (provenance, parameters, dataset and protocol hashes, per-notebook\n"
-            "status and duration, every file's SHA-256).\n"
+            "Execute them with papermill into <folder>/notebooks/ (each also exported to HTML),\n"
+            "with their figures (PNG and SVG) in <folder>/figures/, then write report.md and\n"
+            "report.html (findings computed from the run, contents, key tables, every figure\n"
+            "with a caption) and the run record report.run.json (provenance, parameters,\n"
+            "dataset and protocol hashes, per-notebook status and duration, every file's\n"
+            "SHA-256). A line per notebook is printed as it finishes. A dataset that cannot be\n"
+            "loaded leaves no folder behind.\n"
             "\n"
             "The folder is results/<name>/, name defaulting to report-<preset>[-demo][-smoke];\n"
             "NAME is a plain folder name. The folder is locked while the report runs. A rerun\n"
@@ -77,6 +80,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    def finished(notebook: NotebookRun) -> None:
+        # As each notebook ends, with or without the progress bar (tqdm.write keeps the bar intact).
+        took = "" if notebook.duration_seconds is None else f" ({notebook.duration_seconds:.1f} s)"
+        tqdm.write(f"{notebook.name}: {notebook.status}{took}", file=sys.stdout)
+
     result = run_report(
         args.output_dir,
         name=args.name,  # run_report derives the default name from the same inputs
@@ -87,10 +97,8 @@ def run(args: argparse.Namespace) -> int:
         parameters={key: parse_parameter_value(value) for key, value in args.parameter},
         notebooks=args.notebooks,
         progress=not args.no_progress,
+        on_finish=finished,
     )
-    for notebook in result.notebooks:
-        took = "" if notebook.duration_seconds is None else f" ({notebook.duration_seconds:.1f} s)"
-        print(f"{notebook.name}: {notebook.status}{took}")
     if not result.ok:
         print(f"evictlab report: error: {result.error}", file=sys.stderr)
         print(f"partial report in {result.output_dir} (executed notebooks kept in notebooks/)", file=sys.stderr)

@@ -36,7 +36,7 @@ from .pools import evidence_lengths, pool_metadata, pool_overview
 from .qa import qa_accuracy, qa_grade_rules, qa_paired, qa_tokens
 from .retention import retention_by_scenario, support_rank_distribution
 from .robustness import robustness_curves
-from .saving import FIGURE_DPI, SVG_HASH_SALT, figure_title, save, save_into
+from .saving import FIGURE_DPI, SVG_HASH_SALT, SavedFigure, figure_title, save, save_into
 from .style import (
     ALL_CASES,
     POLICY_COLORS,
@@ -85,6 +85,7 @@ __all__ = [
     "SVG_HASH_SALT",
     "WEIGHT_COLUMNS",
     "ExplorerFigure",
+    "SavedFigure",
     "capacity_curves",
     "cascade_changes",
     "cascade_retention",

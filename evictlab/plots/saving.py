@@ -20,15 +20,37 @@ FIGURE_DPI = 150
 SVG_HASH_SALT = "evictlab"
 
 
-def save_into(fig: Figure, figures_dir: str | os.PathLike | None, name: str) -> Figure:
-    """:func:`save` ``fig`` as ``figures_dir/name`` when ``figures_dir`` is set; return ``fig``.
+def save_into(fig: Figure, figures_dir: str | os.PathLike | None, name: str) -> Figure | SavedFigure:
+    """:func:`save` ``fig`` as ``figures_dir/name`` when ``figures_dir`` is set.
 
     Lets a notebook cell end with ``plots.save_into(fig, figures_dir, "01_x")`` to both keep
-    the files (when run by the report) and display the figure.
+    the files (when run by the report) and display the figure. Without a folder it returns
+    ``fig``; with one, a :class:`SavedFigure` that displays the PNG just written, so the figure
+    is not drawn a third time for the notebook.
     """
-    if figures_dir is not None:
-        save(fig, Path(figures_dir) / name)
-    return fig
+    if figures_dir is None:
+        return fig
+    paths = save(fig, Path(figures_dir) / name)
+    return SavedFigure(fig, paths[0])
+
+
+class SavedFigure:
+    """A saved figure that Jupyter displays from its PNG file instead of drawing it again.
+
+    ``figure`` is the matplotlib figure and ``path`` the PNG; the display is as wide as the
+    inline backend would show the figure (100 pixels per inch), sharp on high-density screens.
+    """
+
+    def __init__(self, figure: Figure, path: Path) -> None:
+        self.figure = figure
+        self.path = Path(path)
+
+    def _repr_png_(self) -> tuple[bytes, dict[str, int]]:
+        width, height = self.figure.get_size_inches()
+        return self.path.read_bytes(), {"width": round(width * 100), "height": round(height * 100)}
+
+    def __repr__(self) -> str:
+        return f"<SavedFigure {self.path.name}>"
 
 
 def figure_title(fig: Figure) -> str:
