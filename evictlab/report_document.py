@@ -47,6 +47,9 @@ CAPTIONS: dict[str, str] = {
     "03_weight_simplex_k*": "Support retained at every weight triple of the simplex (one hexagon each), per"
     " scenario. The ring marks DeerMem's default (0.65, 0.25, 0.10), whose value each panel title states; the"
     " hatched region keeps every control case. 100 % has a colour of its own.",
+    "03_weight_stability": "Knife edges of the weight simplex, one map per capacity: each point is coloured by"
+    " how much retention changes within one lattice step of it (0 is a plateau, a dark cell a point where a small"
+    " change of one weight changes the result); the ring marks DeerMem's default.",
     "04_half_lives_*": "Support retained over confirmation and access half-lives at DeerMem's weights; each cell"
     " is labelled with kept/cases, DeerMem's 90/30 days outlined.",
     "04_capacity_curves": "Support retained against capacity for every registered policy, one panel per scenario."
