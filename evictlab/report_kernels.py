@@ -49,7 +49,10 @@ class WarmKernels:
         manager = _tracking_kernel_manager()(kernel_name=self.kernel_name)
         manager.start_kernel(extra_arguments=KERNEL_ARGUMENTS)
         client = manager.client()
-        client.start_channels()
+        # The shell channel is all a silent execute needs. A heartbeat channel started and
+        # stopped at once races its own thread, which then fails to open its socket on the
+        # closed context and prints a traceback (seen at the start of `make report`).
+        client.start_channels(iopub=False, stdin=False, hb=False, control=False)
         modules = ", ".join(repr(name) for name in WARM_IMPORTS)
         client.execute(f"[__import__('importlib').import_module(m) for m in ({modules},)]", silent=True)
         client.stop_channels()
