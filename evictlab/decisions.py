@@ -133,7 +133,7 @@ def decide_grid(
         capacities = first.protocol.config.pool.capacities
     capacities = distinct("capacities", tuple(int(capacity) for capacity in capacities))
     seeds = distinct("seeds", tuple(int(seed) for seed in seeds))
-    prepared = {label: _prepared(item) for label, item in named.items()}
+    prepared = {label: prepared_cases(item) for label, item in named.items()}
     tie_breaks = {name: check_tie_break(tie_break or resolve_policy(name).default_tie_break) for name in policies}
     rows = DecisionRows(prepared, policies, seeds, settings, capacities, details=details, tie_breaks=tie_breaks)
     with tqdm(
@@ -147,20 +147,25 @@ def decide_grid(
         for label, cases in prepared.items():
             for policy in policies:
                 for seed in seeds:
-                    for first_setting, outputs, kept in _decide(cases, policy, seed, settings, capacities, details):
+                    batches = decide_batches(cases, policy, seed, settings, capacities, details)
+                    for first_setting, outputs, kept in batches:
                         bar.update(rows.add(label, policy, seed, first_setting, outputs, kept))
     return rows.frame()
 
 
-def _decide(
+def decide_batches(
     cases: PreparedCases,
     policy: str,
     seed: int,
-    settings: tuple[PolicyParams, ...],
+    settings: Sequence[PolicyParams],
     capacities: tuple[int, ...],
-    details: bool,
+    details: bool = False,
 ):
-    """Yield (first setting, outputs shaped (settings, cases, capacities), kept ids or None)."""
+    """Decide ``policy`` for every setting x case x capacity, in batches of settings.
+
+    Yields (index of the batch's first setting in ``settings``, outputs shaped (settings,
+    cases, capacities), kept ids or None), batches in setting order.
+    """
     if policy in ENGINE_POLICIES:  # deterministic: the seed changes nothing
         step = len(settings) if details else cases.chunk_size(len(capacities))
         for start in range(0, len(settings), step):
@@ -203,7 +208,8 @@ def pools_label(pools: Pools) -> str:
     return next((name for name, preset in PRESETS.items() if preset == variant), CUSTOM_POOLS)
 
 
-def _prepared(item: Pools) -> PreparedCases:
+def prepared_cases(item: Pools) -> PreparedCases:
+    """``item`` as :class:`~evictlab.engine.PreparedCases` (a pool set is prepared at its clock)."""
     if isinstance(item, PreparedCases):
         return item
     if isinstance(item, PoolSet):
@@ -240,6 +246,8 @@ class DecisionRows:
         *,
         details: bool = False,
         tie_breaks: Mapping[str, str] | None = None,
+        first_setting: int = 0,
+        size: int | None = None,
     ) -> None:
         self.labels = list(prepared)
         self.policies = list(policies)
@@ -255,8 +263,11 @@ class DecisionRows:
             }
             for label, cases in prepared.items()
         }
+        # ``settings`` may be a window of a larger grid: the ``setting`` column counts from
+        # ``first_setting``, and ``size`` rows (fewer than the whole product) may be filled.
+        self.first_setting = first_setting
         per_case = len(policies) * len(seeds) * len(settings) * len(capacities)
-        self.total = sum(per_case * len(cases) for cases in prepared.values())
+        self.total = sum(per_case * len(cases) for cases in prepared.values()) if size is None else size
         dtypes = {
             "preset": np.int32,
             "policy": np.int32,
@@ -289,7 +300,8 @@ class DecisionRows:
         columns["preset"][rows] = self.labels.index(label)
         columns["policy"][rows] = self.policies.index(policy)
         columns["seed"][rows] = seed
-        columns["setting"][rows] = np.repeat(np.arange(first_setting, first_setting + n_settings), per_setting)
+        first = self.first_setting + first_setting
+        columns["setting"][rows] = np.repeat(np.arange(first, first + n_settings), per_setting)
         for name, codes in self.codes[label].items():
             columns[name][rows] = codes[case_index]
         columns["capacity"][rows] = np.tile(self.capacities, n_settings * n_cases)
@@ -300,23 +312,35 @@ class DecisionRows:
         self.filled += count
         return count
 
+    def coded(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+        """The rows filled so far as arrays, one per column of :data:`DECISION_COLUMNS`.
+
+        The category columns hold int32 codes into the returned categories (name -> values).
+        """
+        columns = {name: array[: self.filled] for name, array in self.columns.items()}
+        categories = {
+            "preset": self.labels,
+            "policy": self.policies,
+            **{name: list(self.tables[name]) for name in CASE_COLUMNS},
+            "tie_break": list(TIE_BREAKS),
+        }
+        local = columns["setting"] - self.first_setting
+        for name, values in setting_arrays(self.settings).items():
+            columns[name] = values[local]
+        breaks = [self.tie_breaks[p] for p in self.policies]
+        columns["tie_break"] = np.array([TIE_BREAKS.index(name) for name in breaks], dtype=np.int32)[columns["policy"]]
+        expected = np.array([name == EXPECTED for name in breaks])[columns["policy"]]
+        columns["retention"] = np.where(
+            expected, columns["support_expected"], columns["support_retained"].astype(np.float64)
+        )
+        return columns, categories
+
     def frame(self) -> pd.DataFrame:
         assert self.filled == self.total, (self.filled, self.total)
-        columns: dict[str, Any] = dict(self.columns)
-        for name, categories in (
-            ("preset", self.labels),
-            ("policy", self.policies),
-            *((name, list(self.tables[name])) for name in CASE_COLUMNS),
-        ):
-            columns[name] = pd.Categorical.from_codes(columns[name], categories)
-        settings = settings_frame(self.settings)
-        for name in SETTING_COLUMNS:
-            columns[name] = settings[name].to_numpy()[self.columns["setting"]]
-        breaks = np.array([self.tie_breaks[p] for p in self.policies])[self.columns["policy"]]
-        columns["tie_break"] = pd.Categorical(breaks, categories=list(TIE_BREAKS))
-        columns["retention"] = np.where(
-            breaks == EXPECTED, self.columns["support_expected"], self.columns["support_retained"].astype(np.float64)
-        )
+        columns: dict[str, Any]
+        columns, categories = self.coded()
+        for name, values in categories.items():
+            columns[name] = pd.Categorical.from_codes(columns[name], values)
         frame = pd.DataFrame({name: columns[name] for name in DECISION_COLUMNS}, copy=False)
         if self.kept is not None:
             frame["kept_fact_ids"] = pd.Series(self.kept, index=frame.index, dtype=object)
@@ -325,11 +349,19 @@ class DecisionRows:
 
 def settings_frame(settings: Sequence[PolicyParams]) -> pd.DataFrame:
     """One row per setting: ``setting`` and the seven parameters."""
-    frame = pd.DataFrame([s.as_dict() for s in settings], columns=list(SETTING_COLUMNS))
-    frame = frame.astype(dict.fromkeys(SETTING_COLUMNS[:-1], "float64"))
-    frame = frame.astype({"correction_reserved_max": "int64"})
-    frame.insert(0, "setting", np.arange(len(frame), dtype=np.int64))
-    return frame
+    return pd.DataFrame({"setting": np.arange(len(settings), dtype=np.int64), **setting_arrays(settings)})
+
+
+def setting_arrays(settings: Sequence[PolicyParams]) -> dict[str, np.ndarray]:
+    """The seven parameters of each setting, one array per :data:`SETTING_COLUMNS` name
+    (float64; ``correction_reserved_max`` int64)."""
+    return {
+        name: np.array(
+            [getattr(setting, name) for setting in settings],
+            dtype=np.int64 if name == "correction_reserved_max" else np.float64,
+        )
+        for name in SETTING_COLUMNS
+    }
 
 
 def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:

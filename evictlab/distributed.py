@@ -11,7 +11,8 @@ computes:
 * :func:`map_tasks` runs ``function(item)`` for every item and returns the results **in item
   order**, whatever order the workers finish in, with a progress bar (tqdm in-process, Dask's
   own progress bar on a cluster); :func:`run_tasks` does the same on a client already open,
-  so several maps can share one cluster;
+  so several maps can share one cluster; :func:`iter_tasks` hands the results over one by
+  one as they are ready, with a bounded number of tasks in flight (a sweep's chunks);
 * :func:`gather_frame` concatenates the per-task tables into one frame, in item order.
 
 Because results come back in item order and every task is a pure function of its item, the
@@ -22,7 +23,9 @@ an installed package), and items and results must pickle.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import logging
 import os
 import sys
@@ -70,15 +73,16 @@ class Placement:
         return f"local Dask cluster of {self.workers} {kind} worker{'s' if self.workers != 1 else ''}"
 
 
-def add_placement_options(parser: Any) -> None:
+def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS) -> None:
     """The ``--workers`` and ``--scheduler`` options of a command that runs tasks."""
     group = parser.add_argument_group("where tasks run (Dask)")
+    default = f"one per core, {DEFAULT_WORKERS}" if default_workers == DEFAULT_WORKERS else str(default_workers)
     group.add_argument(
         "--workers",
         type=int,
-        default=DEFAULT_WORKERS,
+        default=default_workers,
         metavar="N",
-        help=f"workers of a local Dask cluster (default: one per core, {DEFAULT_WORKERS});"
+        help=f"workers of a local Dask cluster (default: {default});"
         " 0 runs everything in this process without Dask",
     )
     group.add_argument(
@@ -165,6 +169,47 @@ def run_tasks(
 
         dask_progress(futures, notebook=False)
     return client.gather(futures)
+
+
+def iter_tasks(
+    client: Any,
+    function: Callable[[Item], Result],
+    items: Sequence[Item],
+    *,
+    ahead: int | None = None,
+) -> Iterator[Result]:
+    """``function(item)`` for every item on ``client`` (``None``: in this process), yielded
+    one by one in item order.
+
+    Unlike :func:`run_tasks`, results are handed over as they are ready instead of all at the
+    end, and at most ``ahead`` tasks (default: two per worker) are submitted beyond the one
+    awaited, so a long map of large results holds only a few of them at any time. Closing the
+    iterator early (an error, Ctrl-C) cancels the tasks still queued.
+    """
+    items = list(items)
+    if client is None:
+        for item in items:
+            yield function(item)
+        return
+    if ahead is None:
+        ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    queue = iter(items)
+    pending: collections.deque = collections.deque()
+
+    def submit() -> None:
+        for item in itertools.islice(queue, ahead + 1 - len(pending)):
+            pending.append(client.submit(function, item, pure=False))
+
+    try:
+        submit()
+        while pending:
+            result = pending[0].result()
+            pending.popleft().release()
+            submit()
+            yield result
+    finally:
+        if pending:
+            client.cancel(list(pending))
 
 
 def gather_frame(

@@ -8,40 +8,30 @@ setting x case x capacity (in that nesting order, cases in build order). ``confi
 scalar selector once per row, which is slow but exact. The ``confidence`` policy ignores the
 setting, so its rows repeat one decision for every setting: each setting keeps its baseline.
 
-:func:`write_sweep` writes a run folder (``rows.parquet``, ``scenario_summary.csv`` and the run
-record ``sweep.run.json``) and refuses to overwrite a finished one; a folder whose record says
-``running``, ``error`` or ``interrupted`` is rerun in place.
+:func:`run_sweep` holds every row in memory, for the grids of the notebooks;
+:func:`evictlab.sweep_output.write_sweep` writes a run folder in chunks, in bounded memory,
+and resumes an interrupted one.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import results
-from .dataset import Dataset
-from .decisions import SETTING_COLUMNS, decide_grid, distinct, settings_frame
+from .decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
 from .engine import PreparedCases
 from .errors import ContractError
 from .policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from .policies.base import WEIGHT_TOLERANCE
-from .pools import PoolSet, build_pools, check_capacities
-from .protocol import Protocol, preset_variant, resolve_variant
-
-KIND = "sweep"
-MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
-ROWS_FILE = "rows.parquet"
-SUMMARY_FILE = "scenario_summary.csv"
-OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE)
+from .pools import PoolSet, check_capacities
+from .protocol import preset_variant
 
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
 ROW_COLUMNS = (
@@ -178,13 +168,35 @@ class SweepGrid:
     @cached_property
     def settings(self) -> tuple[PolicyParams, ...]:
         """Every setting, weights outermost and reservation maximum innermost."""
-        return tuple(
-            PolicyParams(w_conf, w_confirm, w_access, confirm, access, fraction, maximum)
-            for w_conf, w_confirm, w_access in self.weights
-            for confirm in self.confirmation_half_lives
-            for access in self.access_half_lives
-            for fraction in self.reserved_fractions
-            for maximum in self.reserved_maxima
+        return self.settings_between(0, self.size)
+
+    @property
+    def size(self) -> int:
+        """How many settings the grid has (without building them)."""
+        return math.prod(len(values) for values in self._axes)
+
+    def settings_between(self, start: int, stop: int) -> tuple[PolicyParams, ...]:
+        """Settings ``start`` to ``stop - 1`` in grid order, built without the others."""
+        axes = self._axes
+        settings = []
+        for index in range(max(start, 0), min(stop, self.size)):
+            position = []
+            for values in reversed(axes):
+                index, at = divmod(index, len(values))
+                position.append(values[at])
+            maximum, fraction, access, confirm, (w_conf, w_confirm, w_access) = position
+            settings.append(PolicyParams(w_conf, w_confirm, w_access, confirm, access, fraction, maximum))
+        return tuple(settings)
+
+    @property
+    def _axes(self) -> tuple[tuple[Any, ...], ...]:
+        """The five lists whose product the settings are, outermost first."""
+        return (
+            self.weights,
+            self.confirmation_half_lives,
+            self.access_half_lives,
+            self.reserved_fractions,
+            self.reserved_maxima,
         )
 
     def settings_frame(self) -> pd.DataFrame:
@@ -201,7 +213,7 @@ class SweepGrid:
             "reserved_maxima": list(self.reserved_maxima),
             "capacities": list(self.capacities),
             "policies": list(self.policies),
-            "settings": len(self.settings),
+            "settings": self.size,
         }
 
 
@@ -310,7 +322,7 @@ def run_sweep(
     """
     if not pools:
         raise ContractError("empty grid: no presets (pools) to sweep")
-    prepared = {str(name): _prepared(item) for name, item in pools.items()}
+    prepared = {str(name): prepared_cases(item) for name, item in pools.items()}
     for name, cases in prepared.items():
         check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
     rows = decide_grid(
@@ -319,26 +331,11 @@ def run_sweep(
     return SweepResult(grid, tuple(prepared), rows[list(ROW_COLUMNS)])
 
 
-def pools_for_presets(
-    protocol: Protocol, dataset: Dataset, presets: Sequence[str], overrides: Sequence[str] = ()
-) -> dict[str, PoolSet]:
-    """The pools of each preset (with ``key=value`` variant overrides), ready for :func:`run_sweep`."""
-    return {name: build_pools(protocol, dataset, resolve_variant(name, overrides)) for name in check_presets(presets)}
-
-
 def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
     """Known preset names, each once."""
     for name in presets:
         preset_variant(name)  # an unknown name fails here, naming the known ones
     return distinct("presets", tuple(presets))
-
-
-def _prepared(item: PoolSet | PreparedCases) -> PreparedCases:
-    if isinstance(item, PreparedCases):
-        return item
-    if isinstance(item, PoolSet):
-        return PreparedCases.from_pool_set(item)
-    raise ContractError(f"expected a PoolSet or PreparedCases, got {type(item).__name__}")
 
 
 # --------------------------------------------------------------------------- tables
@@ -419,101 +416,10 @@ def _with_setting_columns(frame: pd.DataFrame, source: pd.DataFrame) -> pd.DataF
 def default_settings(grid: SweepGrid) -> list[int]:
     """Indices of the settings with DeerMem's weights and half-lives (any reservation)."""
     default = DEERMEM_DEFAULT
-    return [
-        index
-        for index, setting in enumerate(grid.settings)
-        if setting.weights == default.weights
-        and setting.confirmation_half_life_days == default.confirmation_half_life_days
-        and setting.access_half_life_days == default.access_half_life_days
-    ]
-
-
-# --------------------------------------------------------------------------- run folders
-
-
-def check_output_dir(output_dir: str | Path) -> None:
-    """Refuse a folder that holds a finished sweep (or files evictlab cannot account for)."""
-    results.check_output(output_dir, KIND, OUTPUT_FILES)
-
-
-def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]:
-    """What the manifest records about each preset's pools: protocol, dataset and hashes."""
-    record: dict[str, Any] = {}
-    for name, item in pools.items():
-        if isinstance(item, PoolSet):
-            protocol = item.protocol
-            record[str(name)] = {
-                "protocol_id": protocol.protocol_id,
-                "evaluation_time": protocol.evaluation_time.isoformat(),
-                "dataset": item.dataset.record(),
-                "artifacts": protocol.artifact_hashes(),
-                "variant": item.variant.as_dict(),
-                "cases": len(item.cases),
-            }
-        else:
-            record[str(name)] = {
-                "evaluation_time": item.now.isoformat(),
-                "cases": len(item),
-            }
-    return record
-
-
-def write_sweep(
-    output_dir: str | Path,
-    pools: Mapping[str, PoolSet | PreparedCases],
-    grid: SweepGrid,
-    *,
-    progress: bool | None = None,
-    arguments: Mapping[str, Any] | None = None,
-) -> SweepResult:
-    """Run the sweep and write ``rows.parquet`` and ``scenario_summary.csv``.
-
-    Runs inside :func:`evictlab.results.run` (kind ``sweep``): ``sweep.run.json`` records the
-    grid, presets, inputs and ``arguments`` (e.g. the command line's options, as given), the
-    status and both files' SHA-256. A finished sweep is never overwritten; an interrupted or
-    failed one is rerun in place.
-    """
-    with results.run(output_dir, KIND, parameters=run_parameters(grid, arguments), outputs=OUTPUT_FILES) as run:
-        return write_sweep_files(run, pools, grid, progress=progress)
-
-
-def run_parameters(grid: SweepGrid, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The record's parameters before the pools are built (:func:`write_sweep_files` adds them)."""
-    return {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
-
-
-def write_sweep_files(
-    run: results.Run, pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, *, progress: bool | None = None
-) -> SweepResult:
-    """Sweep and write both tables into an open ``sweep`` run."""
-    run.record.parameters.update(presets=[str(name) for name in pools], inputs=input_record(pools))
-    datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
-    run.record.dataset = datasets[0] if datasets else None
-    result = run_sweep(pools, grid, progress=progress)
-    buffer = io.BytesIO()
-    result.rows.to_parquet(buffer, index=False)
-    run.write_bytes(ROWS_FILE, buffer.getvalue())
-    run.write_bytes(SUMMARY_FILE, result.summary.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-    run.record.summary = {"rows": len(result.rows), "scenario_summary_rows": len(result.summary)}
-    return result
-
-
-@dataclass(frozen=True)
-class LoadedSweep:
-    manifest: dict[str, Any]
-    rows: pd.DataFrame = field(repr=False)
-    summary: pd.DataFrame = field(repr=False)
-
-
-def load_sweep(output_dir: str | Path) -> LoadedSweep:
-    """Read a finished sweep folder back; an unfinished one is an error naming its status."""
-    output = Path(output_dir)
-    record = results.read_record(output, KIND)
-    if record is None:
-        raise ContractError(f"{results.record_path(output, KIND)}: no sweep run record")
-    if record.status != results.SUCCESS:
-        raise ContractError(
-            f"{results.record_path(output, KIND)}: the sweep did not finish (status {record.status!r},"
-            f" error {record.error!r})"
-        )
-    return LoadedSweep(record.as_dict(), pd.read_parquet(output / ROWS_FILE), pd.read_csv(output / SUMMARY_FILE))
+    wanted = (default.weights, default.confirmation_half_life_days, default.access_half_life_days)
+    reservations = len(grid.reserved_fractions) * len(grid.reserved_maxima)
+    axes = (grid.weights, grid.confirmation_half_lives, grid.access_half_lives)
+    indices = [0]
+    for values, value in zip(axes, wanted):
+        indices = [index * len(values) + at for index in indices for at, item in enumerate(values) if item == value]
+    return [index * reservations + offset for index in indices for offset in range(reservations)]

@@ -8,8 +8,8 @@
 * ``qa`` (``evictlab grade-qa``: ``qa.rows.jsonl``): one case per graded row, with the grade,
   the grader's rule, the request fingerprint, the model and the token counts;
 * ``diff`` (``evictlab diff``: ``diff.cases.jsonl``), ``sweep`` (``evictlab sweep``:
-  ``sweep.run.json`` and ``scenario_summary.csv``; the row file can hold millions of rows and is
-  summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.run.json`` or
+  ``sweep.run.json`` and ``extreme_settings.csv``; the Parquet tables can hold millions of rows
+  and are summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.run.json`` or
   ``trace-study.run.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
   rows as they are.
 
@@ -287,9 +287,12 @@ def _diff_capacities(capacities: Any) -> dict[str, Any]:
 
 def _sweep_run(path: Path) -> Run:
     manifest = _read_json(path / SWEEP_RECORD)
-    summary_file = path / "scenario_summary.csv"
+    summary_file = path / "extreme_settings.csv"
     rows: list[dict[str, Any]] = []
-    notes = ["A sweep's rows.parquet is summarised here, not embedded: the table is scenario_summary.csv."]
+    notes = [
+        "A sweep's rows.parquet and scenario_summary.parquet are summarised here, not embedded:"
+        " the table is extreme_settings.csv, the best and worst setting per scenario."
+    ]
     if summary_file.exists():
         with open(summary_file, newline="", encoding="utf-8") as handle:
             for index, row in enumerate(csv.DictReader(handle)):

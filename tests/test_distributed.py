@@ -12,6 +12,7 @@ from evictlab.distributed import (
     add_placement_options,
     dask_client,
     gather_frame,
+    iter_tasks,
     map_tasks,
     placement_from,
     run_tasks,
@@ -32,6 +33,10 @@ def fail_on_three(item: int) -> int:
 
 def test_in_process_keeps_item_order():
     assert map_tasks(lambda item: item * 2, [3, 1, 2], Placement(workers=0), progress=False) == [6, 2, 4]
+    seen = []
+    results = iter_tasks(None, lambda item: seen.append(item) or item * 2, [3, 1, 2])
+    assert next(results) == 6 and seen == [3]  # one at a time, as the caller asks
+    assert list(results) == [2, 4]
 
 
 def test_placement_options_and_checks():
@@ -59,10 +64,14 @@ def test_local_cluster_and_scheduler_address_match_in_process():
     with dask_client(Placement(workers=2, processes=False)) as client:
         assert len(client.scheduler_info()["workers"]) == 2
         on_cluster = pd.concat(run_tasks(client, square_table, items, progress=True), ignore_index=True)
+        streamed = pd.concat(iter_tasks(client, square_table, items, ahead=1), ignore_index=True)
+        with pytest.raises(ValueError, match="task three failed"):
+            list(iter_tasks(client, fail_on_three, [1, 3, 5]))
         address = client.scheduler.address
         # A second client on the same scheduler, as --scheduler ADDRESS would connect.
         remote = gather_frame(square_table, items, Placement(scheduler=address), progress=False)
         with pytest.raises(ValueError, match="task three failed"):
             run_tasks(client, fail_on_three, [1, 3], progress=False)
     pd.testing.assert_frame_equal(on_cluster, expected)
+    pd.testing.assert_frame_equal(streamed, expected)
     pd.testing.assert_frame_equal(remote, expected)

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("policies", ("policies",)),
     ("core", ("protocol", "dataset", "demo", "fetch", "pools", "runspec")),
     ("selection", ("engine", "deermem", "audit", "explain", "decisions")),
-    ("analysis", ("sweep", "diff", "zoo", "evaluate", "qa", "traces", "validation", "robustness")),
+    ("analysis", ("sweep", "sweep_output", "diff", "zoo", "evaluate", "qa", "traces", "validation", "robustness")),
     ("workbench", ("plots", "widgets", "report", "report_findings", "report_document", "report_kernels", "workbench",
                    "viewer")),
     ("cli", ("cli", "commands", "__main__")),

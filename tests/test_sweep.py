@@ -10,20 +10,12 @@ import re
 import pandas as pd
 import pytest
 
-from evictlab import cli, results, sweep
+from evictlab import cli, results, sweep, sweep_output
 from evictlab.engine import PreparedCases, reference_outcome
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
 from evictlab.policies import PolicyParams
-from evictlab.sweep import (
-    MANIFEST_FILE,
-    ROW_COLUMNS,
-    ROWS_FILE,
-    SUMMARY_COLUMNS,
-    SUMMARY_FILE,
-    make_grid,
-    run_sweep,
-    simplex_weights,
-)
+from evictlab.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
+from evictlab.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from test_engine import CLOCK, scenario_cases
 
 CASES = scenario_cases("protocol")
@@ -264,9 +256,18 @@ def read_manifest(folder):
     return json.loads((folder / MANIFEST_FILE).read_text())
 
 
-def test_write_sweep_writes_three_files_with_provenance(tmp_path):
+def folder_files(folder):
+    """Every file under ``folder`` (relative path -> bytes), the run record aside."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != MANIFEST_FILE
+    }
+
+
+def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     folder = tmp_path / "run"
-    written = sweep.write_sweep(folder, POOLS, GRID, progress=False, arguments={"weights_step": None})
+    written = sweep_output.write_sweep(folder, POOLS, GRID, progress=False, arguments={"weights_step": None})
     manifest = read_manifest(folder)
     assert manifest["status"] == "success" and manifest["error"] is None
     assert manifest["kind"] == "sweep" and manifest["schema"] == "evictlab-run" and manifest["schema_version"] == 1
@@ -278,41 +279,45 @@ def test_write_sweep_writes_three_files_with_provenance(tmp_path):
     assert parameters["presets"] == ["pr4810-final"]
     assert parameters["inputs"]["pr4810-final"]["cases"] == 45
     assert parameters["arguments"] == {"weights_step": None}
+    assert parameters["chunking"] == {"chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0
-    for file in (ROWS_FILE, SUMMARY_FILE):
-        entry = manifest["outputs"][file]
-        assert entry["sha256"] == hashlib.sha256((folder / file).read_bytes()).hexdigest()
-    loaded = sweep.load_sweep(folder)
-    pd.testing.assert_frame_equal(loaded.rows, written.rows)
-    assert loaded.summary["support_retained"].sum() == written.rows["support_retained"].sum()
-    assert len(loaded.summary) == manifest["summary"]["scenario_summary_rows"]
+    files = folder_files(folder)
+    assert set(files) == {EXTREMES_FILE, *(f"{name}/part-00000{i}.parquet" for name in (ROWS_FILE, SUMMARY_FILE)
+                                           for i in (0, 1))}
+    assert {name: entry["sha256"] for name, entry in manifest["outputs"].items()} == {
+        name: hashlib.sha256(data).hexdigest() for name, data in files.items()
+    }
+    in_memory = run_sweep(POOLS, GRID, progress=False)
+    loaded = sweep_output.load_sweep(folder)
+    pd.testing.assert_frame_equal(loaded.rows, in_memory.rows)
+    pd.testing.assert_frame_equal(loaded.summary, in_memory.summary)
+    assert written.rows == len(in_memory.rows) and len(loaded.summary) == manifest["summary"]["scenario_summary_rows"]
 
 
 def test_identical_sweeps_write_identical_tables(tmp_path):
     for name in ("first", "second"):
-        sweep.write_sweep(tmp_path / name, TWO_PRESETS, GRID, progress=False)
-    for file in (ROWS_FILE, SUMMARY_FILE):
-        assert (tmp_path / "first" / file).read_bytes() == (tmp_path / "second" / file).read_bytes()
+        sweep_output.write_sweep(tmp_path / name, TWO_PRESETS, GRID, progress=False)
+    assert folder_files(tmp_path / "first") == folder_files(tmp_path / "second")
 
 
 def test_a_finished_sweep_is_never_overwritten(tmp_path):
-    sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
-    before = {name: (tmp_path / name).read_bytes() for name in (MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE)}
+    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    before = {**folder_files(tmp_path), MANIFEST_FILE: (tmp_path / MANIFEST_FILE).read_bytes()}
     with pytest.raises(OutputExistsError, match="finished sweep"):
-        sweep.write_sweep(tmp_path, POOLS, GRID, progress=False)
-    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+        sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False)
+    assert {**folder_files(tmp_path), MANIFEST_FILE: (tmp_path / MANIFEST_FILE).read_bytes()} == before
 
 
 def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path):
     with pytest.raises(ContractError, match="capacity 12"):
-        sweep.write_sweep(tmp_path, POOLS, make_grid(capacities=(12,)), progress=False)
+        sweep_output.write_sweep(tmp_path, POOLS, make_grid(capacities=(12,)), progress=False)
     manifest = read_manifest(tmp_path)
     assert manifest["status"] == "error"
     assert "capacity 12 is outside" in manifest["error"]
     assert not (tmp_path / ROWS_FILE).exists()
     with pytest.raises(ContractError, match="did not finish"):
-        sweep.load_sweep(tmp_path)
-    sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+        sweep_output.load_sweep(tmp_path)
+    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
     assert read_manifest(tmp_path)["status"] == "success"
 
 
@@ -322,9 +327,9 @@ def test_an_interrupted_sweep_may_be_rerun_in_place(tmp_path):
             (tmp_path / ROWS_FILE).write_bytes(b"partial")
             raise KeyboardInterrupt
     assert read_manifest(tmp_path)["status"] == "interrupted"
-    sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
     assert read_manifest(tmp_path)["status"] == "success"
-    assert "ended interrupted; running again in place" in read_manifest(tmp_path)["notes"][0]
+    assert "ended interrupted; resuming in place" in read_manifest(tmp_path)["notes"][0]
     assert len(pd.read_parquet(tmp_path / ROWS_FILE)) == 2 * 45 * 3
 
 
@@ -341,7 +346,7 @@ def test_folders_of_unknown_state_are_refused(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises((OutputExistsError, ContractError), match=message):
-        sweep.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+        sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
 
 
 # --- the command line ------------------------------------------------------------------------
@@ -351,13 +356,13 @@ def run_cli(*argv):
     return cli.main(["sweep", "--no-progress", *argv])
 
 
-def test_cli_writes_three_files_prints_the_settings_that_matter_and_refuses_to_overwrite(tmp_path, capsys):
+def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_overwrite(tmp_path, capsys):
     folder = tmp_path / "sweep"
     argv = ["--weights-step", "0.25", "--weights", "0.65,0.25,0.10", "--confirmation-half-lives", "90,7.5",
             "--capacities", "5,7,9", "--output-dir", str(folder)]
     assert run_cli(*argv) == 0
     out = capsys.readouterr().out
-    assert {path.name for path in folder.iterdir()} == {MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE}
+    assert {path.name for path in folder.iterdir()} == {MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE, EXTREMES_FILE}
     manifest = read_manifest(folder)
     assert manifest["status"] == "success"
     assert manifest["parameters"]["grid"]["confirmation_half_lives"] == [90, 7.5]

@@ -177,7 +177,7 @@ def test_a_sweep_folder_shows_its_summary_not_its_rows(tmp_path):
     assert main(["sweep", "--weights-step", "0.5", "--capacities", "5", "--output-dir", str(folder)]) == 0
     run = load_run(folder)
     assert run.kind == "sweep" and run.cases == []
-    with open(folder / "scenario_summary.csv", encoding="utf-8") as handle:
+    with open(folder / "extreme_settings.csv", encoding="utf-8") as handle:
         assert len(run.summary) == sum(1 for _ in handle) - 1
     assert main(["view", str(folder)]) == 0
 

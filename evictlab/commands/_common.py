@@ -124,14 +124,16 @@ def report_dataset(dataset: Dataset, protocol: Protocol) -> None:
         )
 
 
-def spec_from(args: argparse.Namespace) -> RunSpec:
-    """The :class:`~evictlab.runspec.RunSpec` of the pool options: preset, variant overrides,
-    protocol files and dataset (``--variant`` checked first, with its own messages)."""
-    variant = variant_from(args)
+def spec_from(args: argparse.Namespace, preset: str | None = None) -> RunSpec:
+    """The :class:`~evictlab.runspec.RunSpec` of the pool options: preset (``preset``, else
+    ``--preset``), variant overrides, protocol files and dataset (``--variant`` checked first,
+    with its own messages)."""
+    preset = preset or preset_name(args)
+    variant = resolve_variant(preset, args.variant)
     files = [(key, getattr(args, key)) for key in FILE_KEYS if getattr(args, key, None) is not None]
     overrides = (*files, *((key, value) for key, value in variant.as_dict().items()))
     dataset = None if args.dataset is None else Path(args.dataset)
-    return RunSpec(preset_name(args), tuple(overrides), "", dataset, bool(args.allow_unpinned))
+    return RunSpec(preset, tuple(overrides), "", dataset, bool(args.allow_unpinned))
 
 
 def pool_set_from(args: argparse.Namespace) -> PoolSet:

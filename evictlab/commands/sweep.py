@@ -8,28 +8,22 @@ from typing import Any
 
 import pandas as pd
 
-from .. import decisions, results
+from .. import decisions
+from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
+from ..pools import PoolSet, open_pools
 from ..protocol import DEFAULT_PRESET, PRESETS, Config
-from ..sweep import (
-    KIND,
+from ..sweep import MAX_SETTINGS, SweepGrid, check_capacities, check_presets, make_grid, parse_weights
+from ..sweep_output import (
+    CHUNK_ROWS,
+    EXTREMES_FILE,
     MANIFEST_FILE,
-    MAX_SETTINGS,
-    OUTPUT_FILES,
     ROWS_FILE,
     SUMMARY_FILE,
-    SweepGrid,
-    SweepResult,
-    check_capacities,
+    WrittenSweep,
     check_output_dir,
-    check_presets,
-    default_settings,
-    extreme_settings,
-    make_grid,
-    parse_weights,
-    pools_for_presets,
-    run_parameters,
+    open_sweep,
     write_sweep_files,
 )
 from . import summary
@@ -37,10 +31,11 @@ from ._common import (
     POLICY_HELP,
     add_param_option,
     add_pool_options,
-    dataset_from,
     parse_csv,
     positive_int,
     protocol_from,
+    report_dataset,
+    spec_from,
     with_policy_parameters,
 )
 
@@ -64,13 +59,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "confidence and hybrid-v1 run on the vectorised engine (identical decisions to the\n"
             "scalar selector); other registered policies run on the scalar selector.\n"
             "\n"
-            f"Writes {MANIFEST_FILE} (parameters, provenance, status), {ROWS_FILE} (one row per\n"
-            f"preset x policy x setting x case x capacity) and {SUMMARY_FILE} to --output-dir.\n"
-            "A finished sweep is never overwritten; an interrupted or failed one is rerun in place."
+            "\n"
+            "Rows are decided and written in chunks of about --chunk-rows rows, so memory stays\n"
+            f"bounded whatever the grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
+            f"preset x policy x setting x case x capacity) and {SUMMARY_FILE}/ (per setting\n"
+            f"x scenario x capacity), Parquet datasets of one file per chunk; {EXTREMES_FILE}\n"
+            "(the best and worst setting per scenario); and the run record\n"
+            f"{MANIFEST_FILE} (parameters, provenance, status).\n"
+            "A finished sweep is never overwritten. Rerun the same command into the folder of an\n"
+            "interrupted or failed one to continue from its last complete chunk.\n"
+            "Chunks run in this process by default; --workers N runs them on a local Dask cluster,\n"
+            "--scheduler on an existing one, writing the same files."
         ),
         epilog=EXAMPLE,
     )
-    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three files")
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the output files")
     grid = parser.add_argument_group("grid")
     grid.add_argument(
         "--weights-step",
@@ -123,7 +126,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-settings", type=positive_int, default=MAX_SETTINGS, metavar="N",
         help="refuse a grid of more settings than N, before building it (default: %(default)s)",
     )  # fmt: skip
+    parser.add_argument(
+        "--chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="N",
+        help="rows decided and written at a time, the bound on memory (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    add_placement_options(parser, default_workers=0)
     add_pool_options(parser)
     parser.set_defaults(handler=run)
 
@@ -135,16 +143,27 @@ def run(args: argparse.Namespace) -> int:
     grid = grid_from(args, protocol.config)
     check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
     presets = presets_from(args)
-    parameters = run_parameters(grid, _recorded(args))
+    placement = placement_from(args)
     # The folder is locked from here on: a second run into it is refused at once.
-    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as current:
-        protocol, dataset = dataset_from(args, protocol)
-        pools = pools_for_presets(protocol, dataset, presets, args.variant)
-        result = write_sweep_files(current, pools, grid, progress=False if args.no_progress else None)
-    for line in report_lines(result):
+    with open_sweep(args.output_dir, grid, _recorded(args)) as current:
+        pools = pools_from(args, presets)
+        written = write_sweep_files(
+            current, pools, grid, progress=False if args.no_progress else None, chunk_rows=args.chunk_rows,
+            placement=placement,
+        )  # fmt: skip
+    for line in report_lines(written):
         print(line)
-    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE} and {SUMMARY_FILE} to {args.output_dir}")
+    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/ and {EXTREMES_FILE} to {args.output_dir}")
     return 0
+
+
+def pools_from(args: argparse.Namespace, presets: tuple[str, ...]) -> dict[str, PoolSet]:
+    """Each preset's pools through :func:`evictlab.pools.open_pools`, from the run spec of the
+    options with that preset (``--variant`` overrides apply to every preset)."""
+    pools: dict[str, PoolSet] = {}
+    for preset in presets:
+        pools[preset] = open_pools(spec_from(args, preset), notice=None if pools else report_dataset)
+    return pools
 
 
 def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
@@ -204,28 +223,29 @@ def number(text: str) -> int | float:
 # --------------------------------------------------------------------------- the printed summary
 
 
-def report_lines(result: SweepResult) -> list[str]:
+def report_lines(written: WrittenSweep) -> list[str]:
     """What the command prints: the size of the sweep, DeerMem's default setting if it is in
     the grid, and the best and worst setting per scenario."""
-    grid = result.grid
-    summary = result.summary
+    grid = written.grid
     capacities = ",".join(str(capacity) for capacity in grid.capacities)
     lines = [
-        f"swept {_plural(len(result.presets), 'preset')} x {_plural(len(grid.policies), 'policy', 'policies')}"
-        f" x {_plural(len(grid.settings), 'setting')} x capacities {capacities}:"
-        f" {len(result.rows):,} decisions"
-    ]
-    for preset in result.presets:
-        mine = summary[summary["preset"] == preset]
-        for index in default_settings(grid):
-            lines += ["", f"DeerMem default, {describe(grid.settings[index], index)}, preset {preset}:"]
+        f"swept {_plural(len(written.presets), 'preset')} x {_plural(len(grid.policies), 'policy', 'policies')}"
+        f" x {_plural(grid.size, 'setting')} x capacities {capacities}: {written.rows:,} decisions"
+        + (f" ({written.reused_chunks:,} of {written.chunks:,} chunks kept from the interrupted run)"
+           if written.reused_chunks else "")
+    ]  # fmt: skip
+    for preset in written.presets:
+        mine = written.defaults[written.defaults["preset"] == preset]
+        for index in sorted(set(mine["setting"])):
+            setting = grid.settings_between(index, index + 1)[0]
+            lines += ["", f"DeerMem default, {describe(setting, index)}, preset {preset}:"]
             lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
         lines += [
             "",
             f"best and worst setting per scenario, preset {preset} (support retained summed over"
             f" capacities {capacities}; ties go to the first setting in grid order):",
         ]
-        extremes = extreme_settings(mine)
+        extremes = written.extremes[written.extremes["preset"] == preset]
         for policy in grid.policies:
             rows = extremes[extremes["policy"] == policy]
             if (rows["tied"] == rows["settings"]).all():
@@ -233,12 +253,12 @@ def report_lines(result: SweepResult) -> list[str]:
                 continue
             lines.append(f"  {policy}:")
             for _, row in rows.iterrows():
-                setting = grid.settings[int(row["setting"])]
+                index = int(row["setting"])
+                setting = grid.settings_between(index, index + 1)[0]
                 tie = f", {row['tied']:,} settings tie" if row["tied"] > 1 else ""
                 retained = f"{row['support_retained']}/{row['cases']}"
                 lines.append(
-                    f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}"
-                    f"  {describe(setting, int(row['setting']))}{tie}"
+                    f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}  {describe(setting, index)}{tie}"
                 )
     return lines
 

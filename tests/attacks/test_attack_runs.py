@@ -150,7 +150,7 @@ def test_a_signal_mid_run_leaves_an_interrupted_folder_that_a_rerun_completes(si
     second = start(*argv)
     code, err = finish(second)
     assert code == 0, err
-    assert "ended interrupted; running again in place" in err
+    assert "ended interrupted; resuming in place" in err
     check_record(folder, "sweep", second.pid)
 
 
