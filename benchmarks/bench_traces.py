@@ -1,8 +1,8 @@
 """Trace replay: the fast memory against a straightforward loop, a capacity curve, streaming.
 
 1. **Fast vs. reference, identical kept lists.** A 100,000-event generated trace at capacity
-   100 under ``hybrid-v1`` (and ``confidence``): :class:`~evictlab.traces.replay.FastMemory`
-   against :class:`~evictlab.traces.replay.ReferenceMemory` set to call
+   100 under ``hybrid-v1`` (and ``confidence``): :class:`~evictlab.traces.memory.FastMemory`
+   against :class:`~evictlab.traces.memory.ReferenceMemory` set to call
    :func:`evictlab.deermem.select_facts_for_capacity` on every write. The kept list after every
    write is compared (a digest per write); any difference exits with status 1. Prints both
    times and the ratio (target: >= 20x).
@@ -35,9 +35,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from evictlab.traces.generate import WorkloadParams, generate
+from evictlab.traces.memory import FastMemory, ReferenceMemory
 from evictlab.traces.metrics import DEFAULT_CAPACITIES, default_policies
 from evictlab.traces.optimum import offline_optimum, outline
-from evictlab.traces.replay import FastMemory, ReferenceMemory, replay, replay_policy
+from evictlab.traces.replay import replay, replay_policy
 from evictlab.traces.schema import chunk_table, iter_chunks
 
 TARGET_RATIO = 20

@@ -8,8 +8,9 @@ import random
 import pytest
 
 from evictlab.policies import known_policies
+from evictlab.traces.memory import UNSUPPORTED
 from evictlab.traces.optimum import offline_optimum, outline
-from evictlab.traces.replay import UNSUPPORTED, replay_policy
+from evictlab.traces.replay import replay_policy
 from evictlab.traces.schema import chunk_from_rows
 
 START = 1_780_000_000_000_000

@@ -11,14 +11,8 @@ import pytest
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
 from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.replay import (
-    FastMemory,
-    ReferenceMemory,
-    audit_trail,
-    reinforced_ids,
-    replay,
-    replay_policy,
-)
+from evictlab.traces.memory import FastMemory, ReferenceMemory
+from evictlab.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
 from evictlab.traces.schema import chunk_from_rows, time_us
 
 UTC = _dt.timezone.utc

@@ -20,8 +20,9 @@ from scipy import stats
 
 from ..errors import ContractError
 from ..policies import PolicyParams, known_policies
+from .memory import UNCAPPED, UNSUPPORTED, check_capacity, check_policy_spec
 from .optimum import offline_optimum, outline
-from .replay import UNCAPPED, UNSUPPORTED, check_capacity, check_policy_spec, replay_policy
+from .replay import replay_policy
 from .schema import Chunk
 
 DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)

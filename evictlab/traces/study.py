@@ -29,8 +29,8 @@ from ..distributed import Placement, gather_frame
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES
 from .generate import WorkloadParams, generate
+from .memory import check_policy_spec
 from .metrics import BOUNDS, DEFAULT_CAPACITIES, check_capacities, curve_rows
-from .replay import check_policy_spec
 
 #: Policies of a study when none are given: DeerMem's two and the simplest baselines.
 STUDY_POLICIES = (*DEERMEM_POLICIES, "fifo", "lru")
