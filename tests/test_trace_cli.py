@@ -39,6 +39,7 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "audit.jsonl"}
     rows = tables["curve.rows.parquet"]
     assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
+    assert set(rows.loc[rows["role"] == "bound", "policy"]) == {"optimum", "keep-all"}
     optimum = rows[rows["policy"] == "optimum"].set_index("capacity")["answerable_rate"]
     for _, row in rows[rows["policy"].isin(["hybrid-v1", "confidence", "lru"])].iterrows():
         assert row["answerable_rate"] <= optimum[row["capacity"]]

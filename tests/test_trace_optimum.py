@@ -8,7 +8,7 @@ import random
 import pytest
 
 from evictlab.policies import known_policies
-from evictlab.traces.memory import UNSUPPORTED
+from evictlab.traces.memory import replayable
 from evictlab.traces.optimum import offline_optimum, outline
 from evictlab.traces.replay import replay_policy
 from evictlab.traces.schema import chunk_from_rows
@@ -79,7 +79,7 @@ def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
 
 
 def test_no_policy_beats_the_optimum():
-    policies = [name for name in known_policies() if name not in UNSUPPORTED]
+    policies = [name for name in known_policies() if replayable(name)]
     policies += ["confidence+reserve(correction,0.5,2)", "lru+mmr(0.5)"]
     rng = random.Random(7)
     below = 0

@@ -9,9 +9,12 @@ import random
 import pytest
 
 from evictlab.errors import ContractError
-from evictlab.policies import PolicyParams
+from evictlab.policies import BOUND, PolicyParams, register, registry
+from evictlab.policies.fifo import FifoPolicy
+from evictlab.policies.keep_all import KeepAllPolicy
 from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.memory import FastMemory, ReferenceMemory
+from evictlab.traces.memory import FastMemory, ReferenceMemory, replayable, uncapped
+from evictlab.traces.metrics import default_policies, role_of, uncapped_bounds
 from evictlab.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
 from evictlab.traces.schema import chunk_from_rows, time_us
 
@@ -139,3 +142,28 @@ def test_unsupported_and_unknown_policies_are_refused():
         ReferenceMemory("nope", 5)
     with pytest.raises(ContractError, match="capacity"):
         FastMemory("hybrid-v1", 0)
+
+
+def test_bounds_are_known_by_their_traits(monkeypatch):
+    monkeypatch.setattr(registry, "_POLICIES", dict(registry._POLICIES))
+
+    @register
+    class Clairvoyant(KeepAllPolicy):  # a bound that reads support facts: no unlimited trait
+        name = "test-clairvoyant"
+        role = BOUND
+        unlimited = False
+
+    @register
+    class Infinite(FifoPolicy):  # any policy declared unlimited runs without a cap
+        name = "test-infinite"
+        unlimited = True
+
+    assert not replayable("test-clairvoyant") and not replayable("test-clairvoyant+reserve(correction)")
+    with pytest.raises(ContractError, match="offline optimum"):
+        replay_policy([chunk_from_rows([add("2026-01-01T00:00:00", "a")])], "test-clairvoyant", 1)
+    assert replayable("test-infinite") and uncapped("test-infinite") and not uncapped("fifo")
+    chunk = chunk_from_rows([add(f"2026-01-0{day}T00:00:00", f"f{day}") for day in range(1, 5)])
+    assert replay_policy([chunk], "test-infinite", 1).counts.final_size == 4
+    assert replay_policy([chunk], "fifo", 1).counts.final_size == 1
+    assert "test-infinite" in uncapped_bounds() and "test-infinite" not in default_policies()
+    assert role_of("test-clairvoyant") == BOUND and role_of("random+reserve(correction)") == "baseline"

@@ -26,18 +26,13 @@ import numpy as np
 from ..audit import audit_event, update_usage
 from ..deermem import select_facts_for_capacity
 from ..errors import ContractError
-from ..policies import DEERMEM_POLICIES, PolicyParams, SelectionContext
+from ..policies import BOUND, DEERMEM_POLICIES, Policy, PolicyParams, SelectionContext
 from ..policies.base import Reservation
 from ..policies.hybrid import CORRECTION
-from ..policies.modifiers import resolve_policy
+from ..policies.modifiers import ModifiedPolicy, resolve_policy
 from ..policies.signals import LN_9, decay, heat_component, read_confidence, read_count
 from .schema import from_us, iso
 
-#: Policies the replay cannot run: ``oracle`` reads a pool's support facts, which a trace
-#: does not have (the trace-mode bound is the exact offline optimum).
-UNSUPPORTED = ("oracle",)
-#: Replayed without a cap, as the zoo evaluates it.
-UNCAPPED = ("keep-all",)
 FAST_POLICIES = DEERMEM_POLICIES
 #: Approximate scores closer than this are re-checked with the scalar formulas.
 TIE_TOLERANCE = 1e-9
@@ -79,15 +74,36 @@ class Memory:
         raise NotImplementedError
 
 
+def root_policy(selector: Policy) -> Policy:
+    """The registered policy under a policy's modifiers (``lru`` for ``lru+reserve(...)``)."""
+    while isinstance(selector, ModifiedPolicy):
+        selector = selector.base
+    return selector
+
+
+def replayable(policy: str) -> bool:
+    """Whether a trace can be replayed through ``policy`` (a spec), read from its traits.
+
+    A bound that keeps to the capacity (``role`` bound, not ``unlimited``: ``oracle``) reads
+    what no deployed policy can, a pool's support facts, which a trace does not have; trace
+    mode's upper bound is the exact offline optimum instead. Raises for an unknown name.
+    """
+    root = root_policy(resolve_policy(policy))
+    return not (root.role == BOUND and not root.unlimited)
+
+
+def uncapped(policy: str) -> bool:
+    """Whether ``policy`` is meant to run with no capacity limit (``keep-all``): its ``unlimited`` trait."""
+    return resolve_policy(policy).unlimited
+
+
 def check_policy_spec(policy: str) -> str:
-    """A policy spec the replay can run (``oracle`` is refused); raises for unknown names."""
-    base = policy.split("+")[0].strip()
-    if base in UNSUPPORTED:
+    """A policy spec the replay can run (:func:`replayable`); raises for unknown names."""
+    if not replayable(policy):
         raise ContractError(
-            f"policy {policy!r} reads a pool's support facts, which a trace does not have;"
-            " trace mode's upper bound is the exact offline optimum"
+            f"policy {policy!r} is a bound that reads a pool's support facts, which a trace does not"
+            " have; trace mode's upper bound is the exact offline optimum"
         )
-    resolve_policy(policy)
     return policy
 
 
@@ -110,7 +126,7 @@ class ReferenceMemory(Memory):
         audit: list[dict[str, Any]] | None = None,
     ) -> None:
         self.policy = check_policy_spec(policy)
-        self.capacity = None if capacity is None or policy in UNCAPPED else check_capacity(capacity)
+        self.capacity = None if capacity is None or uncapped(policy) else check_capacity(capacity)
         self.params = params or PolicyParams()
         self.seed = seed
         self.audit = audit  # when a list: DeerMem's audit events are appended to it (spec 1.6)
@@ -196,7 +212,115 @@ class ReferenceMemory(Memory):
         return sum(str(fact.get("category", "")).strip().lower() == CORRECTION for fact in self.facts)
 
 
-class FastMemory(Memory):
+class RowMemory(Memory):
+    """Facts as rows numbered in arrival order; the memory is its rows in stored order.
+
+    A subclass keeps the signals its policy reads by row and ranks the rows (:meth:`rank`);
+    :meth:`select` then applies DeerMem's selection (spec 1.4 steps 4-7) along that rank,
+    with slots held for ``reservation``'s category when there is one.
+    """
+
+    def __init__(self, capacity: int | None, reservation: Reservation | None = None) -> None:
+        self.capacity = None if capacity is None else check_capacity(capacity)
+        self.reservation = reservation
+        self._slots = reservation.slots(self.capacity) if reservation is not None and self.capacity else 0
+        self.index: dict[str, int] = {}  # fact id -> row
+        self.names: list[str] = []
+        self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
+        self.alive: set[int] = set()
+        self._correction_rows: set[int] = set()  # correction facts in memory
+        self._reserved = np.zeros(1024, dtype=bool)  # by row: of the reserved category
+        self._reserved_rows: set[int] = set()  # facts of the reserved category in memory
+
+    @property
+    def size(self) -> int:
+        return len(self.order)
+
+    def contains(self, fact_id: str) -> bool:
+        row = self.index.get(fact_id)
+        return row is not None and row in self.alive
+
+    def kept_ids(self) -> list[str]:
+        return [self.names[row] for row in self.order.tolist()]
+
+    def count_corrections(self) -> int:
+        return len(self._correction_rows)
+
+    def row_in_memory(self, fact_id: str) -> int | None:
+        row = self.index.get(fact_id)
+        return row if row is not None and row in self.alive else None
+
+    def append_row(self, fact_id: str, category: str) -> int:
+        """A new row for ``fact_id``, stored last; its number."""
+        row = len(self.names)
+        if row == len(self._reserved):
+            self._reserved = grown(self._reserved, False)
+        self.names.append(fact_id)
+        self.index[fact_id] = row
+        self.alive.add(row)
+        normalised = str(category).strip().lower()
+        if normalised == CORRECTION:
+            self._correction_rows.add(row)
+        if self.reservation is not None and normalised == self.reservation.category:
+            self._reserved[row] = True
+            self._reserved_rows.add(row)
+        self.order = np.concatenate((self.order, (row,)))
+        return row
+
+    def rank(self, now: int) -> np.ndarray:
+        """Rows in memory, best first (ties by stored position, spec 1.4)."""
+        raise NotImplementedError
+
+    def select(self, now: int) -> list[str]:
+        capacity = self.capacity
+        assert capacity is not None  # only a capped memory selects
+        if self.size <= capacity:
+            return []  # under the cap DeerMem keeps the memory unchanged, in stored order
+        rows = self.rank(now)
+        size = len(rows)
+        reserved = len(self._reserved_rows)
+        if size == capacity + 1 and (reserved == 0 or reserved > self._slots):
+            last = size - 1  # one over, and the lowest-ranked fact holds no reserved slot
+        elif size == capacity + 1:
+            # One over, every fact of the category reserved: evict the lowest-ranked other fact.
+            held = self._reserved_rows
+            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in held)
+        else:
+            return self._select_many(rows)
+        evicted = int(rows[last])
+        self.order = rows[:last] if last == size - 1 else np.concatenate((rows[:last], rows[last + 1 :]))
+        self._forget([evicted])
+        return [self.names[evicted]]
+
+    def _select_many(self, rows: np.ndarray) -> list[str]:
+        """DeerMem's selection (spec 1.4 steps 4-7) over ``rows`` in rank order."""
+        capacity = self.capacity
+        assert capacity is not None  # only a capped memory selects
+        selected = np.zeros(len(rows), dtype=bool)
+        reserved = 0
+        if self.reservation is not None:
+            positions = self._reserved[rows].nonzero()[0]
+            reserved = max(0, min(self._slots, len(positions), capacity))
+            selected[positions[:reserved]] = True
+        selected[(~selected).nonzero()[0][: capacity - reserved]] = True
+        evicted = rows[~selected][::-1].tolist()  # lowest rank first
+        self.order = rows[selected]
+        self._forget(evicted)
+        return [self.names[row] for row in evicted]
+
+    def _forget(self, rows: list[int]) -> None:
+        self.alive.difference_update(rows)
+        self._correction_rows.difference_update(rows)
+        self._reserved_rows.difference_update(rows)
+
+
+def grown(array: np.ndarray, fill: Any) -> np.ndarray:
+    """``array`` with its last axis doubled, the new entries set to ``fill``."""
+    extra = np.full(array.shape, fill, dtype=array.dtype)
+    return np.concatenate((array, extra), axis=-1)
+
+
+class FastMemory(RowMemory):
     """``confidence`` or ``hybrid-v1`` on numeric signals; decides as :class:`ReferenceMemory`.
 
     Each fact's signals are kept twice: exactly, as Python numbers, for the scalar score, and
@@ -211,29 +335,19 @@ class FastMemory(Memory):
             raise ContractError(f"the fast replay runs {', '.join(FAST_POLICIES)} only, not {policy!r}")
         self.policy = policy
         self.hybrid = policy == "hybrid-v1"
-        self.capacity = None if capacity is None else check_capacity(capacity)
         self.params = params or PolicyParams()
         p = self.params
-        self.reservation = (
-            Reservation(CORRECTION, p.correction_reserved_fraction, p.correction_reserved_max)
-            if self.hybrid
-            else None
+        reservation = (
+            Reservation(CORRECTION, p.correction_reserved_fraction, p.correction_reserved_max) if self.hybrid else None
         )
-        self._slots = (
-            self.reservation.slots(self.capacity) if self.reservation is not None and self.capacity else 0
-        )
+        super().__init__(capacity, reservation)
         self._confirm_rate = 1.0 / (MICROSECONDS_PER_DAY * p.confirmation_half_life_days)
         self._access_rate = 1.0 / (MICROSECONDS_PER_DAY * p.access_half_life_days)
         # The confirmation weight rides in the exponent: w * 2**x == 2**(x + log2 w).
         self._log_confirm_weight = math.log2(p.confirmation_weight) if p.confirmation_weight > 0 else -math.inf
         self._access_factor = p.access_weight / LN_9
         self._shift = np.zeros((2, 1))
-        self._correction_rows: set[int] = set()  # correction facts in memory
         self._origin = 0  # the time of the first fact added; keeps the exponents small
-        self.index: dict[str, int] = {}  # fact id -> row
-        self.names: list[str] = []
-        self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
-        self.alive: set[int] = set()
         # Exact signals, by row.
         self.confidence: list[float] = []
         self.reference: list[int] = []  # lastConfirmedAt, else createdAt
@@ -245,18 +359,6 @@ class FastMemory(Memory):
         # never accessed). Negated scores sort best first with a plain stable argsort.
         self._signals = np.zeros((3, 1024))
         self._signals[2] = -np.inf
-        self._correction = np.zeros(1024, dtype=bool)
-
-    @property
-    def size(self) -> int:
-        return len(self.order)
-
-    def contains(self, fact_id: str) -> bool:
-        row = self.index.get(fact_id)
-        return row is not None and row in self.alive
-
-    def kept_ids(self) -> list[str]:
-        return [self.names[row] for row in self.order.tolist()]
 
     def _fresh_exponent(self, row: int) -> float:
         scale = 0.0 if self.confirmed[row] else -1.0  # log2 of 1.0 or 0.5
@@ -264,8 +366,8 @@ class FastMemory(Memory):
 
     def stamp(self, fact_ids: set[str], now: int) -> None:
         for fact_id in fact_ids:
-            row = self.index.get(fact_id)
-            if row is not None and row in self.alive:
+            row = self.row_in_memory(fact_id)
+            if row is not None:
                 self.reference[row] = now
                 self.confirmed[row] = True
                 self._signals[1, row] = self._fresh_exponent(row)
@@ -273,14 +375,10 @@ class FastMemory(Memory):
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
         if not self.names:
             self._origin = now
-        row = len(self.names)
+        row = self.append_row(fact_id, category)
         if row == self._signals.shape[1]:
-            self._signals = np.concatenate((self._signals, np.zeros((3, row))), axis=1)
+            self._signals = grown(self._signals, 0.0)
             self._signals[2, row:] = -np.inf
-            self._correction = np.concatenate((self._correction, np.zeros(row, dtype=bool)))
-        self.names.append(fact_id)
-        self.index[fact_id] = row
-        self.alive.add(row)
         bounded = read_confidence(confidence)
         self.confidence.append(bounded)
         self.reference.append(now)
@@ -289,17 +387,13 @@ class FastMemory(Memory):
         self.accessed.append(now)
         self._signals[0, row] = -(self.params.confidence_weight * bounded if self.hybrid else bounded)
         self._signals[1, row] = self._fresh_exponent(row)
-        if str(category).strip().lower() == CORRECTION:
-            self._correction[row] = True
-            self._correction_rows.add(row)
-        self.order = np.concatenate((self.order, (row,)))
 
     def access(self, fact_ids: list[str], now: int) -> None:
         half_life = self.params.access_half_life_days
         hot = self._signals[2]
         for fact_id in fact_ids:
-            row = self.index.get(fact_id)
-            if row is None or row not in self.alive:
+            row = self.row_in_memory(fact_id)
+            if row is None:
                 continue
             heat = self.heat[row]
             if heat > 0:  # accessed before: decay since then (as audit.update_usage does)
@@ -357,48 +451,6 @@ class FastMemory(Memory):
             exact = {position: self.exact_score(int(rows[position]), now) for position in segment}
             ranked[start:end] = sorted(segment, key=lambda position: (-exact[position], position))
         return rows[ranked]
-
-    def select(self, now: int) -> list[str]:
-        capacity = self.capacity
-        assert capacity is not None  # only a capped memory selects
-        rows = self.rank(now)
-        size = len(rows)
-        corrections = len(self._correction_rows) if self.reservation is not None else 0
-        if size == capacity + 1 and (corrections == 0 or corrections > self._slots):
-            last = size - 1  # one over, and the lowest-ranked fact holds no reserved slot
-        elif size == capacity + 1:
-            # One over, every correction reserved: evict the lowest-ranked other fact.
-            reserved = self._correction_rows
-            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in reserved)
-        else:
-            return self._select_many(rows, now)
-        evicted = int(rows[last])
-        self.order = rows[:last] if last == size - 1 else np.concatenate((rows[:last], rows[last + 1 :]))
-        self._forget([evicted])
-        return [self.names[evicted]]
-
-    def _select_many(self, rows: np.ndarray, now: int) -> list[str]:
-        """DeerMem's selection (spec 1.4 steps 4-7) over ``rows`` in rank order."""
-        capacity = self.capacity
-        assert capacity is not None  # only a capped memory selects
-        selected = np.zeros(len(rows), dtype=bool)
-        reserved = 0
-        if self.reservation is not None:
-            correction_positions = self._correction[rows].nonzero()[0]
-            reserved = max(0, min(self._slots, len(correction_positions), capacity))
-            selected[correction_positions[:reserved]] = True
-        selected[(~selected).nonzero()[0][: capacity - reserved]] = True
-        evicted = rows[~selected][::-1].tolist()  # lowest rank first
-        self.order = rows[selected]
-        self._forget(evicted)
-        return [self.names[row] for row in evicted]
-
-    def _forget(self, rows: list[int]) -> None:
-        self.alive.difference_update(rows)
-        self._correction_rows.difference_update(rows)
-
-    def count_corrections(self) -> int:
-        return len(self._correction_rows)
 
 
 def _days(now: int, then: int) -> float:

@@ -1,10 +1,12 @@
 """Capacity curves: every policy at every capacity on one or more traces, with the two bounds.
 
-:func:`curve_rows` replays each trace through each policy at each capacity and adds two
+:func:`curve_rows` replays each trace through each policy at each capacity and adds the
 bound rows per (trace, capacity): ``optimum`` (the exact offline optimum, answerable rate
-only) and ``keep-all`` (no cap). Every row carries ``regret`` = the optimum's answerable rate
-minus the row's. :func:`curve_summary` averages over traces (seeds) with a 95 % Student-t
-confidence interval per metric; with one trace the interval is empty (NaN), not zero.
+only) and every policy whose ``unlimited`` trait says it runs with no cap (``keep-all``).
+Every row carries its policy's ``role`` trait (``policy``, ``baseline`` or ``bound``) and
+``regret`` = the optimum's answerable rate minus the row's. :func:`curve_summary` averages
+over traces (seeds) with a 95 % Student-t confidence interval per metric; with one trace the
+interval is empty (NaN), not zero.
 """
 
 from __future__ import annotations
@@ -19,16 +21,15 @@ import pandas as pd
 from scipy import stats
 
 from ..errors import ContractError
-from ..policies import PolicyParams, known_policies
-from .memory import UNCAPPED, UNSUPPORTED, check_capacity, check_policy_spec
+from ..policies import BOUND, PolicyParams, known_policies, resolve_policy
+from .memory import check_capacity, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import offline_optimum, outline
 from .replay import replay_policy
 from .schema import Chunk
 
 DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
+#: The exact offline optimum's rows (:mod:`.optimum`): a bound, but not a registered policy.
 OPTIMUM = "optimum"
-KEEP_ALL = "keep-all"
-BOUNDS = (OPTIMUM, KEEP_ALL)
 METRICS = (
     "answerable_rate",
     "stale_kept_rate",
@@ -45,9 +46,19 @@ TraceSource = Callable[[], Iterable[Chunk]]
 
 
 def default_policies() -> list[str]:
-    """Every registered policy the replay can run, bounds aside, plus one modifier example."""
-    names = [name for name in known_policies() if name not in UNSUPPORTED and name not in UNCAPPED]
+    """Every registered policy the replay can run under a cap, plus one modifier example."""
+    names = [name for name in known_policies() if replayable(name) and not uncapped(name)]
     return [*names, "confidence+reserve(correction,0.1,10)"]
+
+
+def uncapped_bounds() -> list[str]:
+    """The registered policies meant to run with no capacity limit (``keep-all``): the ceiling."""
+    return [name for name in known_policies() if uncapped(name)]
+
+
+def role_of(policy: str) -> str:
+    """``policy``, ``baseline`` or ``bound``: the ``role`` trait of the policy under any modifiers."""
+    return BOUND if policy == OPTIMUM else root_policy(resolve_policy(policy)).role
 
 
 def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
@@ -65,17 +76,21 @@ def curve_rows(
     *,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """One row per (trace, policy, capacity), plus the two bound rows per (trace, capacity).
+    """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
 
+    The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
+    replayed once per trace and shown at every capacity); ``role`` holds each row's role.
     ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
     called once per replay, so a large trace file is streamed each time, never held whole.
     """
     capacities = check_capacities(capacities)
-    policies = [check_policy_spec(policy) for policy in policies if policy not in BOUNDS]
+    ceilings = uncapped_bounds()
+    policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
+    roles = {policy: role_of(policy) for policy in [OPTIMUM, *ceilings, *policies]}
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
         shape = outline(source())
-        keep_all = replay_policy(source(), KEEP_ALL, None).row()
+        uncapped_rows = [replay_policy(source(), policy, None).row() for policy in ceilings]
         for capacity in capacities:
             best = offline_optimum(shape, capacity)
             optimum_row = {
@@ -85,17 +100,19 @@ def curve_rows(
                 "answerable": best.answerable,
                 "answerable_rate": best.answerable_rate,
             }
-            found = [optimum_row, {**keep_all, "capacity": capacity, "occupancy_fraction": math.nan}]
+            found = [optimum_row]
+            found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
             for policy in policies:
                 if progress is not None:
                     progress(f"{trace_name} {policy} @ {capacity}")
                 found.append(replay_policy(source(), policy, capacity, params).row())
             for row in found:
                 row["trace"] = trace_name
+                row["role"] = roles[row["policy"]]
                 row["regret"] = best.answerable_rate - row["answerable_rate"]
                 rows.append(row)
     frame = pd.DataFrame(rows)
-    leading = ["trace", "policy", "capacity"]
+    leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
 
 

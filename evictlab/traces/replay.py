@@ -31,10 +31,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ContractError
-from ..policies import DEERMEM_POLICIES, PolicyParams
+from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from ..policies.hybrid import CORRECTION
-from .memory import FAST_POLICIES, UNCAPPED, FastMemory, Memory, ReferenceMemory
+from .memory import FAST_POLICIES, FastMemory, Memory, ReferenceMemory, replayable, uncapped
 from .schema import ADD, ASK, CONFIRM, SEARCH, Chunk
+from .zoo_memory import ZooMemory, rank_rule
 
 # --------------------------------------------------------------------------- counts
 
@@ -210,9 +211,16 @@ def audit_trail(
 def make_memory(
     policy: str, capacity: int | None, params: PolicyParams | None = None, *, seed: int = 0, fast: bool = True
 ) -> Memory:
-    """The fastest memory that decides exactly as the spec says for ``policy``."""
+    """The fastest memory that decides exactly as the spec says for ``policy``.
+
+    DeerMem's two policies run on :class:`FastMemory`, the zoo (and ``reserve`` over it) on
+    :class:`ZooMemory`, anything else (``mmr``, a reservation over ``hybrid-v1``) on the
+    reference path; ``fast=False`` always takes the reference path.
+    """
     if fast and policy in FAST_POLICIES:
         return FastMemory(policy, capacity, params)
+    if fast and replayable(policy) and rank_rule(resolve_policy(policy)) is not None:
+        return ZooMemory(policy, capacity, params, seed=seed)
     return ReferenceMemory(policy, capacity, params, seed=seed)
 
 
@@ -240,6 +248,6 @@ def replay_policy(
     seed: int = 0,
     fast: bool = True,
 ) -> ReplayResult:
-    """Replay one policy at one capacity (``keep-all`` always without a cap)."""
-    memory = make_memory(policy, None if policy in UNCAPPED else capacity, params, seed=seed, fast=fast)
+    """Replay one policy at one capacity (an ``unlimited`` policy, ``keep-all``, without a cap)."""
+    memory = make_memory(policy, None if uncapped(policy) else capacity, params, seed=seed, fast=fast)
     return ReplayResult(policy, capacity, replay(chunks, memory))

@@ -27,10 +27,10 @@ import pandas as pd
 
 from ..distributed import Placement, gather_frame
 from ..errors import ContractError
-from ..policies import DEERMEM_POLICIES
+from ..policies import BOUND, DEERMEM_POLICIES
 from .generate import WorkloadParams, generate
 from .memory import check_policy_spec
-from .metrics import BOUNDS, DEFAULT_CAPACITIES, check_capacities, curve_rows
+from .metrics import DEFAULT_CAPACITIES, check_capacities, curve_rows
 
 #: Policies of a study when none are given: DeerMem's two and the simplest baselines.
 STUDY_POLICIES = (*DEERMEM_POLICIES, "fifo", "lru")
@@ -98,7 +98,7 @@ def run_study(tasks: Sequence[StudyTask], placement: Placement, *, progress: boo
 
 def study_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per policy and capacity: win and tie rates and advantage percentiles vs each baseline."""
-    cells = rows[~rows["policy"].isin(BOUNDS)].pivot_table(
+    cells = rows[rows["role"] != BOUND].pivot_table(
         index=["workload", "seed", "capacity"], columns="policy", values="answerable_rate", aggfunc="first"
     )
     records = []
