@@ -74,7 +74,7 @@ def curve_rows(
     capacities: Sequence[int] = DEFAULT_CAPACITIES,
     params: PolicyParams | None = None,
     *,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, str, int | None], None] | None = None,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
 
@@ -82,18 +82,26 @@ def curve_rows(
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.
     ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
     called once per replay, so a large trace file is streamed each time, never held whole.
+    ``progress(trace, policy, capacity)`` is called before each step (capacity ``None``: the
+    optimum's outline of the trace, or an uncapped replay).
     """
+    report = progress or (lambda trace, policy, capacity: None)
     capacities = check_capacities(capacities)
     ceilings = uncapped_bounds()
     policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
     roles = {policy: role_of(policy) for policy in [OPTIMUM, *ceilings, *policies]}
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
+        report(trace_name, OPTIMUM, None)
         shape = outline(source())
-        uncapped_rows = [replay_policy(source(), policy, None).row() for policy in ceilings]
+        uncapped_rows = []
+        for policy in ceilings:
+            report(trace_name, policy, None)
+            uncapped_rows.append(replay_policy(source(), policy, None).row())
         for capacity in capacities:
+            report(trace_name, OPTIMUM, capacity)
             best = offline_optimum(shape, capacity)
-            optimum_row = {
+            optimum_row: dict[str, Any] = {
                 "policy": OPTIMUM,
                 "capacity": capacity,
                 "asks": best.asks,
@@ -103,8 +111,7 @@ def curve_rows(
             found = [optimum_row]
             found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
             for policy in policies:
-                if progress is not None:
-                    progress(f"{trace_name} {policy} @ {capacity}")
+                report(trace_name, policy, capacity)
                 found.append(replay_policy(source(), policy, capacity, params).row())
             for row in found:
                 row["trace"] = trace_name
