@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evictlab.demo import load_demo
+from evictlab.readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES
+from evictlab.traces import schema
 from evictlab.traces.generate import WorkloadParams, generate, knowledge_update_trace, parse_param
 from evictlab.traces.schema import TraceError, iter_chunks, read_trace, trace_bytes, write_trace
 
@@ -99,3 +101,73 @@ def test_bad_parquet_files(tmp_path):
         read_trace(tmp_path / "text.parquet")
     with pytest.raises(TraceError, match=".parquet or .jsonl"):
         read_trace(write_lines(tmp_path / "trace.csv", []))
+
+
+def utc_times(values, unit="us"):
+    return pa.array(values, pa.timestamp(unit, tz="UTC"))
+
+
+def test_trace_files_are_held_to_the_readers_limits(tmp_path, monkeypatch):
+    # Over the size limit: refused from the file's size, before a byte is read (a sparse file).
+    for suffix in (".parquet", ".jsonl"):
+        huge = tmp_path / f"huge{suffix}"
+        with huge.open("wb") as handle:
+            handle.truncate(MAX_TRACE_BYTES + 1)
+        with pytest.raises(TraceError, match=f"{huge}: trace file is {MAX_TRACE_BYTES + 1} bytes, over"):
+            read_trace(huge)
+    # A JSONL line without an end is refused at the line limit, not read whole.
+    endless = tmp_path / "endless.jsonl"
+    endless.write_bytes(b"{" * (MAX_ROW_LINE_BYTES + 10))
+    with pytest.raises(TraceError, match=r"row 0 \(line 1\): longer than evictlab's limit"):
+        read_trace(endless)
+    # A Parquet row group is held whole while streamed: one over the limit is refused by its metadata.
+    grouped = tmp_path / "grouped.parquet"
+    pq.write_table(pa.table({"time": utc_times(range(400)), "event": ["tick"] * 400}), grouped, row_group_size=100)
+    assert len(read_trace(grouped)["time"]) == 400
+    monkeypatch.setattr(schema, "MAX_TRACE_ROW_GROUP_BYTES", 100)
+    with pytest.raises(TraceError, match=r"rows 0-99 \(row group 0\) hold \d+ bytes uncompressed, over"):
+        read_trace(grouped)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "add", "fact_id": "a", "content_length": 1, "confidence": '
+         + b"9" * 400 + b', "category": "x"}', "row 0, field 'confidence': must be a finite number"),
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "tick", "note": "\xff"}', r"row 0 \(line 1\): not UTF-8"),
+        (b'{"time": "2026-01-01T00:00:00Z", "time": "2026-01-02T00:00:00Z", "event": "tick"}', "duplicate key 'time'"),
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "search", "fact_ids": ' + b"[" * 80 + b"]" * 80 + b"}",
+         "nested more than 64 levels"),
+        (b'{"time": "2026-01-01T00:00:00Z", "event": "ask", "fact_id": "\\ud800"}', "lone surrogate"),
+        (b"[1, 2]", r"row 0 \(line 1\): must be a JSON object"),
+    ],
+)
+def test_strict_json_rules_hold_in_trace_lines(tmp_path, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(line + b"\n")
+    with pytest.raises(TraceError, match=message) as error:
+        read_trace(path)
+    assert str(error.value).startswith(f"{path}: ") and "\n" not in str(error.value)
+
+
+def test_unreadable_parquet_parts_name_the_file_and_rows(tmp_path):
+    far = tmp_path / "far.parquet"
+    pq.write_table(pa.table({"time": utc_times([0, 10**15], "s"), "event": ["tick", "tick"]}), far)
+    with pytest.raises(TraceError, match=r"row 0, field 'time': outside the range .* \(in rows 0-1\)"):
+        read_trace(far)
+    # Damaged page bytes inside an intact footer: the read fails mid-stream, named, one line.
+    intact = tmp_path / "intact.parquet"
+    pq.write_table(pa.table({"time": utc_times(range(5000)), "event": ["tick"] * 5000}), intact)
+    data = bytearray(intact.read_bytes())
+    for position in range(8, 400):
+        data[position] ^= 0x5A
+    damaged = tmp_path / "damaged.parquet"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match=rf"{damaged}: row 0 onwards: cannot read \(") as error:
+        read_trace(damaged)
+    assert "\n" not in str(error.value)
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(bytes(data[: len(data) // 2]) + bytes(data[-8:]))
+    with pytest.raises(TraceError, match="not a readable Parquet file") as error:
+        read_trace(truncated)
+    assert "\n" not in str(error.value)

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import EvictlabError
-from ..readers import MAX_ROW_LINE_BYTES, parse_json
+from ..readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES, MAX_TRACE_ROW_GROUP_BYTES, check_size, parse_json
 from ..results import atomic_write_bytes, json_line
 
 EVENTS = ("add", "search", "confirm", "ask", "tick")
@@ -189,6 +189,7 @@ def iter_chunks(path: str | os.PathLike, chunk_rows: int = CHUNK_ROWS) -> Iterat
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: trace file not found")
+    check_size(path, MAX_TRACE_BYTES, what="trace file", error=TraceError)
     checker = RowChecker(str(path))
     if path.suffix == ".parquet":
         yield from _parquet_chunks(path, checker, chunk_rows)
@@ -211,7 +212,7 @@ def _parquet_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterato
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as error:
-        raise TraceError(f"{path}: not a readable Parquet file ({error})") from None
+        raise TraceError(f"{path}: not a readable Parquet file ({one_line(error)})") from None
     schema = parquet.schema_arrow
     unknown = [name for name in schema.names if name not in COLUMNS]
     if unknown:
@@ -227,18 +228,49 @@ def _parquet_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterato
                 raise TraceError(f"{path}: column 'time' must be a UTC timestamp, got {actual}")
         elif not _compatible(actual, expected):
             raise TraceError(f"{path}: column {name!r} must be {expected}, got {actual}")
-    for batch in parquet.iter_batches(batch_size=chunk_rows):
-        chunk = empty_chunk()
-        for name in COLUMNS:
-            if name not in batch.schema.names:
-                chunk[name] = [None] * batch.num_rows
-                continue
-            column = batch.column(name)
-            if name == "time":
-                column = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
-            chunk[name] = column.to_pylist()
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):
+        meta = parquet.metadata.row_group(group)
+        if meta.total_byte_size > MAX_TRACE_ROW_GROUP_BYTES:
+            raise TraceError(
+                f"{path}: rows {first}-{first + meta.num_rows - 1} (row group {group}) hold"
+                f" {meta.total_byte_size} bytes uncompressed, over evictlab's limit of"
+                f" {MAX_TRACE_ROW_GROUP_BYTES} bytes per row group; write the trace with smaller row groups"
+            )
+        first += meta.num_rows
+    batches = parquet.iter_batches(batch_size=chunk_rows)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            chunk = _batch_chunk(batch, checker)
+        except (pa.ArrowException, OSError) as error:
+            raise TraceError(f"{path}: row {checker.row} onwards: cannot read ({one_line(error)})") from None
         _check_chunk(chunk, checker)
         yield chunk
+
+
+def _batch_chunk(batch: pa.RecordBatch, checker: RowChecker) -> Chunk:
+    chunk = empty_chunk()
+    for name in COLUMNS:
+        if name not in batch.schema.names:
+            chunk[name] = [None] * batch.num_rows
+            continue
+        column = batch.column(name)
+        if name == "time":
+            try:
+                column = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+            except pa.ArrowInvalid:  # e.g. seconds so far out that microseconds overflow 64 bits
+                raise checker.error("time", "outside the range of microseconds since 1970 in 64 bits"
+                                    f" (in rows {checker.row}-{checker.row + batch.num_rows - 1})") from None
+        chunk[name] = column.to_pylist()
+    return chunk
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (Arrow's messages may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _compatible(actual: pa.DataType, expected: pa.DataType) -> bool:
@@ -282,7 +314,11 @@ def _jsonl_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterator[
             values = dict(record)
             values["time"] = _read_time(values.get("time"), checker)
             if isinstance(values.get("confidence"), int) and not isinstance(values["confidence"], bool):
-                values["confidence"] = float(values["confidence"])
+                try:
+                    values["confidence"] = float(values["confidence"])
+                except OverflowError:
+                    message = "must be a finite number, got an integer beyond the double range"
+                    raise checker.error("confidence", message) from None
             checker.check(values)
             for name in COLUMNS:
                 chunk[name].append(values.get(name))
