@@ -368,6 +368,9 @@ def test_findings_are_computed_from_the_run():
     assert "(+35.6 points, 95 % interval +20.0 to +51.1, exact McNemar p = 0.00014)" in findings["qa"].headline
     assert "v3" in findings["qa"].headline and "not from this report's dataset" in findings["qa"].detail
     assert "embedded demo dataset" in findings["data"].headline
+    # Trace mode on the default generated workload: where hybrid-v1 and confidence differ most.
+    assert "answerable rate: the largest difference is at capacity" in findings["traces"].headline
+    assert "where hybrid-v1 is" in findings["traces"].headline and "optimum" in findings["traces"].detail
 
 
 def test_a_missing_dataset_leaves_no_folder_and_an_old_report_untouched(tmp_path, capsys):
