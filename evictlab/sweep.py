@@ -204,9 +204,13 @@ class SweepGrid:
         return settings_frame(self.settings)
 
     def as_dict(self) -> dict[str, Any]:
+        """The grid for a run record: ``weights`` lists the triples beyond the simplex of
+        ``weights_step`` (all of them without a step), ``weight_triples`` counts them all."""
+        on_simplex = simplex_size(self.weights_step) if self.weights_step is not None else 0
         return {
             "weights_step": self.weights_step,
-            "weights": [list(triple) for triple in self.weights],
+            "weights": [list(triple) for triple in self.weights[on_simplex:]],
+            "weight_triples": len(self.weights),
             "confirmation_half_lives": list(self.confirmation_half_lives),
             "access_half_lives": list(self.access_half_lives),
             "reserved_fractions": list(self.reserved_fractions),

@@ -22,9 +22,10 @@ kill, or failed) with the same grid, presets, inputs and chunk size, a sweep kee
 complete chunks, reads their summaries back and computes only the others. With anything
 different it starts over.
 
-Chunks are independent tasks: :mod:`evictlab.distributed` runs them in this process or on
-Dask workers (``--workers``, ``--scheduler``); a worker returns a chunk's two files as bytes
-and they are written here, in chunk order, so every placement writes the same bytes.
+Chunks are independent: :mod:`evictlab.distributed` runs them in this process or on Dask
+workers (``--workers``, ``--scheduler``), one task per preset and run of settings (the chunks
+of every policy there, which share the settings). A task returns its chunks' files as bytes
+and they are written here, so every placement writes the same bytes.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from .decisions import DecisionRows, decide_batches, settings_frame
 from .distributed import Placement, dask_client, iter_tasks
 from .engine import PreparedCases
 from .errors import ContractError
-from .policies import resolve_policy
+from .policies import PolicyParams, resolve_policy
 from .pools import PoolSet, check_capacities
 from .sweep import (
     ROW_COLUMNS,
@@ -143,10 +144,24 @@ class ChunkFiles:
     summary: bytes
 
 
-def chunk_files(plan: SweepPlan, chunk: Chunk) -> ChunkFiles:
-    """Decide one chunk and serialise its rows and its scenario summary (a task: pure, picklable)."""
+def task_groups(chunks: Sequence[Chunk]) -> list[tuple[Chunk, ...]]:
+    """``chunks`` grouped into tasks: the chunks of every policy over one preset and run of
+    settings, which share the settings (built once per task)."""
+    groups: dict[tuple[str, int], list[Chunk]] = {}
+    for chunk in chunks:
+        groups.setdefault((chunk.preset, chunk.start), []).append(chunk)
+    return [tuple(group) for group in groups.values()]
+
+
+def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
+    """Decide chunks of one preset and run of settings and serialise each one's rows and scenario
+    summary (a task: pure, picklable)."""
+    settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
+    return [_chunk_files(plan, chunk, settings) for chunk in chunks]
+
+
+def _chunk_files(plan: SweepPlan, chunk: Chunk, settings: Sequence[PolicyParams]) -> ChunkFiles:
     grid = plan.grid
-    settings = grid.settings_between(chunk.start, chunk.stop)
     decided = DecisionRows(
         plan.prepared, grid.policies, (0,), settings, grid.capacities,
         tie_breaks=plan.tie_breaks, first_setting=chunk.start, size=chunk.rows,
@@ -176,8 +191,10 @@ def arrow_table(
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
+    """``table`` as a Parquet file. Only ``setting`` gets min/max statistics (a reader can skip
+    files by setting with them); statistics of every column would triple the writing time."""
     buffer = io.BytesIO()
-    pq.write_table(table, buffer)
+    pq.write_table(table, buffer, write_statistics=["setting"])
     return buffer.getvalue()
 
 
@@ -410,18 +427,20 @@ def write_sweep_files(
             for folder in (ROWS_FILE, SUMMARY_FILE):
                 run.add_output(part_name(folder, chunk.index))
             tally.add(pq.read_table(run.path(part_name(SUMMARY_FILE, chunk.index))), chunk.rows)
-    pending = [chunk for chunk in plan.chunks if chunk.index not in done]
+    tasks = task_groups([chunk for chunk in plan.chunks if chunk.index not in done])
+    pending = sum((chunk.rows for task in tasks for chunk in task), 0)
     show = sys.stderr.isatty() if progress is None else progress
     with (
-        tqdm(total=plan.rows, initial=plan.rows - sum(c.rows for c in pending), desc="sweep", unit=" decisions",
-             unit_scale=True, leave=False, disable=not show) as bar,
+        tqdm(total=plan.rows, initial=plan.rows - pending, desc="sweep", unit=" decisions", unit_scale=True,
+             leave=False, disable=not show) as bar,
         dask_client(placement) as client,
     ):  # fmt: skip
-        for chunk, files in zip(pending, iter_tasks(client, partial(chunk_files, plan), pending)):
-            run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
-            run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
-            tally.add(pq.read_table(pa.BufferReader(files.summary)), chunk.rows)
-            bar.update(chunk.rows)
+        for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks)):
+            for chunk, files in zip(task, task_files):
+                run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
+                run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
+                tally.add(pq.read_table(pa.BufferReader(files.summary)), chunk.rows)
+                bar.update(chunk.rows)
     extremes = tally.extreme_settings()
     run.write_bytes(EXTREMES_FILE, extremes.to_csv(index=False, lineterminator="\n").encode("utf-8"))
     run.record.summary = {

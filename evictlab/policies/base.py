@@ -94,6 +94,8 @@ class PolicyParams:
 
 def _require_real(name: str, value: Any) -> int | float:
     """A finite real number as a plain Python ``int`` or ``float`` (numpy scalars included)."""
+    if type(value) is float and math.isfinite(value):  # the common case, without the ABC checks
+        return value
     if not isinstance(value, bool) and isinstance(value, numbers.Real):
         try:
             as_float = float(value)

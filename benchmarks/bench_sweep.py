@@ -1,0 +1,155 @@
+"""The streamed sweep: the command against the engine on a dense grid, and memory on a huge one.
+
+1. **Dense grid**, weight step 0.01 (5,151 settings) x 45 cases x capacities 5, 7, 9, both
+   DeerMem policies (1,390,770 rows): the engine alone (``PreparedCases`` built from the pools,
+   then ``select`` for each policy, settings built beforehand) against the whole
+   ``evictlab sweep`` command run in this process (options, pools, grid, engine, the Parquet
+   files, summaries and run record). Median of 3 each, in wall time and in CPU time of this
+   process (less disturbed by other jobs on a shared machine; the command's waits for the disk
+   are not in it); target: the command within 2x of the engine. The same command as a fresh
+   process (interpreter start and imports included) is printed for reference.
+2. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
+   (507,525 settings) x 45 cases x 3 capacities x 2 policies, as ``evictlab sweep`` in a child
+   process: its peak resident memory (``os.wait4``), target under 1.5 GiB, with wall time and
+   the size of the files. ``--skip-large`` leaves it out (it takes minutes).
+
+The script exits non-zero when a sweep fails or writes another number of rows than its grid
+has; a missed target is printed, not failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evictlab import cli
+from evictlab.engine import PreparedCases
+from evictlab.pools import open_pools
+from evictlab.runspec import RunSpec
+from evictlab.sweep import make_grid
+
+DENSE = ["--weights-step", "0.01", "--capacities", "5,7,9"]
+LARGE = [
+    "--weights-step", "0.005", "--confirmation-half-lives", "30,60,90,180,365",
+    "--access-half-lives", "7,14,30,60,90", "--capacities", "5,7,9", "--max-settings", "507525",
+]  # fmt: skip
+GIB = 1 << 30
+
+
+def median_seconds(function, repeats: int = 3) -> tuple[float, float]:
+    """Median (wall seconds, CPU seconds of this process) of ``repeats`` calls."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        function()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def command_in_process(argv: list[str], folder: Path) -> None:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["sweep", *argv, "--no-progress", "--output-dir", str(folder)])
+    if code != 0:
+        raise SystemExit(f"evictlab sweep {' '.join(argv)} exited {code}")
+
+
+def child(argv: list[str], folder: Path) -> tuple[float, int]:
+    """Run ``evictlab sweep`` in a child process: (wall seconds, peak resident bytes)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evictlab", "sweep", *argv, "--no-progress", "--output-dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    error = process.stderr.read().decode() if process.stderr else ""
+    if process.returncode != 0:
+        raise SystemExit(f"evictlab sweep {' '.join(argv)} exited {process.returncode}: {error}")
+    return seconds, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+
+def check_rows(folder: Path, expected: int) -> int:
+    record = json.loads((folder / "sweep.run.json").read_text())
+    rows = record["summary"]["rows"]
+    if record["status"] != "success" or rows != expected:
+        raise SystemExit(f"{folder}: status {record['status']}, {rows:,} rows, expected {expected:,}")
+    return rows
+
+
+def disk_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def dense(scratch: Path) -> None:
+    grid = make_grid(weights_step=0.01, capacities=(5, 7, 9))
+    pool_set = open_pools(RunSpec("pr4810-final"))
+    settings = grid.settings
+    rows = 2 * grid.size * len(pool_set.cases) * 3
+    print(f"1. dense grid: {grid.size:,} settings x {len(pool_set.cases)} cases x 3 capacities x 2 policies"
+          f" = {rows:,} rows")  # fmt: skip
+
+    def engine() -> None:
+        cases = PreparedCases.from_pool_set(pool_set)
+        for policy in grid.policies:
+            cases.select(policy, settings, grid.capacities)
+
+    runs = iter(range(1000))
+    engine_seconds = median_seconds(engine)
+    folders = []
+
+    def command() -> None:
+        folders.append(scratch / f"dense-{next(runs)}")
+        command_in_process(DENSE, folders[-1])
+
+    command_seconds = median_seconds(command)
+    check_rows(folders[-1], rows)
+    process_seconds, _ = child(DENSE, scratch / "dense-process")
+    print("                                              wall       CPU")
+    print(f"   engine (prepare + select, both policies): {engine_seconds[0]:7.3f} s {engine_seconds[1]:7.3f} s")
+    print(f"   evictlab sweep, in this process:          {command_seconds[0]:7.3f} s {command_seconds[1]:7.3f} s")
+    for label, at in (("wall", 0), ("CPU", 1)):
+        ratio = command_seconds[at] / engine_seconds[at]
+        print(f"   ratio, {label + ':':<5} {ratio:5.2f}x (target <= 2x: {'met' if ratio <= 2 else 'MISSED'})")
+    print(f"   evictlab sweep, a fresh process:          {process_seconds:7.3f} s wall"
+          " (interpreter start and imports included)")
+    print(f"   files: {disk_bytes(folders[-1]) / 2**20:.1f} MiB")
+
+
+def large(scratch: Path) -> None:
+    rows = 2 * 20_301 * 25 * 45 * 3
+    print(f"2. large grid: 507,525 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows (child process)")
+    folder = scratch / "large"
+    seconds, peak = child(LARGE, folder)
+    check_rows(folder, rows)
+    verdict = "met" if peak < 1.5 * GIB else "MISSED"
+    print(f"   wall time {seconds:7.1f} s, {rows / seconds / 1e6:.2f} M rows/s")
+    print(f"   peak resident memory {peak / GIB:.2f} GiB (target < 1.5 GiB: {verdict})")
+    print(f"   files: {disk_bytes(folder) / 2**20:.1f} MiB in {len(list((folder / 'rows.parquet').iterdir()))} chunks")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-large", action="store_true", help="leave out the 137 M-row sweep")
+    args = parser.parse_args(argv)
+    print(f"load average at start: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as scratch:
+        dense(Path(scratch))
+        if not args.skip_large:
+            large(Path(scratch))
+    print(f"load average at end:   {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
