@@ -367,6 +367,8 @@ def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_ov
     assert manifest["status"] == "success"
     assert manifest["parameters"]["grid"]["confirmation_half_lives"] == [90, 7.5]
     assert manifest["parameters"]["grid"]["access_half_lives"] == [30]  # the config's
+    assert manifest["parameters"]["grid"]["weights"] == [[0.65, 0.25, 0.1]]  # beyond the 0.25 simplex
+    assert manifest["parameters"]["grid"]["weight_triples"] == len(simplex_weights(0.25)) + 1
     inputs = manifest["parameters"]["inputs"]["pr4810-final"]
     assert set(inputs) >= {"protocol_id", "dataset", "artifacts", "variant"}
     assert len(inputs["dataset"]["sha256"]) == 64 and len(inputs["artifacts"]["config_sha256"]) == 64
