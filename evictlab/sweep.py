@@ -76,7 +76,8 @@ DEERMEM_DEFAULT = PolicyParams()
 
 
 #: The most settings a grid may have unless the caller lifts it: 0.01-step weights (5,151
-#: triples) crossed with 3 x 3 half-lives is 46,359; rows and memory grow in proportion.
+#: triples) crossed with 3 x 3 half-lives is 46,359. Memory stays bounded (the rows are written
+#: in chunks), but time and the rows on disk grow in proportion.
 MAX_SETTINGS = 50_000
 
 
@@ -246,8 +247,8 @@ def make_grid(
         count *= max(len(values), 1)
     if count > max_settings:
         raise ContractError(
-            f"the grid has about {count:,} settings, over the limit of {max_settings:,}; rows and"
-            f" memory grow with it. Use a coarser grid, or pass --max-settings {count} to run it"
+            f"the grid has about {count:,} settings, over the limit of {max_settings:,}; time and"
+            f" rows grow with it. Use a coarser grid, or pass --max-settings {count} to run it"
             " deliberately"
         )
     triples = list(simplex_weights(weights_step)) if weights_step is not None else []
