@@ -1,7 +1,7 @@
 """The vectorised engine against the scalar selector, on the demo's 45 pools.
 
-1. Equivalence and speed: one grid through :meth:`evictlab.engine.PreparedCases.select` and
-   through a Python loop over :func:`evictlab.deermem.select_facts_for_capacity`; every kept
+1. Equivalence and speed: one grid through :meth:`evictlab.selection.engine.PreparedCases.select` and
+   through a Python loop over :func:`evictlab.selection.deermem.select_facts_for_capacity`; every kept
    set, support rank and reserved count must be identical (exit status 1 otherwise). Prints
    selections per second of both and their ratio (target: >= 100x).
 2. The dense grid: weight step 0.01 (5,151 points) x 45 cases x 3 capacities through the
@@ -24,13 +24,13 @@ import time
 import tracemalloc
 from functools import partial
 
-from evictlab import demo
-from evictlab.deermem import select_facts_for_capacity
-from evictlab.engine import PreparedCases
+from evictlab.analysis.sweep import make_grid, run_sweep, simplex_weights
+from evictlab.core import demo
+from evictlab.core.pools import build_pools
+from evictlab.core.protocol import PRESETS, load_protocol
 from evictlab.policies import PolicyParams
-from evictlab.pools import build_pools
-from evictlab.protocol import PRESETS, load_protocol
-from evictlab.sweep import make_grid, run_sweep, simplex_weights
+from evictlab.selection.deermem import select_facts_for_capacity
+from evictlab.selection.engine import PreparedCases
 
 CAPACITIES = (5, 7, 9)
 TARGET_RATIO = 100

@@ -31,9 +31,9 @@ import sys
 import tempfile
 import time
 
-from evictlab.engine import PreparedCases
 from evictlab.policies import PolicyParams
-from evictlab.widgets import Explorer, PoolCache, retention_summary
+from evictlab.selection.engine import PreparedCases
+from evictlab.workbench.widgets import Explorer, PoolCache, retention_summary
 
 SLIDER_BUDGET_MS = 100.0
 CPU_BUDGET_MS = 30.0
@@ -120,7 +120,7 @@ def engine_alone(prepared, repeats):
         repeats * 10), ENGINE_BUDGET_MS)
 
 
-BENCH_NOTEBOOK = """from evictlab.widgets import Explorer
+BENCH_NOTEBOOK = """from evictlab.workbench.widgets import Explorer
 explorer = Explorer(capacity=5)
 explorer"""
 

@@ -2,7 +2,7 @@
 
 1. The study of notebook 09's headline: confidence noise at 5 levels x 200 seeds x 3
    capacities x 2 policies (``confidence``, ``hybrid-v1``) through
-   ``evictlab.robustness.robustness_curves``: 270,000 decisions, timed end to end (perturbing
+   ``evictlab.analysis.robustness.robustness_curves``: 270,000 decisions, timed end to end (perturbing
    the pools included).
 2. The reference, measured in the same run: the same perturbed copies of one level for a
    share of the seeds decided one by one with ``evictlab.policies.select``, scaled to the
@@ -18,10 +18,10 @@ import argparse
 import sys
 import time
 
-from evictlab import workbench
-from evictlab.engine import PreparedCases
+from evictlab.analysis.robustness import PERTURBATIONS, perturb_cases, robustness_curves
 from evictlab.policies import select
-from evictlab.robustness import PERTURBATIONS, perturb_cases, robustness_curves
+from evictlab.selection.engine import PreparedCases
+from evictlab.workbench import loaders
 
 SEEDS = 200
 CAPACITIES = (5, 7, 9)
@@ -32,7 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference-seeds", type=int, default=10)
     args = parser.parse_args()
-    pool_set = workbench.load_pool_set()
+    pool_set = loaders.load_pool_set()
     now, params = pool_set.protocol.evaluation_time, pool_set.protocol.config.hybrid
     levels = PERTURBATIONS["confidence_noise"].levels
 

@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 from evictlab import cli
-from evictlab.engine import PreparedCases
-from evictlab.pools import open_pools
-from evictlab.runspec import RunSpec
-from evictlab.sweep import make_grid
+from evictlab.analysis.sweep import make_grid
+from evictlab.core.pools import open_pools
+from evictlab.core.runspec import RunSpec
+from evictlab.selection.engine import PreparedCases
 
 DENSE = ["--weights-step", "0.01", "--capacities", "5,7,9"]
 LARGE = [

@@ -1,16 +1,16 @@
 """Trace replay: fast memories against straightforward loops, a capacity curve, a study, streaming.
 
 1. **Fast vs. reference, identical kept lists.** A 100,000-event generated trace at capacity
-   100 under ``hybrid-v1`` (and ``confidence``): :class:`~evictlab.traces.memory.FastMemory`
-   against :class:`~evictlab.traces.memory.ReferenceMemory` set to call
-   :func:`evictlab.deermem.select_facts_for_capacity` on every write. The kept list after every
+   100 under ``hybrid-v1`` (and ``confidence``): :class:`~evictlab.analysis.traces.memory.FastMemory`
+   against :class:`~evictlab.analysis.traces.memory.ReferenceMemory` set to call
+   :func:`evictlab.selection.deermem.select_facts_for_capacity` on every write. The kept list after every
    write is compared (a digest per write); any difference exits with status 1. Prints both
    times and the ratio (target: >= 20x).
 2. **The zoo's fast paths.** Every other policy of the curve on the first ``--zoo-events``
-   events at capacity 100: :class:`~evictlab.traces.zoo_memory.ZooMemory` against the loop that
+   events at capacity 100: :class:`~evictlab.analysis.traces.zoo_memory.ZooMemory` against the loop that
    calls the policy's own ``select`` on every write; kept lists compared as in part 1.
 3. **A full capacity curve**, as ``evictlab trace replay`` computes it
-   (:func:`~evictlab.traces.metrics.curve_rows`): capacities 10, 20, 50, 100, 200, 500 x every
+   (:func:`~evictlab.analysis.traces.metrics.curve_rows`): capacities 10, 20, 50, 100, 200, 500 x every
    default policy, the exact optimum and keep-all, on the whole trace, in this one process
    (target: under 5 minutes on 2 cores).
 4. **A study** of 1,000 generated workloads (:data:`STUDY_GRID` x 10 seeds, ``trace study``'s
@@ -45,14 +45,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from evictlab.analysis.traces.generate import WorkloadParams, generate
+from evictlab.analysis.traces.memory import FastMemory, ReferenceMemory
+from evictlab.analysis.traces.metrics import DEFAULT_CAPACITIES, curve_rows, default_policies
+from evictlab.analysis.traces.replay import make_memory, replay
+from evictlab.analysis.traces.schema import chunk_table, iter_chunks
+from evictlab.analysis.traces.study import run_study, study_tasks
 from evictlab.distributed import Placement
 from evictlab.policies import DEERMEM_POLICIES
-from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.memory import FastMemory, ReferenceMemory
-from evictlab.traces.metrics import DEFAULT_CAPACITIES, curve_rows, default_policies
-from evictlab.traces.replay import make_memory, replay
-from evictlab.traces.schema import chunk_table, iter_chunks
-from evictlab.traces.study import run_study, study_tasks
 
 TARGET_RATIO = 20
 CURVE_BUDGET_SECONDS = 300

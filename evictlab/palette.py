@@ -1,7 +1,7 @@
 """The colour palette: Okabe-Ito (Okabe & Ito 2008) plus shades of it.
 
 It stays distinguishable under the common forms of colour blindness. Policies take their
-fixed colour from here (each policy file names its own); :mod:`evictlab.plots` draws with it.
+fixed colour from here (each policy file names its own); :mod:`evictlab.workbench.plots` draws with it.
 """
 
 from __future__ import annotations

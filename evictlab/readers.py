@@ -32,7 +32,7 @@ MAX_DATASET_BYTES = 256 * MIB
 #: A graded-rows JSONL file, and one line of it.
 MAX_ROWS_FILE_BYTES = 256 * MIB
 MAX_ROW_LINE_BYTES = 4 * MIB
-#: A trace file (:mod:`evictlab.traces.schema`). Traces are streamed, so this bounds the disk
+#: A trace file (:mod:`evictlab.analysis.traces.schema`). Traces are streamed, so this bounds the disk
 #: read, not memory: 1,000,000 events take about 17 MB as Parquet and 150 MB as JSONL.
 MAX_TRACE_BYTES = 4096 * MIB
 #: One row group of a Parquet trace, uncompressed: the unit a streamed read holds at once.

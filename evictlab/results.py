@@ -305,7 +305,7 @@ def run(
     ``precheck`` runs under the lock before the record is written: checks and loading whose
     failure should leave no trace (run-qa's marker, grade-qa's stored rows, run-policy's
     dataset); a folder the run made is removed again when such a refusal leaves it empty. ``spec`` is a
-    :class:`~evictlab.runspec.RunSpec` (recorded with ``as_record()``), a mapping, or None.
+    :class:`~evictlab.core.runspec.RunSpec` (recorded with ``as_record()``), a mapping, or None.
     """
     if existing not in EXISTING_RULES:
         raise ValueError(f"existing must be one of {EXISTING_RULES}, got {existing!r}")

@@ -7,7 +7,7 @@ from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
 
 from evictlab import browser
-from evictlab.qa.tasks import build_tasks
+from evictlab.analysis.qa.tasks import build_tasks
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from openai_stub import OpenAIStub, Reply
 
+from evictlab.analysis.qa.prompt import request_fingerprint
+from evictlab.analysis.qa.runner import response_path
+from evictlab.analysis.qa.tasks import QATask
 from evictlab.cli import main
-from evictlab.commands._common import add_pool_options, pool_set_from
-from evictlab.protocol import DEFAULT_CONFIG, sha256_file
-from evictlab.qa.prompt import request_fingerprint
-from evictlab.qa.runner import response_path
-from evictlab.qa.tasks import QATask
+from evictlab.cli._common import add_pool_options, pool_set_from
+from evictlab.core.protocol import DEFAULT_CONFIG, sha256_file
 from evictlab.results import json_document
 
 API_KEY = "sk-test-SECRET"

@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import moments, usage_entries
 
-from evictlab.audit import (
+from evictlab.errors import ContractError
+from evictlab.policies.signals import access_heat
+from evictlab.selection.audit import (
     append_audit_event,
     audit_event,
     audit_path,
@@ -26,10 +29,7 @@ from evictlab.audit import (
     usage_path,
     write_usage,
 )
-from evictlab.deermem import select_facts_for_capacity
-from evictlab.errors import ContractError
-from evictlab.policies.signals import access_heat
-from strategies import moments, usage_entries
+from evictlab.selection.deermem import select_facts_for_capacity
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

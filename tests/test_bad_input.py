@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evictlab.cli import main
-from evictlab.demo import DEMO_DATASET, DEMO_MANIFEST, DEMO_PIN
-from evictlab.protocol import sha256_file
+from evictlab.core.demo import DEMO_DATASET, DEMO_MANIFEST, DEMO_PIN
+from evictlab.core.protocol import sha256_file
 
 
 def candidate_index(rows, kind="knowledge-update"):

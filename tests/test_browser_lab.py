@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evictlab import report
 from evictlab.browser import ConsoleLog, JupyterLab
+from evictlab.workbench import report
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from evictlab import __version__
-from evictlab.cli import build_parser, main
-from evictlab.commands import INDEX
+from evictlab.cli import INDEX, build_parser, main
 
 
 def subcommand_paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

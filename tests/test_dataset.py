@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evictlab.dataset import (
+from evictlab.core.dataset import (
     answer_text,
     build_bank,
     check_selection,
@@ -16,8 +16,8 @@ from evictlab.dataset import (
     render_evidence,
     select_official,
 )
+from evictlab.core.protocol import DatasetPin, OfficialManifest, load_protocol, sha256_file
 from evictlab.errors import DatasetError
-from evictlab.protocol import DatasetPin, OfficialManifest, load_protocol, sha256_file
 
 RULE = load_protocol().official.selection  # DeerFlow's values (spec 2.3)
 ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")

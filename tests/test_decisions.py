@@ -8,17 +8,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evictlab.decisions import (
+from evictlab.errors import ContractError
+from evictlab.policies import PolicyParams
+from evictlab.selection.decisions import (
     DECISION_COLUMNS,
     decide_grid,
     retention_cell,
     retention_counts,
     retention_table,
 )
-from evictlab.engine import reference_outcome
-from evictlab.errors import ContractError
-from evictlab.policies import PolicyParams
-from evictlab.workbench import PUBLISHED_RETENTION, load_pool_set
+from evictlab.selection.engine import reference_outcome
+from evictlab.workbench.loaders import PUBLISHED_RETENTION, load_pool_set
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ from pathlib import Path
 from openai_stub import OpenAIStub
 from qa_harness import Responder, demo_pool_set, grade_cli, run_qa_cli
 
+from evictlab.analysis.qa.prompt import parse_answer_template
+from evictlab.analysis.qa.tasks import build_tasks
 from evictlab.cli import main
-from evictlab.protocol import ARTIFACT_NAMES, load_protocol, sha256_file
-from evictlab.qa.prompt import parse_answer_template
-from evictlab.qa.tasks import build_tasks
+from evictlab.core.protocol import ARTIFACT_NAMES, load_protocol, sha256_file
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "deerflow-layout"
 FILES = {

@@ -6,10 +6,10 @@ import datetime as _dt
 
 import pytest
 
-from evictlab.audit import audit_event, shadow_comparison
-from evictlab.deermem import select_facts_for_capacity
 from evictlab.errors import ContractError
 from evictlab.policies import select
+from evictlab.selection.audit import audit_event, shadow_comparison
+from evictlab.selection.deermem import select_facts_for_capacity
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

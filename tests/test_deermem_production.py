@@ -1,6 +1,6 @@
 """The DeerMem-compatible entry point where production is odd (spec 0.5, 1.2 to 1.4).
 
-``evictlab.deermem.select_facts_for_capacity`` must behave as production does for every
+``evictlab.selection.deermem.select_facts_for_capacity`` must behave as production does for every
 input: a naive ``now`` is local time, an unknown policy with nothing to score decides
 nothing, a negative reservation follows Python's slice semantics, and ``OverflowError`` /
 ``AttributeError`` are raised exactly where production raises them. The property at the end
@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import clocks, naive_clocks, policy_params, snapshots
 
-from evictlab.deermem import select_facts_for_capacity
-from evictlab.engine import PreparedCases
 from evictlab.errors import ContractError, UnknownPolicyError
 from evictlab.policies import PolicyParams, select
+from evictlab.selection.deermem import select_facts_for_capacity
+from evictlab.selection.engine import PreparedCases
 
 UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

@@ -11,12 +11,13 @@ from collections import Counter
 
 import pytest
 
-from evictlab import cli, demo
-from evictlab.dataset import answer_text, build_bank, exclusion_reason, render_evidence, select_official
+from evictlab import cli
+from evictlab.core import demo
+from evictlab.core.dataset import answer_text, build_bank, exclusion_reason, render_evidence, select_official
+from evictlab.core.pools import build_pools
+from evictlab.core.protocol import PRESETS, load_protocol, sha256_file
 from evictlab.errors import DatasetError, OutputExistsError
 from evictlab.policies import select
-from evictlab.pools import build_pools
-from evictlab.protocol import PRESETS, load_protocol, sha256_file
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
@@ -63,7 +64,7 @@ def test_regenerating_gives_the_committed_bytes():
 
 
 def test_generation_does_not_depend_on_the_hash_seed():
-    script = "import sys, evictlab.demo as d; sys.stdout.buffer.write(d.dataset_bytes())"
+    script = "import sys, evictlab.core.demo as d; sys.stdout.buffer.write(d.dataset_bytes())"
     for seed in ("0", "12345"):
         result = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, check=True, env={"PYTHONHASHSEED": seed},

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from evictlab.cli import main
-from evictlab.diff import (
+from evictlab.analysis.diff import (
     CASES_FILE,
     DIFF_FILES,
     RUN_FILE,
@@ -19,12 +18,13 @@ from evictlab.diff import (
     diff_specs,
     summary_lines,
 )
-from evictlab.demo import DEMO_DATASET
+from evictlab.analysis.evaluate import decide
+from evictlab.cli import main
+from evictlab.core.demo import DEMO_DATASET
+from evictlab.core.pools import open_pools
+from evictlab.core.protocol import DEFAULT_CONFIG, load_protocol
+from evictlab.core.runspec import parse_spec
 from evictlab.errors import ContractError, DatasetError
-from evictlab.evaluate import decide
-from evictlab.protocol import DEFAULT_CONFIG, load_protocol
-from evictlab.pools import open_pools
-from evictlab.runspec import parse_spec
 
 POLICIES = ("confidence", "hybrid-v1")
 CAPACITIES = ("5", "7", "9")

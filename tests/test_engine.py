@@ -1,11 +1,11 @@
 """The vectorised engine against the scalar selector: identical decisions, bit for bit.
 
 The pools are the demo dataset's 45 cases under every preset, and pools built here from the
-scenario rules of spec 2.9 (through evictlab.pools' own metadata helpers, with made-up ids
+scenario rules of spec 2.9 (through evictlab.core.pools' own metadata helpers, with made-up ids
 and no dataset) in both fact-id schemes, so every scenario shape, its exact score ties and
 the correction reservation are exercised; arbitrary snapshots add every fallback of spec
 1.2. The properties compare every (setting, case, capacity) with
-:func:`evictlab.engine.reference_outcome`, which reads DeerMem's own entry point.
+:func:`evictlab.selection.engine.reference_outcome`, which reads DeerMem's own entry point.
 """
 
 from __future__ import annotations
@@ -21,17 +21,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from evictlab import demo, engine
-from evictlab.deermem import select_facts_for_capacity
-from evictlab.engine import PreparedCases, reference_outcome
-from evictlab.errors import ContractError
-from evictlab.explain import explain
-from evictlab.policies import PolicyParams
-from evictlab.pools import Case, build_fact, build_pools, distractor_spec, support_spec, usage_entry
-from evictlab.protocol import PRESETS, load_protocol
-from evictlab.sweep import simplex_weights
 from strategies import clocks, policy_params, snapshots
+
+from evictlab.analysis.sweep import simplex_weights
+from evictlab.core import demo
+from evictlab.core.pools import Case, build_fact, build_pools, distractor_spec, support_spec, usage_entry
+from evictlab.core.protocol import PRESETS, load_protocol
+from evictlab.errors import ContractError
+from evictlab.policies import PolicyParams
+from evictlab.selection import engine
+from evictlab.selection.deermem import select_facts_for_capacity
+from evictlab.selection.engine import PreparedCases, reference_outcome
+from evictlab.selection.explain import explain
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

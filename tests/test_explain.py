@@ -8,12 +8,12 @@ import functools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from evictlab.errors import ContractError
-from evictlab.explain import confirmation_limit, explain
-from evictlab.policies import select
 from strategies import clocks, policy_params, snapshots
 from test_zoo import CLOCK, days_before, pools
+
+from evictlab.errors import ContractError
+from evictlab.policies import select
+from evictlab.selection.explain import confirmation_limit, explain
 
 
 def kept_after(
@@ -260,9 +260,9 @@ def test_duplicate_ids_and_bad_capacity_are_refused():
 
 
 def test_a_confirmation_is_never_dated_before_the_fact_existed():
-    from evictlab import workbench
+    from evictlab.workbench import loaders
 
-    pool_set = workbench.load_pool_set()
+    pool_set = loaders.load_pool_set()
     now = pool_set.protocol.evaluation_time
     checked = capped = 0
     for case in pool_set.cases[::3]:

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from evictlab import workbench
 from evictlab.cli import main
-from evictlab.explain import at_least, explain
+from evictlab.selection.explain import at_least, explain
+from evictlab.workbench import loaders
 
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from evictlab import cli
+from evictlab.core.fetch import FetchError, dataset_url, default_output, fetch_dataset, pin_from_config
+from evictlab.core.protocol import DEFAULT_CONFIG, DatasetPin, load_protocol
 from evictlab.errors import ContractError, OutputExistsError
-from evictlab.fetch import FetchError, dataset_url, default_output, fetch_dataset, pin_from_config
-from evictlab.protocol import DEFAULT_CONFIG, DatasetPin, load_protocol
 
 BODY = "[{\"question_id\": \"a1\", \"note\": \"caf\u00e9 \u6771\u4eac\"}]\n".encode("utf-8") * 50
 BODY_SHA256 = hashlib.sha256(BODY).hexdigest()

@@ -2,7 +2,7 @@
 
 The run comes from the scripted model of ``test_run_qa`` (the reference answer when the support
 fact is shown, else ``INSUFFICIENT``), so every grade must equal support retention at
-capacity 7, which :func:`evictlab.evaluate.evaluate` computes without any QA code.
+capacity 7, which :func:`evictlab.analysis.evaluate.evaluate` computes without any QA code.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from qa_harness import (  # the shared harness: a scripted model; its fixtures a
     tampered_task,
 )
 
-from evictlab.evaluate import evaluate
-from evictlab.qa.grade import GRADED_FILES
-from evictlab.qa.runner import response_path
-from evictlab.qa.stats import build_stats, build_summary
+from evictlab.analysis.evaluate import evaluate
+from evictlab.analysis.qa.grade import GRADED_FILES
+from evictlab.analysis.qa.runner import response_path
+from evictlab.analysis.qa.stats import build_stats, build_summary
 from evictlab.results import json_document, json_line
 
 GRADED_FIELDS = [

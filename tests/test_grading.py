@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictlab.errors import ContractError
-from evictlab.qa.grading import (
+from evictlab.analysis.qa.grading import (
     GRADE_RULES,
     GRADER_VERSION,
     NUMBER_WORDS,
@@ -20,7 +19,8 @@ from evictlab.qa.grading import (
     grade_answer,
     normalise,
 )
-from evictlab.qa.report import REFERENCE_DIR
+from evictlab.analysis.qa.report import REFERENCE_DIR
+from evictlab.errors import ContractError
 
 VERSIONS = ("v1", "v2", "v3")
 CORRECT_RULES = {"exact", "substring", "numeric-range", "overlap-accept"}

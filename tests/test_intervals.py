@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from evictlab.analysis.qa.stats import mcnemar_exact
 from evictlab.errors import ContractError
 from evictlab.intervals import (
     SMALL_SAMPLE,
@@ -18,7 +19,6 @@ from evictlab.intervals import (
     small_sample_warning,
     wilson_interval,
 )
-from evictlab.qa.stats import mcnemar_exact
 
 
 def multinomial(counts, probabilities):

@@ -7,6 +7,8 @@ import datetime as _dt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import capacities, snapshots
+from test_zoo import CLOCK, days_before, pools
 
 from evictlab.errors import ContractError, UnknownPolicyError
 from evictlab.policies import (
@@ -17,14 +19,12 @@ from evictlab.policies import (
     select_by_rank,
 )
 from evictlab.policies.modifiers import (
-    jaccard,
     content_tokens,
+    jaccard,
     resolve_policy,
     with_category_reservation,
     with_redundancy_penalty,
 )
-from strategies import capacities, snapshots
-from test_zoo import CLOCK, days_before, pools
 
 
 def decide(policy, facts, capacity, usage=None, seed=0):

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from evictlab import report
+from evictlab.workbench import report
 
 REQUIRED_PARAMETERS = {
     "dataset": None, "allow_unpinned": False, "preset": "pr4810-final", "smoke": False, "figures_dir": None,

@@ -13,19 +13,19 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from evictlab import plots, workbench
+from evictlab.analysis.qa import report as qa_report
 from evictlab.policies import known_policies
-from evictlab.qa import report as qa_report
+from evictlab.workbench import loaders, plots
 
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.fixture(scope="module")
 def retention(pool_set):
-    return workbench.retention(pool_set)
+    return loaders.retention(pool_set)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,8 @@ def qa_rows():
 @pytest.fixture(scope="module")
 def builders(pool_set, retention, qa_rows):
     """Every figure function with real inputs: the demo pools and DeerFlow's published v3 run."""
-    cases, facts, bank = (workbench.cases_frame(pool_set), workbench.facts_frame(pool_set),
-                          workbench.bank_frame(pool_set))
+    cases, facts, bank = (loaders.cases_frame(pool_set), loaders.facts_frame(pool_set),
+                          loaders.bank_frame(pool_set))
     stats = qa_report.stats_frame(qa_report.load_reference_run().stats)
     return {
         "pool_overview": lambda: plots.pool_overview(cases),
@@ -84,7 +84,7 @@ def test_figure_functions_need_no_pyplot_and_leave_rcparams_alone():
     code = (
         "import sys, matplotlib\n"
         "before = {k: matplotlib.rcParams[k] for k in ('font.size', 'axes.spines.top', 'svg.hashsalt')}\n"
-        "from evictlab import plots\n"
+        "from evictlab.workbench import plots\n"
         "import pandas as pd\n"
         "frame = pd.DataFrame({'case_id': ['a', 'a', 'b', 'b'], 'scenario': ['access_help'] * 4,"
         " 'policy': ['confidence', 'hybrid-v1'] * 2, 'capacity': [7] * 4,"
@@ -125,7 +125,7 @@ def test_unknown_policies_get_a_stable_palette_colour():
 
 
 def test_figure_modules_share_no_private_names():
-    # Helpers shared between the figure modules live, public, in evictlab.plots.style.
+    # Helpers shared between the figure modules live, public, in evictlab.workbench.plots.style.
     package = Path(plots.__file__).parent
     for path in sorted(package.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -1,4 +1,4 @@
-"""The sweep, variant, explorer and zoo figures of :mod:`evictlab.plots`, checked against the data behind them.
+"""The sweep, variant, explorer and zoo figures of :mod:`evictlab.workbench.plots`, checked against the data behind them.
 
 The notebooks that draw them are checked with the others in ``test_notebooks.py``.
 """
@@ -14,18 +14,18 @@ import pytest
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.patches import PathPatch
 
-from evictlab import plots, workbench
-from evictlab.diff import diff_specs
-from evictlab.explain import explain
-from evictlab.runspec import RunSpec
-from evictlab.sweep import make_grid, run_sweep
+from evictlab.analysis.diff import diff_specs
+from evictlab.analysis.sweep import make_grid, run_sweep
+from evictlab.core.runspec import RunSpec
+from evictlab.selection.explain import explain
+from evictlab.workbench import loaders, plots
 
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +190,7 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
 
 
 def test_the_live_image_stays_right_after_the_figure_is_saved(tmp_path):
-    from evictlab.widgets import Explorer
+    from evictlab.workbench.widgets import Explorer
 
     explorer = Explorer(capacity=5)
     png, _ = plots.save(explorer.figure, tmp_path / "explorer")  # draws at another resolution
@@ -202,7 +202,7 @@ def test_the_live_image_stays_right_after_the_figure_is_saved(tmp_path):
 
 
 def test_the_live_overlay_draws_the_changing_artists_where_the_figure_has_them():
-    from evictlab.widgets import Explorer
+    from evictlab.workbench.widgets import Explorer
 
     explorer = Explorer(capacity=5)
     explorer.set(policy="lru", capacity=7)

@@ -8,9 +8,11 @@ from contextlib import redirect_stdout
 
 import pandas as pd
 import pytest
+from test_zoo import CLOCK, days_before
 
-from evictlab import cli, palette, zoo
-from evictlab.commands._common import parse_csv, with_policy_parameters
+from evictlab import cli, palette
+from evictlab.analysis import zoo
+from evictlab.cli._common import parse_csv, with_policy_parameters
 from evictlab.errors import ContractError, UnknownPolicyError
 from evictlab.policies import (
     ROLES,
@@ -21,7 +23,6 @@ from evictlab.policies import (
     select,
     split_list,
 )
-from test_zoo import CLOCK, days_before
 
 # --------------------------------------------------------------------------- the list grammar
 

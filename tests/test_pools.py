@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from evictlab.dataset import BankRecord
-from evictlab.pools import (
+from evictlab.core.dataset import BankRecord
+from evictlab.core.pools import (
     FactSpec,
     build_fact,
     distractor_spec,

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evictlab.errors import ContractError
-from evictlab.qa.prompt import (
+from evictlab.analysis.qa.prompt import (
     MEMORY_JOINERS,
     AnswerTemplate,
     build_payload,
@@ -19,6 +18,7 @@ from evictlab.qa.prompt import (
     request_fingerprint,
     row_id,
 )
+from evictlab.errors import ContractError
 
 # The shape of spec 3.1 (8 lines, LF, final newline) with a stand-in system sentence.
 SYSTEM_SENTENCE = "Use only the memory below. Say INSUFFICIENT when it does not answer."

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evictlab.demo import DEMO_MANIFEST
-from evictlab.errors import ContractError
-from evictlab.protocol import (
+from evictlab.core.demo import DEMO_MANIFEST
+from evictlab.core.protocol import (
     DEFAULT_CONFIG,
     DEFAULT_OFFICIAL_MANIFEST,
     DEFAULT_SYNTHETIC_MANIFEST,
@@ -22,6 +21,7 @@ from evictlab.protocol import (
     resolve_variant,
     sha256_file,
 )
+from evictlab.errors import ContractError
 
 
 @pytest.fixture()

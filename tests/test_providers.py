@@ -16,14 +16,14 @@ from openai_stub import (
     stalled_reply,
 )
 
-from evictlab.errors import ContractError
-from evictlab.qa.providers import (
+from evictlab.analysis.qa.providers import (
     Completion,
     OpenAICompatibleProvider,
     ProviderError,
     missing_credentials,
     provider_from_environment,
 )
+from evictlab.errors import ContractError
 
 API_KEY = "sk-evictlab-test-7f3a9c"
 RETRY_DELAY = 0.25

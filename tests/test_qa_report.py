@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
+from evictlab.analysis.qa import report as qa_report
+from evictlab.analysis.qa.stats import STATS_FILE, SUMMARY_FILE
 from evictlab.errors import ContractError
-from evictlab.qa import report as qa_report
-from evictlab.qa.stats import STATS_FILE, SUMMARY_FILE
 
 # Spec 6.3: correct answers per suite, (confidence, hybrid-v1).
 PUBLISHED_SUITES = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evictlab.cli import main
-from evictlab.commands.qa import qa_subparsers, register
+from evictlab.cli.qa import qa_subparsers, register
 
 REFERENCE = Path(__file__).resolve().parents[1] / "evictlab" / "data" / "reference" / "deerflow-pr4810"
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"

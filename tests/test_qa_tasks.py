@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from evictlab.commands._common import add_pool_options, pool_set_from
-from evictlab.evaluate import evaluate
-from evictlab.qa.prompt import parse_answer_template
-from evictlab.qa.tasks import build_tasks
+from evictlab.analysis.evaluate import evaluate
+from evictlab.analysis.qa.prompt import parse_answer_template
+from evictlab.analysis.qa.tasks import build_tasks
+from evictlab.cli._common import add_pool_options, pool_set_from
 
 POLICIES = ("confidence", "hybrid-v1")
 

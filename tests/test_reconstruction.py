@@ -35,12 +35,12 @@ from reconstruction import (
     reveal_session_bank,
 )
 
-from evictlab.dataset import load_dataset, render_evidence, select_official
-from evictlab.diff import diff_pool_sets
-from evictlab.evaluate import evaluate
-from evictlab.pools import build_pools
-from evictlab.protocol import ELIGIBLE_TYPES, PRESETS, load_protocol
-from evictlab.qa.tasks import build_tasks
+from evictlab.analysis.diff import diff_pool_sets
+from evictlab.analysis.evaluate import evaluate
+from evictlab.analysis.qa.tasks import build_tasks
+from evictlab.core.dataset import load_dataset, render_evidence, select_official
+from evictlab.core.pools import build_pools
+from evictlab.core.protocol import ELIGIBLE_TYPES, PRESETS, load_protocol
 
 QA_CAPACITY = 7
 POLICIES = ("confidence", "hybrid-v1")

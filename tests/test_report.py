@@ -15,14 +15,15 @@ import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from evictlab import cli, report, results
-from evictlab.commands import report as report_command
-from evictlab.demo import DEMO_DIR
+from evictlab import cli, results
+from evictlab.analysis.qa.report import REFERENCE_DIR
+from evictlab.cli import report as report_command
+from evictlab.core.demo import DEMO_DIR
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
-from evictlab.qa.report import REFERENCE_DIR
-from evictlab.report_document import render, table_view
-from evictlab.report_findings import Finding, Table, analyse
-from evictlab.report_kernels import WarmKernels
+from evictlab.workbench import report
+from evictlab.workbench.report_document import render, table_view
+from evictlab.workbench.report_findings import Finding, Table, analyse
+from evictlab.workbench.report_kernels import WarmKernels
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 

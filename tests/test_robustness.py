@@ -1,4 +1,4 @@
-"""Robustness curves (evictlab.robustness): seeded perturbations of the demo pools, decided on
+"""Robustness curves (evictlab.analysis.robustness): seeded perturbations of the demo pools, decided on
 the engine and checked against the scalar selector."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import copy
 
 import pytest
 
-from evictlab import plots, workbench
+from evictlab.analysis.robustness import COLUMNS, PERTURBATIONS, perturb_cases, robustness_curves
 from evictlab.errors import ContractError
 from evictlab.policies import select
 from evictlab.policies.signals import parse_timestamp
-from evictlab.robustness import COLUMNS, PERTURBATIONS, perturb_cases, robustness_curves
+from evictlab.workbench import loaders, plots
 
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 def test_perturbations_are_seeded_pure_and_do_what_they_say(pool_set):
@@ -50,7 +50,7 @@ def test_perturbations_are_seeded_pure_and_do_what_they_say(pool_set):
 
 
 def test_engine_decisions_on_perturbed_pools_match_the_scalar_selector(pool_set):
-    from evictlab.engine import PreparedCases
+    from evictlab.selection.engine import PreparedCases
 
     now = pool_set.protocol.evaluation_time
     params = pool_set.protocol.config.hybrid

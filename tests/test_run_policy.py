@@ -163,7 +163,7 @@ def test_capacities_outside_the_pool_are_refused_naming_the_pool_size(tmp_path, 
 
 def test_the_demo_file_passed_with_dataset_is_the_demo(tmp_path, capsys):
     """Identified by its SHA-256, a copy of the embedded demo needs no --allow-unpinned."""
-    from evictlab.demo import DEMO_DATASET
+    from evictlab.core.demo import DEMO_DATASET
 
     copy = tmp_path / "copy.json"
     copy.write_bytes(DEMO_DATASET.read_bytes())

@@ -36,13 +36,13 @@ from qa_harness import (
     unique_tasks,
 )
 
+from evictlab.analysis.qa.providers import OpenAICompatibleProvider
+from evictlab.analysis.qa.report import REFERENCE_DIR
+from evictlab.analysis.qa.runner import QARunInterrupted, response_path, run_qa
+from evictlab.analysis.qa.tasks import QATask, build_tasks
 from evictlab.cli import main
+from evictlab.core.protocol import DEFAULT_SYNTHETIC_MANIFEST, sha256_file
 from evictlab.errors import ContractError
-from evictlab.protocol import DEFAULT_SYNTHETIC_MANIFEST, sha256_file
-from evictlab.qa.providers import OpenAICompatibleProvider
-from evictlab.qa.report import REFERENCE_DIR
-from evictlab.qa.runner import QARunInterrupted, response_path, run_qa
-from evictlab.qa.tasks import QATask, build_tasks
 from evictlab.results import json_document
 
 RESPONSE_FIELDS = [

@@ -11,9 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictlab.errors import ContractError
-from evictlab.policies import PolicyParams
-from evictlab.protocol import (
+from evictlab.core.protocol import (
     DEFAULT_CONFIG,
     DEFAULT_OFFICIAL_MANIFEST,
     DEFAULT_SYNTHETIC_MANIFEST,
@@ -21,7 +19,9 @@ from evictlab.protocol import (
     Variant,
     load_protocol,
 )
-from evictlab.runspec import RunSpec, check_same_dataset, load_spec_file, parse_spec
+from evictlab.core.runspec import RunSpec, check_same_dataset, load_spec_file, parse_spec
+from evictlab.errors import ContractError
+from evictlab.policies import PolicyParams
 
 UTC = dt.timezone.utc
 DEFAULT_PROMPT = DEFAULT_CONFIG.parent.parent / "prompts" / "answer-v1.txt"
@@ -222,7 +222,7 @@ def test_paths_in_a_spec_file_are_relative_to_its_folder(tmp_path):
 
 
 def test_the_committed_example_specs_parse():
-    from evictlab.protocol import DATA_DIR
+    from evictlab.core.protocol import DATA_DIR
 
     examples = sorted((DATA_DIR / "specs").glob("*.yaml"))
     assert examples, "evictlab/data/specs/ should hold example spec files"

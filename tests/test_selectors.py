@@ -1,6 +1,6 @@
 """Spec 1.3 and 1.4: scoring and selection, through both entry points, plus properties.
 
-``evictlab.policies.select`` and ``evictlab.deermem.select_facts_for_capacity`` must agree
+``evictlab.policies.select`` and ``evictlab.selection.deermem.select_facts_for_capacity`` must agree
 wherever both accept the input; the example tests run through both. The properties check
 the selection against a plain restatement of spec 1.4 written here, independently of
 ``select_by_rank``.
@@ -15,12 +15,12 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import capacities, clocks, policy_params, snapshots
 
-from evictlab.deermem import select_facts_for_capacity
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams, Reservation, select
 from evictlab.policies.signals import fact_key, is_category
-from strategies import capacities, clocks, policy_params, snapshots
+from evictlab.selection.deermem import select_facts_for_capacity
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import confidences, timestamps, usage_entries
 
 from evictlab.errors import ContractError
 from evictlab.policies.signals import (
@@ -22,7 +23,6 @@ from evictlab.policies.signals import (
     reported_category,
     resolve_now,
 )
-from strategies import confidences, timestamps, usage_entries
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from evictlab.errors import ContractError, OutputExistsError
-from evictlab.qa.stats import (
+from evictlab.analysis.qa.stats import (
     BootstrapInterval,
     build_stats,
     build_summary,
@@ -22,6 +21,7 @@ from evictlab.qa.stats import (
     suite_report_lines,
     write_stats_files,
 )
+from evictlab.errors import ContractError, OutputExistsError
 
 REFERENCE = Path(__file__).resolve().parents[1] / "evictlab" / "data" / "reference" / "deerflow-pr4810"
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"

@@ -9,14 +9,15 @@ import re
 
 import pandas as pd
 import pytest
+from test_engine import CLOCK, scenario_cases
 
-from evictlab import cli, results, sweep, sweep_output
-from evictlab.engine import PreparedCases, reference_outcome
+from evictlab import cli, results
+from evictlab.analysis import sweep, sweep_output
+from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
+from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
 from evictlab.policies import PolicyParams
-from evictlab.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
-from evictlab.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
-from test_engine import CLOCK, scenario_cases
+from evictlab.selection.engine import PreparedCases, reference_outcome
 
 CASES = scenario_cases("protocol")
 RAW_CASES = scenario_cases("raw")

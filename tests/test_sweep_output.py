@@ -10,12 +10,13 @@ import time
 
 import pandas as pd
 import pytest
-
-from evictlab import cli, results, sweep_output
-from evictlab.distributed import Placement
-from evictlab.sweep import extreme_settings, make_grid, run_sweep
-from evictlab.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from test_sweep import POOLS, TWO_PRESETS, folder_files
+
+from evictlab import cli, results
+from evictlab.analysis import sweep_output
+from evictlab.analysis.sweep import extreme_settings, make_grid, run_sweep
+from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
+from evictlab.distributed import Placement
 
 GRID = make_grid(
     weights_step=0.25,

@@ -14,13 +14,13 @@ from fractions import Fraction
 
 import pytest
 
-from evictlab import workbench
-from evictlab.decisions import decide_grid, scenario_table
-from evictlab.engine import reference_outcome
 from evictlab.policies import SelectionContext, get_policy, selection_context
 from evictlab.policies.modifiers import resolve_policy
 from evictlab.policies.signals import is_category
 from evictlab.policies.ties import keep_probabilities, keep_probability, near_tie, tie_outcome
+from evictlab.selection.decisions import decide_grid, scenario_table
+from evictlab.selection.engine import reference_outcome
+from evictlab.workbench import loaders
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
@@ -170,7 +170,7 @@ def test_near_tie_is_relative():
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.mark.parametrize("name", ["fifo", "lru", "lfu-aging"])

@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import pytest
 
+from evictlab.analysis.traces.output import load_run
+from evictlab.analysis.traces.study import loss_map, run_study, study_summary, study_tasks
 from evictlab.cli import main
 from evictlab.distributed import Placement, dask_client
-from evictlab.traces.output import load_run
-from evictlab.traces.study import loss_map, run_study, study_summary, study_tasks
 
 TINY = ["--horizon-days", "6", "--facts-per-day", "6", "--search-rate", "10"]
 
@@ -95,6 +95,6 @@ def test_study_command_on_a_process_cluster(tmp_path, capsys):
 
 
 def _tiny():
-    from evictlab.traces.generate import WorkloadParams
+    from evictlab.analysis.traces.generate import WorkloadParams
 
     return WorkloadParams(horizon_days=6, facts_per_day=6, search_rate=10)

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from evictlab.analysis.traces.memory import replayable
+from evictlab.analysis.traces.optimum import offline_optimum, outline
+from evictlab.analysis.traces.replay import replay_policy
+from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.policies import known_policies
-from evictlab.traces.memory import replayable
-from evictlab.traces.optimum import offline_optimum, outline
-from evictlab.traces.replay import replay_policy
-from evictlab.traces.schema import chunk_from_rows
 
 START = 1_780_000_000_000_000
 

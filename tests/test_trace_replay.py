@@ -8,15 +8,15 @@ import random
 
 import pytest
 
+from evictlab.analysis.traces.generate import WorkloadParams, generate
+from evictlab.analysis.traces.memory import FastMemory, ReferenceMemory, replayable, uncapped
+from evictlab.analysis.traces.metrics import default_policies, role_of, uncapped_bounds
+from evictlab.analysis.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
+from evictlab.analysis.traces.schema import chunk_from_rows, time_us
 from evictlab.errors import ContractError
 from evictlab.policies import BOUND, PolicyParams, register, registry
 from evictlab.policies.fifo import FifoPolicy
 from evictlab.policies.keep_all import KeepAllPolicy
-from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.memory import FastMemory, ReferenceMemory, replayable, uncapped
-from evictlab.traces.metrics import default_policies, role_of, uncapped_bounds
-from evictlab.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
-from evictlab.traces.schema import chunk_from_rows, time_us
 
 UTC = _dt.timezone.utc
 

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evictlab.demo import load_demo
+from evictlab.analysis.traces import schema
+from evictlab.analysis.traces.generate import WorkloadParams, generate, knowledge_update_trace, parse_param
+from evictlab.analysis.traces.schema import TraceError, iter_chunks, read_trace, trace_bytes, write_trace
+from evictlab.core.demo import load_demo
 from evictlab.readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES
-from evictlab.traces import schema
-from evictlab.traces.generate import WorkloadParams, generate, knowledge_update_trace, parse_param
-from evictlab.traces.schema import TraceError, iter_chunks, read_trace, trace_bytes, write_trace
 
 SMALL = WorkloadParams(horizon_days=8, facts_per_day=5)
 

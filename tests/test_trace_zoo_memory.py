@@ -6,13 +6,13 @@ import random
 
 import pytest
 
+from evictlab.analysis.traces.generate import WorkloadParams, generate
+from evictlab.analysis.traces.memory import ReferenceMemory, replayable, uncapped
+from evictlab.analysis.traces.replay import make_memory, replay
+from evictlab.analysis.traces.schema import chunk_from_rows
+from evictlab.analysis.traces.zoo_memory import ZooMemory, rank_rule
 from evictlab.errors import ContractError
 from evictlab.policies import DEERMEM_POLICIES, known_policies, policy_class, resolve_policy
-from evictlab.traces.generate import WorkloadParams, generate
-from evictlab.traces.memory import ReferenceMemory, replayable, uncapped
-from evictlab.traces.replay import make_memory, replay
-from evictlab.traces.schema import chunk_from_rows
-from evictlab.traces.zoo_memory import ZooMemory, rank_rule
 
 START = 1_780_000_000_000_000
 SECOND = 1_000_000

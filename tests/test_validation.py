@@ -1,4 +1,4 @@
-"""Held-out validation and stability of tuned weights (evictlab.validation) on the demo pools."""
+"""Held-out validation and stability of tuned weights (evictlab.analysis.validation) on the demo pools."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import statistics
 
 import pytest
 
-from evictlab import plots, validation, workbench
+from evictlab.analysis import validation
+from evictlab.analysis.sweep import make_grid, run_sweep
 from evictlab.errors import ContractError
-from evictlab.sweep import make_grid, run_sweep
+from evictlab.workbench import loaders, plots
 
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from evictlab.cli import main
-from evictlab.viewer import compare, load_run
+from evictlab.workbench.viewer import compare, load_run
 
 MAX_BYTES = 5_000_000
 
@@ -205,7 +205,7 @@ def test_a_graded_qa_run_shows_grades_and_fingerprints_but_no_answers(tmp_path, 
 
 
 def test_private_text_comes_from_the_runs_dataset_only_when_asked_for(runs, tmp_path):
-    from evictlab.workbench import load_pool_set
+    from evictlab.workbench.loaders import load_pool_set
 
     case = load_pool_set().case("5fadc924")
     support = next(fact for fact in case.facts if fact["id"] == "gold_5fadc924")

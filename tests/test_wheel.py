@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from evictlab.report import MANIFEST_FILE
+from evictlab.workbench.report import MANIFEST_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "3.12"

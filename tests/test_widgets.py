@@ -1,4 +1,4 @@
-"""The explorer (evictlab.widgets): its simplex rule, and that what it shows is what the engine,
+"""The explorer (evictlab.workbench.widgets): its simplex rule, and that what it shows is what the engine,
 the scalar selector and the explanations decide for the setting on its controls."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictlab import plots
-from evictlab.engine import PreparedCases
 from evictlab.errors import ContractError, EvictlabError
-from evictlab.explain import at_least, explain
 from evictlab.policies import PolicyParams, get_policy, known_policies, select
-from evictlab.widgets import (
+from evictlab.selection.engine import PreparedCases
+from evictlab.selection.explain import at_least, explain
+from evictlab.workbench import plots
+from evictlab.workbench.widgets import (
     ALL_CASES,
     CONTROL_NAMES,
     Explorer,
@@ -303,7 +303,7 @@ def test_any_hybrid_setting_matches_the_engine(pools, shared_explorer, weights, 
 
 @pytest.mark.parametrize("policy", ["hybrid-v1", "random", "lru"])
 def test_the_fast_summary_is_the_decisions_tables_count(explorer, policy):
-    from evictlab.decisions import retention_counts
+    from evictlab.selection.decisions import retention_counts
 
     explorer.set(policy=policy, capacity=6)
     expected = retention_counts(explorer.results, ["scenario"], total=ALL_CASES)[["scenario", "retained", "cases"]]

@@ -13,11 +13,11 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import capacities, snapshots
 
 from evictlab.errors import ContractError
 from evictlab.policies import SelectionContext, get_policy, known_policies, select
 from evictlab.policies.random_policy import random_retention_mean
-from strategies import capacities, snapshots
 
 UTC = _dt.timezone.utc
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)

@@ -6,13 +6,12 @@ import pkgutil
 from collections import Counter
 
 import pytest
+from test_zoo import CLOCK
 
 import evictlab.policies as policies
 from evictlab.errors import UnknownPolicyError
-from evictlab.policies import Policy, Score, get_policy, known_policies, register, select
-from evictlab.policies import registry
+from evictlab.policies import Policy, Score, get_policy, known_policies, register, registry, select
 from evictlab.policies.modifiers import resolve_policy
-from test_zoo import CLOCK
 
 NOT_POLICY_MODULES = {"base", "registry", "signals", "modifiers", "ties"}
 

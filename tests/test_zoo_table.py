@@ -1,4 +1,4 @@
-"""The policy-zoo table (evictlab.zoo) on the demo's 45 pools, and the figures drawn from it."""
+"""The policy-zoo table (evictlab.analysis.zoo) on the demo's 45 pools, and the figures drawn from it."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from evictlab import plots, workbench, zoo
+from evictlab.analysis import zoo
+from evictlab.analysis.evaluate import evaluate
 from evictlab.errors import ContractError
-from evictlab.evaluate import evaluate
 from evictlab.policies import known_policies, select
 from evictlab.policies.random_policy import random_retention_mean
+from evictlab.workbench import loaders, plots
 
 SEEDS = range(5)  # enough to exercise the averaging; the notebooks use 100
 CAPACITIES = (5, 7, 9)
@@ -20,7 +21,7 @@ PUBLISHED = {(5, "confidence"): 20, (7, "confidence"): 27, (9, "confidence"): 35
 
 @pytest.fixture(scope="module")
 def pool_set():
-    return workbench.load_pool_set()
+    return loaders.load_pool_set()
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Importing this package imports every module in it, so a new policy is one new file that
 decorates its class with :func:`register`. :func:`select` is evictlab's own entry point; it
-rejects duplicate fact ids, which the DeerMem-compatible :mod:`evictlab.deermem` accepts.
+rejects duplicate fact ids, which the DeerMem-compatible :mod:`evictlab.selection.deermem` accepts.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def resolve_now(now: _dt.datetime | None) -> _dt.datetime:
     """evictlab's clock: an aware ``now`` in UTC, or the current UTC time.
 
     A naive ``now`` is refused: DeerMem reads it as the host's local time (only
-    :mod:`evictlab.deermem` mirrors that), so evictlab's own API asks for an explicit zone.
+    :mod:`evictlab.selection.deermem` mirrors that), so evictlab's own API asks for an explicit zone.
     """
     if now is None:
         return _dt.datetime.now(UTC)

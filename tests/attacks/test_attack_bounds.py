@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from qa_harness import copy_run, grade_cli, protocol_copy
 
+from evictlab.analysis.qa.runner import MARKER_FILE
 from evictlab.cli import main
-from evictlab.qa.runner import MARKER_FILE
 
 TOO_MANY = "bootstrap_iterations: 1000000000000"
 

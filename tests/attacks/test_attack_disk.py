@@ -20,8 +20,8 @@ import pytest
 from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, grade_cli, run_qa_cli
 
+from evictlab.analysis.qa.runner import RESERVE_FILE, RESPONSE_FIELDS, RESPONSES_DIR, SPACE_RESERVE_BYTES
 from evictlab.cli import main
-from evictlab.qa.runner import RESERVE_FILE, RESPONSE_FIELDS, RESPONSES_DIR, SPACE_RESERVE_BYTES
 
 OUTPUT_COMMANDS = {
     "run-policy": ["run-policy"],

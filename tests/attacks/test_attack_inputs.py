@@ -16,8 +16,8 @@ from qa_harness import protocol_copy
 from raw_server import RawServer, endless_body
 
 from evictlab.cli import main
-from evictlab.demo import DEMO_DATASET
-from evictlab.protocol import DEFAULT_OFFICIAL_MANIFEST, DEFAULT_SYNTHETIC_MANIFEST
+from evictlab.core.demo import DEMO_DATASET
+from evictlab.core.protocol import DEFAULT_OFFICIAL_MANIFEST, DEFAULT_SYNTHETIC_MANIFEST
 from evictlab.readers import MAX_DATASET_BYTES, MAX_ROWS_FILE_BYTES
 
 # Nine levels of nine aliases: 9**9 (387 million) strings once expanded, 2 KB on disk.
@@ -250,9 +250,9 @@ def test_a_hostile_trace_file_gives_a_clean_error(tmp_path, capsys, line, reason
 
 @pytest.mark.parametrize("declared", [True, False], ids=["announced 800 MB", "endless"])
 def test_a_hostile_download_never_fills_the_disk(tmp_path, capsys, monkeypatch, declared):
-    import evictlab.fetch
+    import evictlab.core.fetch
 
-    monkeypatch.setattr(evictlab.fetch, "MAX_DATASET_BYTES", 1 << 20)  # a small limit keeps the test quick
+    monkeypatch.setattr(evictlab.core.fetch, "MAX_DATASET_BYTES", 1 << 20)  # a small limit keeps the test quick
     headers = b"Content-Length: 800000000\r\n" if declared else b""
     with RawServer(endless_body(headers)) as server:
         target = tmp_path / "oracle.json"
@@ -264,8 +264,8 @@ def test_a_hostile_download_never_fills_the_disk(tmp_path, capsys, monkeypatch, 
 
 @pytest.mark.parametrize("name", ["qa_run.json", "qa.summary.json"])
 def test_a_forged_run_file_in_a_qa_report_folder_gives_a_clean_error(tmp_path, name):
+    from evictlab.analysis.qa.report import load_qa_run, reference_run_dir
     from evictlab.errors import ContractError
-    from evictlab.qa.report import load_qa_run, reference_run_dir
 
     folder = tmp_path / "run"
     shutil.copytree(reference_run_dir("v3"), folder)

@@ -14,8 +14,8 @@ from openai_stub import OpenAIStub, answer_reply, raw_reply
 from qa_harness import Responder, run_qa_cli, unique_tasks
 from raw_server import RawServer, endless_body, trickle
 
-from evictlab.qa.providers import OpenAICompatibleProvider, ProviderError
-from evictlab.qa.runner import response_path
+from evictlab.analysis.qa.providers import OpenAICompatibleProvider, ProviderError
+from evictlab.analysis.qa.runner import response_path
 
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
 SURROGATE_BODY = b'{"choices": [{"message": {"content": "a\\ud800b"}}]}'

@@ -19,8 +19,8 @@ import pytest
 from openai_stub import OpenAIStub, stalled_reply
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, copy_run, grade_cli, run_qa_cli, tampered_task
 
-from evictlab.protocol import DEFAULT_SYNTHETIC_MANIFEST
-from evictlab.qa.runner import MARKER_FILE, response_path
+from evictlab.analysis.qa.runner import MARKER_FILE, response_path
+from evictlab.core.protocol import DEFAULT_SYNTHETIC_MANIFEST
 from evictlab.results import json_document
 
 

@@ -1,0 +1,208 @@
+"""Offline policy evaluation over prepared pools: the rows, summary and run record of ``run-policy``.
+
+Spec 2.10 and 2.11. One row per case x capacity x policy, in that nesting order; every policy
+is given the protocol's hybrid parameter set (the confidence policy ignores it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import results
+from ..core.pools import Case, PoolSet, check_capacities
+from ..policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
+from ..results import git_state, utc_now_iso
+from ..selection.decisions import distinct
+
+KIND = "run-policy"
+RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")
+
+
+def decide(case: Case, policy: str, capacity: int, params: PolicyParams, now: _dt.datetime, seed: int = 0) -> Decision:
+    return select(
+        policy,
+        case.facts,
+        capacity,
+        usage=case.usage,
+        now=now,
+        params=params,
+        support_fact_ids=case.support_fact_ids,
+        seed=seed,
+    )
+
+
+def policy_row(case: Case, policy: str, capacity: int, decision: Decision) -> dict[str, Any]:
+    """One ``policy.raw.jsonl`` row (spec 2.11)."""
+    kept = decision.kept_ids
+    retained = [fact_id for fact_id in case.support_fact_ids if fact_id in kept]
+    return {
+        "schema_version": 1,
+        "case_id": case.case_id,
+        "source": case.source,
+        "scenario": case.scenario,
+        "question_type": case.question_type,
+        "policy": policy,
+        "capacity": capacity,
+        "support_fact_ids": list(case.support_fact_ids),
+        "kept_fact_ids": kept,
+        "evicted": [item.as_dict() for item in decision.evicted],
+        "scores": {
+            fact_id: {"value": score.value, "components": dict(score.components)}
+            for fact_id, score in sorted(decision.scores.items())
+        },
+        "support_all_retained": len(retained) == len(case.support_fact_ids),
+        "support_recall": len(retained) / len(case.support_fact_ids),
+        "reserved_correction_slots": decision.reserved_correction_slots,
+    }
+
+
+def evaluate(
+    pool_set: PoolSet,
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    capacities: Sequence[int] | None = None,
+    params: PolicyParams | None = None,
+) -> list[dict[str, Any]]:
+    """All rows, nested case x capacity x policy."""
+    for name in policies:
+        resolve_policy(name)  # fail on an unknown name before any work
+    protocol = pool_set.protocol
+    capacities = tuple(capacities or protocol.config.pool.capacities)
+    pool_set.check_capacities(capacities, f"{len(pool_set.cases)} pools")
+    params = params or protocol.config.hybrid
+    now = protocol.evaluation_time
+    return [
+        policy_row(
+            case, policy, capacity, decide(case, policy, evaluated_capacity(case, policy, capacity), params, now)
+        )
+        for case in pool_set.cases
+        for capacity in capacities
+        for policy in policies
+    ]
+
+
+def evaluated_capacity(case: Case, policy: str, capacity: int) -> int:
+    """``capacity``, or the pool size for a bound meaning "no capacity" (``keep-all``).
+
+    The row keeps the asked capacity; its kept facts are the whole pool.
+    """
+    return max(capacity, len(case.facts)) if resolve_policy(policy).unlimited else capacity
+
+
+def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any]:
+    """``summary.json``: groups by (source, scenario, capacity, policy), sorted."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["source"], row["scenario"], row["capacity"], row["policy"])
+        groups.setdefault(key, []).append(row)
+    out = []
+    for (source, scenario, capacity, policy), members in sorted(groups.items()):
+        retained = sum(1 for row in members if row["support_all_retained"])
+        out.append(
+            {
+                "source": source,
+                "scenario": scenario,
+                "capacity": capacity,
+                "policy": policy,
+                "cases": len(members),
+                "support_all_retained": retained,
+                "support_all_retained_rate": retained / len(members),
+                "mean_support_recall": sum(row["support_recall"] for row in members) / len(members),
+            }
+        )
+    return {"schema_version": 1, "protocol_id": protocol_id, "groups": out}
+
+
+def run_record(
+    pool_set: PoolSet,
+    policies: Sequence[str],
+    capacities: Sequence[int],
+    *,
+    preset: str | None,
+    params: PolicyParams,
+) -> dict[str, Any]:
+    """``run.json`` (spec 2.11) plus evictlab's variant, preset and policy parameters."""
+    protocol = pool_set.protocol
+    return {
+        "schema_version": 1,
+        "protocol_id": protocol.protocol_id,
+        "created_at": utc_now_iso(),
+        "git": git_state(),
+        "dataset": pool_set.dataset.record(),
+        "artifacts": protocol.artifact_hashes(),
+        "evaluation_time": protocol.evaluation_time.isoformat(),
+        "policies": list(policies),
+        "capacities": list(capacities),
+        "preset": preset,
+        "variant": pool_set.variant.as_dict(),
+        "policy_parameters": params.as_dict(),
+    }
+
+
+def check_run_lists(
+    policies: Sequence[str], capacities: Sequence[int], pool_size: int, where: str
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Policies known and capacities in range, at least one of each and none repeated (a
+    repeated capacity would count every case twice in the summary)."""
+    policies = distinct("policies", tuple(policies))
+    for name in policies:
+        resolve_policy(name)  # an unknown name fails before any work
+    capacities = distinct("capacities", tuple(capacities))
+    check_capacities(capacities, pool_size, where)
+    return policies, capacities
+
+
+def run_parameters(
+    policies: Sequence[str], capacities: Sequence[int], preset: str | None, params: PolicyParams
+) -> dict[str, Any]:
+    """What the run record of ``run-policy`` keeps as its parameters."""
+    return {"policies": list(policies), "capacities": list(capacities), "preset": preset,
+            "policy_parameters": params.as_dict()}  # fmt: skip
+
+
+def write_run(
+    output_dir: str | Path,
+    pool_set: PoolSet,
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    capacities: Sequence[int] | None = None,
+    *,
+    preset: str | None = None,
+    params: PolicyParams | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``.
+
+    Runs inside :func:`evictlab.results.run` (kind ``run-policy``): the folder is locked, a
+    finished run is never overwritten, an interrupted one is rerun in place, and
+    ``run-policy.run.json`` records the status and the SHA-256 of the three files. Policies
+    and capacities are checked (:func:`check_run_lists`) before anything is written.
+    """
+    protocol = pool_set.protocol
+    sizes = min(len(case.facts) for case in pool_set.cases)
+    policies, capacities = check_run_lists(
+        policies, capacities or protocol.config.pool.capacities, sizes, f"{len(pool_set.cases)} pools"
+    )
+    params = params or protocol.config.hybrid
+    parameters = run_parameters(policies, capacities, preset, params)
+    with results.run(output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as run:
+        return write_run_files(run, pool_set, policies, capacities, preset=preset, params=params)
+
+
+def write_run_files(
+    run: results.Run,
+    pool_set: PoolSet,
+    policies: Sequence[str],
+    capacities: Sequence[int],
+    *,
+    preset: str | None,
+    params: PolicyParams,
+) -> list[dict[str, Any]]:
+    """The three files of an open ``run-policy`` run (``run.json`` last)."""
+    run.record.dataset = pool_set.dataset.record()
+    rows = evaluate(pool_set, policies, capacities, params)
+    run.write_jsonl("policy.raw.jsonl", rows)
+    run.write_json("summary.json", summarize(rows, pool_set.protocol.protocol_id))
+    run.write_json("run.json", run_record(pool_set, policies, capacities, preset=preset, params=params))
+    run.record.summary = {"rows": len(rows)}
+    return rows

@@ -1,0 +1,430 @@
+"""Parameter sweeps: grids of settings, run over the engine, as tidy tables and run folders.
+
+A grid is the product weights x confirmation half-lives x access half-lives x reservation
+fractions x reservation maxima (the *settings*, in that nesting order), crossed with
+capacities, policies and presets. :func:`run_sweep` returns one row per preset x policy x
+setting x case x capacity (in that nesting order, cases in build order). ``confidence`` and
+``hybrid-v1`` go through :mod:`evictlab.selection.engine`; another registered policy goes through the
+scalar selector once per row, which is slow but exact. The ``confidence`` policy ignores the
+setting, so its rows repeat one decision for every setting: each setting keeps its baseline.
+
+:func:`run_sweep` holds every row in memory, for the grids of the notebooks;
+:func:`evictlab.analysis.sweep_output.write_sweep` writes a run folder in chunks, in bounded memory,
+and resumes an interrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.pools import PoolSet, check_capacities
+from ..core.protocol import preset_variant
+from ..errors import ContractError
+from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
+from ..policies.base import WEIGHT_TOLERANCE
+from ..selection.decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
+from ..selection.engine import PreparedCases
+
+WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
+ROW_COLUMNS = (
+    "preset",
+    "policy",
+    "setting",  # index into the grid's settings
+    *SETTING_COLUMNS,
+    "case_id",
+    "scenario",
+    "source",
+    "capacity",
+    "support_retained",
+    "support_rank",
+    "reserved_correction_slots",
+    "support_margin",
+    "support_expected",
+    "support_tied",
+    "support_near_tie",
+    "tie_break",
+    "retention",
+)
+SUMMARY_COLUMNS = (
+    "preset",
+    "policy",
+    "setting",
+    *SETTING_COLUMNS,
+    "source",
+    "scenario",
+    "capacity",
+    "support_retained",
+    "cases",
+    "support_retained_rate",
+    "support_expected",
+    "ties",
+    "near_ties",
+    "retention",
+)
+DEERMEM_DEFAULT = PolicyParams()
+
+
+# --------------------------------------------------------------------------- grids
+
+
+#: The most settings a grid may have unless the caller lifts it: 0.01-step weights (5,151
+#: triples) crossed with 3 x 3 half-lives is 46,359. Memory stays bounded (the rows are written
+#: in chunks), but time and the rows on disk grow in proportion.
+MAX_SETTINGS = 50_000
+
+
+def simplex_divisions(step: float) -> int:
+    """``1 / step`` as an integer; an error unless ``step`` is a number in (0, 1] dividing 1."""
+    if not _is_number(step):
+        raise ContractError(f"weight step must be a number, got {step!r}")
+    if not 0 < step <= 1:
+        raise ContractError(f"weight step must be in (0, 1], got {step!r}")
+    divisions = round(1 / step)
+    if abs(divisions * step - 1) > WEIGHT_TOLERANCE:
+        raise ContractError(
+            f"weight step {step!r} does not divide 1 (1 / step = {1 / step!r}); use e.g. 0.1, 0.05 or 0.01"
+        )
+    return divisions
+
+
+def simplex_size(step: float) -> int:
+    """How many triples :func:`simplex_weights` gives for ``step``, without building them."""
+    divisions = simplex_divisions(step)
+    return (divisions + 1) * (divisions + 2) // 2
+
+
+def simplex_weights(step: float) -> tuple[tuple[float, float, float], ...]:
+    """Every (confidence, confirmation, access) weight triple on the simplex at ``step``.
+
+    ``step`` must divide 1 (within 1e-9): 0.05 gives 231 points, 0.01 gives 5,151. Points are
+    built from integer counts, ``i / n``, so each weight is the double nearest the decimal
+    value (``13 / 20 == 0.65``) and DeerMem's default lies exactly on the 0.05 grid. Order:
+    confidence weight descending, then confirmation weight descending.
+    """
+    divisions = simplex_divisions(step)
+    return tuple(
+        (i / divisions, j / divisions, (divisions - i - j) / divisions)
+        for i in range(divisions, -1, -1)
+        for j in range(divisions - i, -1, -1)
+    )
+
+
+def check_weights(triples: Sequence[Sequence[float]]) -> tuple[tuple[float, float, float], ...]:
+    """Explicit weight triples, each on the simplex: three numbers in [0, 1] summing to 1 ± 1e-9."""
+    checked = []
+    for number, triple in enumerate(triples, start=1):
+        values = tuple(triple)
+        if len(values) != 3:
+            raise ContractError(
+                f"weights #{number} {values!r}: expected three numbers (confidence, confirmation, access)"
+            )
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+                raise ContractError(f"weights #{number} {values!r}: each weight must be a number in [0, 1]")
+        # Summed left to right, as DeerMem's validator does.
+        total = values[0] + values[1] + values[2]
+        if abs(total - 1) > WEIGHT_TOLERANCE:
+            raise ContractError(
+                f"weights #{number} {values!r} are off the simplex: they sum to {total!r}, not 1 within 1e-9"
+            )
+        confidence, confirmation, access = (float(value) for value in values)
+        checked.append((confidence, confirmation, access))
+    return tuple(checked)
+
+
+def parse_weights(text: str) -> tuple[tuple[float, float, float], ...]:
+    """``"0.65,0.25,0.10;0.5,0.3,0.2"`` -> two checked triples."""
+    triples = []
+    for number, item in enumerate((part for part in text.split(";") if part.strip()), start=1):
+        try:
+            triples.append(tuple(float(value) for value in item.split(",")))
+        except ValueError:
+            raise ContractError(f"weights #{number} {item.strip()!r}: expected three comma-separated numbers") from None
+    if not triples:
+        raise ContractError(f"no weights in {text!r}; expected e.g. '0.65,0.25,0.10;0.5,0.3,0.2'")
+    return check_weights(triples)
+
+
+@dataclass(frozen=True)
+class SweepGrid:
+    """A validated sweep grid; build it with :func:`make_grid`."""
+
+    weights: tuple[tuple[float, float, float], ...]
+    confirmation_half_lives: tuple[float, ...]
+    access_half_lives: tuple[float, ...]
+    reserved_fractions: tuple[float, ...]
+    reserved_maxima: tuple[int, ...]
+    capacities: tuple[int, ...]
+    policies: tuple[str, ...]
+    weights_step: float | None = None
+
+    @cached_property
+    def settings(self) -> tuple[PolicyParams, ...]:
+        """Every setting, weights outermost and reservation maximum innermost."""
+        return self.settings_between(0, self.size)
+
+    @property
+    def size(self) -> int:
+        """How many settings the grid has (without building them)."""
+        return math.prod(len(values) for values in self._axes)
+
+    def settings_between(self, start: int, stop: int) -> tuple[PolicyParams, ...]:
+        """Settings ``start`` to ``stop - 1`` in grid order, built without the others."""
+        axes = self._axes
+        settings = []
+        for index in range(max(start, 0), min(stop, self.size)):
+            position = []
+            for values in reversed(axes):
+                index, at = divmod(index, len(values))
+                position.append(values[at])
+            maximum, fraction, access, confirm, (w_conf, w_confirm, w_access) = position
+            settings.append(PolicyParams(w_conf, w_confirm, w_access, confirm, access, fraction, maximum))
+        return tuple(settings)
+
+    @property
+    def _axes(self) -> tuple[tuple[Any, ...], ...]:
+        """The five lists whose product the settings are, outermost first."""
+        return (
+            self.weights,
+            self.confirmation_half_lives,
+            self.access_half_lives,
+            self.reserved_fractions,
+            self.reserved_maxima,
+        )
+
+    def settings_frame(self) -> pd.DataFrame:
+        """One row per setting: ``setting`` and the seven parameters."""
+        return settings_frame(self.settings)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The grid for a run record: ``weights`` lists the triples beyond the simplex of
+        ``weights_step`` (all of them without a step), ``weight_triples`` counts them all."""
+        on_simplex = simplex_size(self.weights_step) if self.weights_step is not None else 0
+        return {
+            "weights_step": self.weights_step,
+            "weights": [list(triple) for triple in self.weights[on_simplex:]],
+            "weight_triples": len(self.weights),
+            "confirmation_half_lives": list(self.confirmation_half_lives),
+            "access_half_lives": list(self.access_half_lives),
+            "reserved_fractions": list(self.reserved_fractions),
+            "reserved_maxima": list(self.reserved_maxima),
+            "capacities": list(self.capacities),
+            "policies": list(self.policies),
+            "settings": self.size,
+        }
+
+
+def make_grid(
+    *,
+    weights_step: float | None = None,
+    weights: Sequence[Sequence[float]] = (),
+    confirmation_half_lives: Sequence[float] = (DEERMEM_DEFAULT.confirmation_half_life_days,),
+    access_half_lives: Sequence[float] = (DEERMEM_DEFAULT.access_half_life_days,),
+    reserved_fractions: Sequence[float] = (DEERMEM_DEFAULT.correction_reserved_fraction,),
+    reserved_maxima: Sequence[int] = (DEERMEM_DEFAULT.correction_reserved_max,),
+    capacities: Sequence[int] = (5, 7, 9),
+    policies: Sequence[str] = DEERMEM_POLICIES,
+    max_settings: int = MAX_SETTINGS,
+) -> SweepGrid:
+    """Check every list and build the grid.
+
+    Weights: the simplex at ``weights_step``, then the explicit ``weights`` not already on
+    it; DeerMem's (0.65, 0.25, 0.10) when neither is given. Capacities are checked against
+    the pools when the sweep runs. A grid of more than ``max_settings`` settings is refused
+    before anything is built.
+    """
+    other_lists = (confirmation_half_lives, access_half_lives, reserved_fractions, reserved_maxima)
+    count = (simplex_size(weights_step) if weights_step is not None else 1) + len(weights)
+    for values in other_lists:
+        count *= max(len(values), 1)
+    if count > max_settings:
+        raise ContractError(
+            f"the grid has about {count:,} settings, over the limit of {max_settings:,}; time and"
+            f" rows grow with it. Use a coarser grid, or pass --max-settings {count} to run it"
+            " deliberately"
+        )
+    triples = list(simplex_weights(weights_step)) if weights_step is not None else []
+    for triple in check_weights(weights):
+        if triple not in triples:
+            triples.append(triple)
+    if weights_step is None and not weights:
+        triples = [DEERMEM_DEFAULT.weights]
+    for name in policies:
+        resolve_policy(name)  # an unknown name fails here, naming the known ones
+    return SweepGrid(
+        weights=tuple(triples),
+        confirmation_half_lives=_positive_numbers("confirmation half-lives", confirmation_half_lives),
+        access_half_lives=_positive_numbers("access half-lives", access_half_lives),
+        reserved_fractions=_numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
+        reserved_maxima=_counts("reserved maxima", reserved_maxima, 0),
+        capacities=_counts("capacities", capacities, 1),
+        policies=distinct("policies", tuple(policies)),
+        weights_step=weights_step,
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
+    for value in values:
+        if not _is_number(value) or value <= 0:
+            raise ContractError(f"{name} must be numbers > 0, got {value!r}")
+    return distinct(name, tuple(values))
+
+
+def _numbers_in(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
+    for value in values:
+        if not _is_number(value) or not low <= value <= high:
+            raise ContractError(f"{name} must be numbers in [{low:g}, {high:g}], got {value!r}")
+    return distinct(name, tuple(values))
+
+
+def _counts(name: str, values: Sequence[int], low: int) -> tuple[int, ...]:
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ContractError(f"{name} must be integers >= {low}, got {value!r}")
+    return distinct(name, tuple(int(value) for value in values))
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The tidy rows of a sweep (columns :data:`ROW_COLUMNS`) and the grid that made them."""
+
+    grid: SweepGrid
+    presets: tuple[str, ...]
+    rows: pd.DataFrame = field(repr=False)
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        return scenario_summary(self.rows)
+
+
+def run_sweep(
+    pools: Mapping[str, PoolSet | PreparedCases],
+    grid: SweepGrid,
+    *,
+    progress: bool | None = None,
+) -> SweepResult:
+    """Evaluate ``grid`` on the pools of every preset (mapping preset name -> pools).
+
+    The rows are :func:`evictlab.selection.decisions.decide_grid`'s, restricted to :data:`ROW_COLUMNS`.
+    ``progress``: ``True`` shows a progress bar, ``False`` hides it, ``None`` shows it when
+    standard error is a terminal. Raises :class:`ContractError` for a capacity outside
+    [1, pool size - 1] and for a policy the scalar path cannot rank.
+    """
+    if not pools:
+        raise ContractError("empty grid: no presets (pools) to sweep")
+    prepared = {str(name): prepared_cases(item) for name, item in pools.items()}
+    for name, cases in prepared.items():
+        check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
+    rows = decide_grid(
+        prepared, grid.policies, grid.settings, grid.capacities, progress=progress, progress_label="sweep"
+    )
+    return SweepResult(grid, tuple(prepared), rows[list(ROW_COLUMNS)])
+
+
+def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
+    """Known preset names, each once."""
+    for name in presets:
+        preset_variant(name)  # an unknown name fails here, naming the known ones
+    return distinct("presets", tuple(presets))
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Support retention per preset x policy x setting x scenario x capacity (columns :data:`SUMMARY_COLUMNS`).
+
+    ``support_retained`` counts the decisions as made (ties by input order), ``support_expected``
+    sums the expectation over random tie orders (``random``: its exact expectation), ``ties``
+    counts the decisions a tie at the cut line settled, ``near_ties`` those settled by a
+    margin below 1e-12 relative, and ``retention`` what tables count under each policy's
+    tie-break (:func:`evictlab.selection.decisions.decide_grid`). Groups appear in the order of
+    the rows: scenarios in case build order, then capacities.
+    """
+    keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
+    counts = (
+        rows.groupby(keys, observed=True, sort=False)
+        .agg(
+            support_retained=("support_retained", "sum"),
+            cases=("support_retained", "size"),
+            support_expected=("support_expected", "sum"),
+            ties=("support_tied", "sum"),
+            near_ties=("support_near_tie", "sum"),
+            retention=("retention", "sum"),
+        )
+        .reset_index()
+    )
+    counts[["ties", "near_ties"]] = counts[["ties", "near_ties"]].astype(np.int64)
+    counts["support_retained"] = counts["support_retained"].astype(np.int64)
+    counts["cases"] = counts["cases"].astype(np.int64)
+    counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
+    return _with_setting_columns(counts, rows)[list(SUMMARY_COLUMNS)]
+
+
+def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
+    """The best and the worst setting per preset x policy x scenario, by support retained
+    summed over capacities.
+
+    Ties go to the lowest setting index (the first in grid order); ``tied`` counts the
+    settings that share the extreme total (1 when it is unique).
+    """
+    keys = ["preset", "policy", "scenario"]
+    totals = (
+        summary.groupby([*keys, "setting"], observed=True, sort=True)[["support_retained", "cases"]]
+        .sum()
+        .reset_index()
+    )
+    records = []
+    for group, members in totals.groupby(keys, observed=True, sort=False):
+        retained = members["support_retained"].to_numpy()
+        for extreme, target in (("best", retained.max()), ("worst", retained.min())):
+            hits = members[retained == target]
+            first = hits.iloc[0]
+            records.append(
+                {
+                    **dict(zip(keys, group)),
+                    "extreme": extreme,
+                    "setting": int(first["setting"]),
+                    "support_retained": int(first["support_retained"]),
+                    "cases": int(first["cases"]),
+                    "tied": len(hits),
+                    "settings": len(members),
+                }
+            )
+    frame = pd.DataFrame.from_records(
+        records, columns=[*keys, "extreme", "setting", "support_retained", "cases", "tied", "settings"]
+    )
+    return _with_setting_columns(frame, summary)
+
+
+def _with_setting_columns(frame: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the parameters of each row's ``setting``, looked up in ``source``."""
+    settings = source[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
+    return frame.merge(settings, on="setting", how="left", validate="many_to_one")
+
+
+def default_settings(grid: SweepGrid) -> list[int]:
+    """Indices of the settings with DeerMem's weights and half-lives (any reservation)."""
+    default = DEERMEM_DEFAULT
+    wanted = (default.weights, default.confirmation_half_life_days, default.access_half_life_days)
+    reservations = len(grid.reserved_fractions) * len(grid.reserved_maxima)
+    axes = (grid.weights, grid.confirmation_half_lives, grid.access_half_lives)
+    indices = [0]
+    for values, value in zip(axes, wanted):
+        indices = [index * len(values) + at for index in indices for at, item in enumerate(values) if item == value]
+    return [index * reservations + offset for index in indices for offset in range(reservations)]

@@ -1,0 +1,406 @@
+"""Seeded workload generators: synthetic memory traces, and knowledge updates from a dataset.
+
+:func:`generate` draws one trace from :class:`WorkloadParams` and a seed (numpy's PCG64), so
+the same parameters and seed give the same rows, and :func:`~.schema.write_trace` the same
+bytes. The model, in the order it is drawn:
+
+* **threads**: a topic the user talks about. ``facts_per_day`` new threads arrive per day
+  (a Poisson process over ``horizon_days``). Each has an importance ``u ~ U(0, 1)`` and a
+  popularity ``w = r ** -zipf_skew`` with ``r`` uniform on 1..1000 (Zipf-like), a category
+  from ``category_mix`` and a first fact whose confidence is the extractor's noisy view of the
+  importance: ``round(clip(0.7 + 0.3 * (u + N(0, confidence_noise)), 0.7, 1.0), 2)`` (stored
+  facts clear DeerMem's 0.7 threshold).
+* **updates**: ``correction_rate`` corrections and ``knowledge_update_rate`` knowledge updates
+  per day each pick a thread already started (by popularity) and add a fact that supersedes
+  the thread's current fact; a correction has category ``correction`` and confidence
+  ``U(0.9, 1.0)``, a knowledge update keeps the category and draws its confidence as above.
+* **questions**: ``question_rate`` questions per day are shared among threads in proportion to
+  ``u * w`` (important and popular topics are asked about); each is asked
+  ``Exp(question_delay_days)`` after its thread started, needs the thread's fact current at that
+  moment, and names the fact that one superseded, if any.
+* **searches**: ``search_rate`` per day, each returning up to ``search_results`` current facts
+  of threads drawn by popularity.
+* **confirmations**: ``confirmation_rate`` per day, each naming the current fact of a thread
+  drawn by popularity, with the reinforcement signal detected; a share
+  ``false_confirmation_rate`` names a random other fact instead (spec 1.9's gate is
+  batch-level, so a wrong id is confirmed all the same).
+* a ``tick`` at every midnight.
+
+Rows at the same second are ordered tick, confirm, add, search, ask. Fact ids are ``f000000``,
+``f000001``, ... in the order facts are added.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from ...errors import ContractError
+from .schema import ADD, ASK, CONFIRM, SEARCH, TICK, Chunk, chunk_from_rows, time_us
+
+SECOND = 1_000_000
+DAY_SECONDS = 86_400
+#: Same-second order of event kinds.
+KIND_ORDER = {TICK: 0, CONFIRM: 1, ADD: 2, SEARCH: 3, ASK: 4}
+POPULARITY_RANKS = 1000
+DEFAULT_CATEGORY_MIX = (("preference", 0.35), ("knowledge", 0.3), ("context", 0.25), ("behavior", 0.1))
+
+#: What each parameter means, for ``--help`` and the README.
+DESCRIPTIONS = {
+    "horizon_days": "length of the trace in days",
+    "facts_per_day": "new topics (each with a first fact) per day",
+    "category_mix": "categories of new facts and their shares, e.g. preference=0.5,knowledge=0.5",
+    "confidence_noise": "standard deviation of the extractor's confidence error (0 = perfectly calibrated)",
+    "search_rate": "memory searches per day",
+    "search_results": "facts one search returns at most",
+    "zipf_skew": "popularity skew of topics for searches, confirmations and questions (0 = uniform)",
+    "confirmation_rate": "explicit confirmations per day",
+    "false_confirmation_rate": "share of confirmations that name a wrong fact",
+    "correction_rate": "user corrections per day (category correction, supersede a fact)",
+    "knowledge_update_rate": "knowledge updates per day (a newer value supersedes a fact)",
+    "question_rate": "questions per day that need one fact",
+    "question_delay_days": "mean delay between a topic's start and a question about it",
+    "start": "UTC time of the first day",
+}
+
+
+@dataclass(frozen=True)
+class WorkloadParams:
+    """The generator's parameters; every one has a default (see :data:`DESCRIPTIONS`)."""
+
+    horizon_days: float = 60.0
+    facts_per_day: float = 10.0
+    category_mix: tuple[tuple[str, float], ...] = DEFAULT_CATEGORY_MIX
+    confidence_noise: float = 0.3
+    search_rate: float = 20.0
+    search_results: int = 5
+    zipf_skew: float = 1.0
+    confirmation_rate: float = 2.0
+    false_confirmation_rate: float = 0.1
+    correction_rate: float = 0.5
+    knowledge_update_rate: float = 1.0
+    question_rate: float = 6.0
+    question_delay_days: float = 14.0
+    start: str = "2026-01-01T00:00:00Z"
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in ("category_mix", "start"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ContractError(f"workload parameter {item.name} must be a finite number >= 0, got {value!r}")
+        if self.horizon_days <= 0:
+            raise ContractError(f"workload parameter horizon_days must be > 0, got {self.horizon_days!r}")
+        if not isinstance(self.search_results, int) or self.search_results < 1:
+            raise ContractError(
+                f"workload parameter search_results must be an integer >= 1, got {self.search_results!r}"
+            )
+        if not 0 <= self.false_confirmation_rate <= 1:
+            raise ContractError(
+                f"workload parameter false_confirmation_rate must be in [0, 1], got {self.false_confirmation_rate!r}"
+            )
+        mix = tuple((str(name), float(share)) for name, share in self.category_mix)
+        if not mix or any(share < 0 or not math.isfinite(share) for _, share in mix) or sum(s for _, s in mix) <= 0:
+            raise ContractError(f"workload parameter category_mix needs shares >= 0 with a positive sum, got {mix!r}")
+        object.__setattr__(self, "category_mix", mix)
+        _parse_start(self.start)
+
+    def replace(self, **changes: Any) -> WorkloadParams:
+        values = self.as_dict(raw=True)
+        unknown = sorted(set(changes) - set(values))
+        if unknown:
+            raise ContractError(f"unknown workload parameter(s) {', '.join(unknown)}; known: {', '.join(values)}")
+        values.update(changes)
+        return WorkloadParams(**values)
+
+    def as_dict(self, raw: bool = False) -> dict[str, Any]:
+        values = {item.name: getattr(self, item.name) for item in fields(self)}
+        if not raw:
+            values["category_mix"] = format_mix(self.category_mix)
+        return values
+
+
+def parse_mix(text: str) -> tuple[tuple[str, float], ...]:
+    """``"preference=0.5,knowledge=0.5"`` -> ``(("preference", 0.5), ("knowledge", 0.5))``."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, share = item.partition("=")
+        try:
+            pairs.append((name.strip(), float(share)))
+        except ValueError:
+            raise ContractError(f"category_mix: {item!r} is not CATEGORY=SHARE") from None
+        if not sep or not name.strip():
+            raise ContractError(f"category_mix: {item!r} is not CATEGORY=SHARE")
+    return tuple(pairs)
+
+
+def format_mix(mix: Sequence[tuple[str, float]]) -> str:
+    return ",".join(f"{name}={share:g}" for name, share in mix)
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` for one workload parameter, typed by its default."""
+    name, sep, value = text.partition("=")
+    name = name.strip().replace("-", "_")
+    defaults = WorkloadParams().as_dict(raw=True)
+    if not sep or name not in defaults:
+        raise ContractError(f"{text!r}: expected NAME=VALUE with NAME one of {', '.join(defaults)}")
+    if name == "category_mix":
+        return name, parse_mix(value)
+    if name == "start":
+        return name, value.strip()
+    kind = type(defaults[name])
+    try:
+        return name, kind(value)
+    except ValueError:
+        raise ContractError(f"{text!r}: {name} must be {'an integer' if kind is int else 'a number'}") from None
+
+
+def start_us(text: str = WorkloadParams.start) -> int:
+    return time_us(_parse_start(text))
+
+
+def _parse_start(text: str) -> _dt.datetime:
+    try:
+        moment = _dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ContractError(f"workload parameter start must be an ISO-8601 time, got {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
+
+
+# --------------------------------------------------------------------------- the generator
+
+
+@dataclass
+class _Thread:
+    start: int  # seconds from the trace start
+    importance: float
+    popularity: float
+    category: str
+    versions: list[tuple[int, int]] = field(default_factory=list)  # (second, fact number)
+
+    def current(self, second: int) -> tuple[int, int | None]:
+        """The fact current at ``second`` and the one it superseded (``None`` for the first)."""
+        position = 0
+        for index, (added, _) in enumerate(self.versions):
+            if added <= second:
+                position = index
+        previous = self.versions[position - 1][1] if position else None
+        return self.versions[position][1], previous
+
+
+def generate(params: WorkloadParams | None = None, seed: int = 0) -> Chunk:
+    """One trace drawn from ``params`` with ``seed`` (see the module docstring for the model)."""
+    params = params or WorkloadParams()
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ContractError(f"seed must be an integer >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    horizon = int(params.horizon_days * DAY_SECONDS)
+    base = start_us(params.start)
+
+    def arrivals(rate_per_day: float) -> list[int]:
+        count = rng.poisson(rate_per_day * params.horizon_days)
+        return sorted(rng.integers(0, horizon, size=count).tolist())
+
+    names = [name for name, _ in params.category_mix]
+    shares = np.array([share for _, share in params.category_mix])
+    starts = arrivals(params.facts_per_day)
+    threads = []
+    for second in starts:
+        importance = float(rng.random())
+        rank = int(rng.integers(1, POPULARITY_RANKS + 1))
+        category = names[int(rng.choice(len(names), p=shares / shares.sum()))]
+        threads.append(_Thread(second, importance, rank ** -params.zipf_skew, category))
+    popularity = np.cumsum([thread.popularity for thread in threads]) if threads else np.zeros(0)
+    thread_starts = np.array(starts, dtype=np.int64)
+
+    def pick(second: int) -> _Thread | None:
+        """A thread already started at ``second``, drawn by popularity."""
+        available = int(np.searchsorted(thread_starts, second, side="right"))
+        if available == 0:
+            return None
+        total = popularity[available - 1]
+        return threads[min(available - 1, int(np.searchsorted(popularity, rng.random() * total, side="right")))]
+
+    facts: list[dict[str, Any]] = []  # adds, numbered in creation order until renamed
+
+    def new_fact(thread: _Thread, second: int, category: str, confidence: float) -> None:
+        number = len(facts)
+        previous = thread.versions[-1][1] if thread.versions else None
+        thread.versions.append((second, number))
+        length = int(max(1, round(rng.lognormal(4.3, 0.5))))
+        facts.append(
+            {"second": second, "category": category, "confidence": confidence, "supersedes": previous, "length": length}
+        )
+
+    def extracted_confidence(importance: float) -> float:
+        noisy = 0.7 + 0.3 * (importance + rng.normal(0.0, params.confidence_noise))
+        return round(min(1.0, max(0.7, noisy)), 2)
+
+    for thread in threads:
+        new_fact(thread, thread.start, thread.category, extracted_confidence(thread.importance))
+    updates = [(second, "correction") for second in arrivals(params.correction_rate)]
+    updates += [(second, "update") for second in arrivals(params.knowledge_update_rate)]
+    for second, kind in sorted(updates):
+        updated = pick(second)
+        if updated is None or updated.versions[-1][0] >= second:
+            continue
+        if kind == "correction":
+            new_fact(updated, second, "correction", round(float(rng.uniform(0.9, 1.0)), 2))
+        else:
+            new_fact(updated, second, updated.category, extracted_confidence(updated.importance))
+
+    by_time = sorted(range(len(facts)), key=lambda number: (facts[number]["second"], number))
+    fact_seconds = np.array([facts[number]["second"] for number in by_time], dtype=np.int64)
+    rows: list[tuple[int, int, int, dict[str, Any]]] = []  # (second, kind order, sequence, row)
+
+    def emit(second: int, row: dict[str, Any]) -> None:
+        rows.append((second, KIND_ORDER[row["event"]], len(rows), row))
+
+    for number, fact in enumerate(facts):
+        emit(fact["second"], {"event": ADD, "number": number, **fact})
+    weights = np.array([thread.importance * thread.popularity for thread in threads])
+    if len(threads) and weights.sum() > 0:
+        expected = params.question_rate * params.horizon_days * weights / weights.sum()
+        for thread, count in zip(threads, rng.poisson(expected).tolist()):
+            for delay in rng.exponential(params.question_delay_days * DAY_SECONDS, size=count).tolist():
+                second = thread.start + int(delay)
+                if second < horizon:
+                    needed, previous = thread.current(second)
+                    emit(second, {"event": ASK, "needed": needed, "previous": previous})
+    for second in arrivals(params.search_rate):
+        found = []
+        for _ in range(params.search_results):
+            searched = pick(second)
+            if searched is not None:
+                found.append(searched.current(second)[0])
+        if found:
+            emit(second, {"event": SEARCH, "found": list(dict.fromkeys(found))})
+    for second in arrivals(params.confirmation_rate):
+        chosen = pick(second)
+        if chosen is None:
+            continue
+        confirmed = chosen.current(second)[0]
+        if rng.random() < params.false_confirmation_rate:
+            existing = int(np.searchsorted(fact_seconds, second, side="right"))
+            others = [number for number in by_time[:existing] if number != confirmed] if existing < 64 else None
+            if others is None:  # large: draw until the draw is another fact
+                wrong = confirmed
+                while wrong == confirmed:
+                    wrong = by_time[int(rng.integers(0, existing))]
+                confirmed = wrong
+            elif others:
+                confirmed = others[int(rng.integers(0, len(others)))]
+        emit(second, {"event": CONFIRM, "confirmed": confirmed})
+    for day in range(1, math.ceil(params.horizon_days)):
+        emit(day * DAY_SECONDS, {"event": TICK})
+    return _chunk(sorted(rows, key=lambda item: item[:3]), facts, base)
+
+
+def _chunk(
+    ordered: Sequence[tuple[int, int, int, dict[str, Any]]], facts: Sequence[Mapping[str, Any]], base: int
+) -> Chunk:
+    """Rows in final order, with fact ids assigned in the order facts are added."""
+    rename: dict[int, str] = {}
+    for _, _, _, row in ordered:
+        if row["event"] == ADD:
+            rename[row["number"]] = f"f{len(rename):06d}"
+    records = []
+    for second, _, _, row in ordered:
+        record: dict[str, Any] = {"time": base + second * SECOND, "event": row["event"]}
+        if row["event"] == ADD:
+            record.update(
+                fact_id=rename[row["number"]],
+                content_length=row["length"],
+                confidence=row["confidence"],
+                category=row["category"],
+                supersedes=None if row["supersedes"] is None else rename[row["supersedes"]],
+            )
+        elif row["event"] == ASK:
+            record.update(
+                fact_id=rename[row["needed"]],
+                supersedes=None if row["previous"] is None else rename[row["previous"]],
+            )
+        elif row["event"] == SEARCH:
+            record["fact_ids"] = [rename[number] for number in row["found"]]
+        elif row["event"] == CONFIRM:
+            record.update(fact_ids=[rename[row["confirmed"]]], reinforcement=True)
+        records.append(record)
+    return chunk_from_rows(records)
+
+
+# --------------------------------------------------------------------------- knowledge updates
+
+
+_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})(?: \(\w{3}\))? (\d{2}):(\d{2})$")
+
+
+def parse_session_date(text: Any, where: str) -> int:
+    """A LongMemEval date (``2023/05/20 (Sat) 02:21``) as UTC microseconds."""
+    match = _DATE.match(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise ContractError(f"{where}: not a LongMemEval date: {text!r}")
+    year, month, day, hour, minute = (int(part) for part in match.groups())
+    try:
+        return time_us(_dt.datetime(year, month, day, hour, minute, tzinfo=_dt.UTC))
+    except ValueError:
+        raise ContractError(f"{where}: not a valid date: {text!r}") from None
+
+
+def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> Chunk:
+    """A trace from a dataset's ``knowledge-update`` questions.
+
+    Per question, every session holding evidence (turns marked ``has_answer``) becomes one
+    fact at the session's date, each superseding the one before (the old value, then its
+    updates); the question is asked at its ``question_date`` and needs the last fact, naming
+    the one it superseded. Questions with fewer than two evidence sessions are skipped. Fact
+    ids are ``<question_id>:<session_id>``; content lengths are the evidence turns' lengths;
+    the dataset carries no confidence, so each fact gets a seeded draw from
+    ``U(0.7, 1.0)`` rounded to 2 decimals, category ``knowledge``. No text is kept.
+    """
+    rng = np.random.default_rng(seed)
+    events: list[tuple[int, int, int, dict[str, Any]]] = []
+    for row in rows:
+        if row.get("question_type") != "knowledge-update":
+            continue
+        question_id = str(row.get("question_id"))
+        where = f"question {question_id!r}"
+        sessions = []
+        for session_id, date, turns in zip(
+            row.get("haystack_session_ids") or [], row.get("haystack_dates") or [], row.get("haystack_sessions") or []
+        ):
+            evidence = [
+                turn for turn in turns if isinstance(turn, Mapping) and turn.get("has_answer") is True
+                and isinstance(turn.get("content"), str)
+            ]
+            if evidence:
+                moment = parse_session_date(date, f"{where}: haystack_dates")
+                sessions.append((moment, str(session_id), sum(len(turn["content"]) for turn in evidence)))
+        if len(sessions) < 2:
+            continue
+        sessions.sort()
+        previous = None
+        for moment, session_id, length in sessions:
+            fact_id = f"{question_id}:{session_id}"
+            confidence = round(float(rng.uniform(0.7, 1.0)), 2)
+            record = {
+                "time": moment, "event": ADD, "fact_id": fact_id, "content_length": length,
+                "confidence": confidence, "category": "knowledge", "supersedes": previous,
+            }
+            events.append((moment, KIND_ORDER[ADD], len(events), record))
+            previous, last = fact_id, fact_id
+        asked = parse_session_date(row.get("question_date"), f"{where}: question_date")
+        old = f"{question_id}:{sessions[-2][1]}"
+        events.append((max(asked, sessions[-1][0]), KIND_ORDER[ASK], len(events),
+                       {"event": ASK, "fact_id": last, "supersedes": old}))
+    if not events:
+        raise ContractError("the dataset has no knowledge-update question with two evidence sessions")
+    ordered = sorted(events, key=lambda item: item[:3])
+    return chunk_from_rows([{**row, "time": moment} for moment, _, _, row in ordered])

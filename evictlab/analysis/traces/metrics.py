@@ -1,0 +1,209 @@
+"""Capacity curves: every policy at every capacity on one or more traces, with the two bounds.
+
+:func:`curve_rows` replays each trace through each policy at each capacity and adds the
+bound rows per (trace, capacity): ``optimum`` (the exact offline optimum, answerable rate
+only) and every policy whose ``unlimited`` trait says it runs with no cap (``keep-all``).
+Every row carries its policy's ``role`` trait (``policy``, ``baseline`` or ``bound``) and
+``regret`` = the optimum's answerable rate minus the row's. :func:`curve_summary` averages
+over traces (seeds) with a 95 % Student-t confidence interval per metric; with one trace the
+interval is empty (NaN), not zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ...errors import ContractError
+from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
+from .memory import check_capacity, check_policy_spec, replayable, root_policy, uncapped
+from .optimum import offline_optimum, outline
+from .replay import replay_policy
+from .schema import Chunk
+
+DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
+#: The exact offline optimum's rows (:mod:`.optimum`): a bound, but not a registered policy.
+OPTIMUM = "optimum"
+METRICS = (
+    "answerable_rate",
+    "stale_kept_rate",
+    "correction_survival",
+    "evictions_per_event",
+    "churn_per_event",
+    "mean_occupancy",
+    "occupancy_fraction",
+    "regret",
+)
+CONFIDENCE_LEVEL = 0.95
+
+TraceSource = Callable[[], Iterable[Chunk]]
+
+
+def default_policies() -> list[str]:
+    """Every registered policy the replay can run under a cap, plus one modifier example."""
+    names = [name for name in known_policies() if replayable(name) and not uncapped(name)]
+    return [*names, "confidence+reserve(correction,0.1,10)"]
+
+
+def uncapped_bounds() -> list[str]:
+    """The registered policies meant to run with no capacity limit (``keep-all``): the ceiling."""
+    return [name for name in known_policies() if uncapped(name)]
+
+
+def role_of(policy: str) -> str:
+    """``policy``, ``baseline`` or ``bound``: the ``role`` trait of the policy under any modifiers."""
+    return BOUND if policy == OPTIMUM else root_policy(resolve_policy(policy)).role
+
+
+def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(check_capacity(capacity) for capacity in capacities)
+    if not values:
+        raise ContractError("no capacities to replay")
+    return values
+
+
+def curve_rows(
+    traces: Sequence[tuple[str, TraceSource]],
+    policies: Sequence[str],
+    capacities: Sequence[int] = DEFAULT_CAPACITIES,
+    params: PolicyParams | None = None,
+    *,
+    progress: Callable[[str, str, int | None], None] | None = None,
+) -> pd.DataFrame:
+    """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
+
+    The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
+    replayed once per trace and shown at every capacity); ``role`` holds each row's role.
+    ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
+    called once per replay, so a large trace file is streamed each time, never held whole.
+    ``progress(trace, policy, capacity)`` is called before each step (capacity ``None``: the
+    optimum's outline of the trace, or an uncapped replay).
+    """
+    report = progress or (lambda trace, policy, capacity: None)
+    capacities = check_capacities(capacities)
+    ceilings = uncapped_bounds()
+    policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
+    roles = {policy: role_of(policy) for policy in [OPTIMUM, *ceilings, *policies]}
+    rows: list[dict[str, Any]] = []
+    for trace_name, source in traces:
+        report(trace_name, OPTIMUM, None)
+        shape = outline(source())
+        uncapped_rows = []
+        for policy in ceilings:
+            report(trace_name, policy, None)
+            uncapped_rows.append(replay_policy(source(), policy, None).row())
+        for capacity in capacities:
+            report(trace_name, OPTIMUM, capacity)
+            best = offline_optimum(shape, capacity)
+            optimum_row: dict[str, Any] = {
+                "policy": OPTIMUM,
+                "capacity": capacity,
+                "asks": best.asks,
+                "answerable": best.answerable,
+                "answerable_rate": best.answerable_rate,
+            }
+            found = [optimum_row]
+            found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
+            for policy in policies:
+                report(trace_name, policy, capacity)
+                found.append(replay_policy(source(), policy, capacity, params).row())
+            for row in found:
+                row["trace"] = trace_name
+                row["role"] = roles[row["policy"]]
+                row["regret"] = best.answerable_rate - row["answerable_rate"]
+                rows.append(row)
+    frame = pd.DataFrame(rows)
+    leading = ["trace", "policy", "role", "capacity"]
+    return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def curve_summary(rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
+    """Mean, 95 % CI (Student t over traces) and trace count per (policy, capacity)."""
+    records = []
+    for (policy, capacity), group in rows.groupby(["policy", "capacity"], sort=False):
+        record: dict[str, Any] = {"policy": policy, "capacity": capacity, "traces": group["trace"].nunique()}
+        for metric in metrics:
+            values = group[metric].dropna().to_numpy(dtype=float) if metric in group else np.array([])
+            mean, low, high = mean_interval(values)
+            record.update({metric: mean, f"{metric}_low": low, f"{metric}_high": high})
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def mean_interval(values: np.ndarray, level: float = CONFIDENCE_LEVEL) -> tuple[float, float, float]:
+    """Mean and two-sided Student-t interval; NaN bounds with fewer than two values."""
+    if len(values) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+def largest_gap(summary: pd.DataFrame, first: str = "hybrid-v1", second: str = "confidence") -> dict[str, Any]:
+    """Where ``first`` and ``second`` differ most, per metric: capacity and both values."""
+    table = summary.set_index(["policy", "capacity"])
+    found = {}
+    for metric in ("answerable_rate", "stale_kept_rate", "correction_survival", "churn_per_event"):
+        try:
+            gap = (table.loc[first, metric] - table.loc[second, metric]).dropna()
+        except KeyError:
+            continue
+        if gap.empty:
+            continue
+        capacity = int(gap.abs().idxmax())
+        found[metric] = {
+            "capacity": capacity,
+            first: float(table.loc[(first, capacity), metric]),
+            second: float(table.loc[(second, capacity), metric]),
+            "difference": float(gap.loc[capacity]),
+        }
+    return found
+
+
+def describe_gap(gaps: dict[str, Any], first: str = "hybrid-v1", second: str = "confidence") -> list[str]:
+    """One sentence per metric for the report, from :func:`largest_gap`."""
+    lines = []
+    for metric, found in gaps.items():
+        direction = "higher" if found["difference"] > 0 else "lower" if found["difference"] < 0 else "equal"
+        lines.append(
+            f"{metric.replace('_', ' ')}: the largest difference is at capacity {found['capacity']}, where"
+            f" {first} is {found[first]:.3f} and {second} {found[second]:.3f} ({first} {direction} by"
+            f" {abs(found['difference']):.3f})."
+        )
+    return lines
+
+
+def curve_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Answerable rate and regret as text, ``"0.412 (+0.120)"``, per policy (rows) and capacity."""
+    cells = summary.assign(
+        cell=summary["answerable_rate"].map("{:.3f}".format) + " (" + summary["regret"].map("{:+.3f}".format) + ")"
+    )
+    table = cells.pivot(index="policy", columns="capacity", values="cell")
+    table = table.reindex(list(dict.fromkeys(cells["policy"])))
+    table.index.name, table.columns.name = None, None
+    table.columns = [f"capacity {capacity}" for capacity in table.columns]
+    return table
+
+
+def default_workload_summary(*, smoke: bool = False, seeds: int = 1) -> pd.DataFrame:
+    """Capacity curves of the default generated workload (seeds 0..seeds-1) for the report.
+
+    Every default policy at every default capacity; ``smoke``: a 10-day workload, capacities
+    10 and 50 and DeerMem's two policies with fifo and lru, for the tests.
+    """
+    from .generate import WorkloadParams, generate
+
+    params = WorkloadParams(horizon_days=10.0) if smoke else WorkloadParams()
+    policies = ["confidence", "hybrid-v1", "fifo", "lru"] if smoke else default_policies()
+    capacities = (10, 50) if smoke else DEFAULT_CAPACITIES
+    traces = [(f"seed-{seed}", generate(params, seed)) for seed in range(seeds)]
+    rows = curve_rows([(name, partial(iter, [chunk])) for name, chunk in traces], policies, capacities)
+    return curve_summary(rows)

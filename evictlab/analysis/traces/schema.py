@@ -1,0 +1,399 @@
+"""The trace format: a time-ordered stream of memory events, one row per event.
+
+A trace holds ids and metadata only, never the text of a fact, a search or a question. It is
+a Parquet file (one row per event, the columns below) or a JSONL file (one JSON object per
+line, the same field names, ``null`` or absent for an empty field, ``time`` as ISO-8601).
+
+========== ================== =====================================================================
+column     type               meaning
+========== ================== =====================================================================
+time       timestamp (UTC)    when the event happened; rows are in non-decreasing time order
+event      string             ``add``, ``search``, ``confirm``, ``ask`` or ``tick``
+fact_id    string             ``add``: the new fact's id; ``ask``: the fact the question needs
+content_length int            ``add``: the fact's content length in characters (>= 0)
+confidence float              ``add``: the extractor's confidence (finite; DeerMem clamps it)
+category   string             ``add``: the fact's category (``correction`` gets reserved slots)
+supersedes string             ``add``: the fact this one updates or corrects; ``ask``: the older
+                              fact the needed one superseded (optional for both)
+fact_ids   list of strings    ``search``: the ids the memory search returned (spec 1.7);
+                              ``confirm``: the ``factsToReinforce`` ids (spec 1.9)
+scopes     list of strings    ``confirm``: the scope of each ``factsToReinforce`` entry (optional;
+                              every entry is ``user`` when absent)
+reinforcement bool            ``confirm``: whether the reinforcement signal was detected
+========== ================== =====================================================================
+
+A field that does not belong to the row's event must be empty. Reading is strict: an unknown
+column, a wrong type, a missing required field, a field set on the wrong event, a fact added
+twice or a time earlier than the row before it stops the read with a :class:`TraceError`
+naming the file, the row (0-based, counted over the whole file) and the field.
+
+The reason text of a ``factsToReinforce`` entry is free text and is not recorded: a trace's
+entries are the ones whose reason was non-empty (the gate's reason test has already passed).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ...errors import EvictlabError
+from ...readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES, MAX_TRACE_ROW_GROUP_BYTES, check_size, parse_json
+from ...results import atomic_write_bytes, json_line
+
+EVENTS = ("add", "search", "confirm", "ask", "tick")
+ADD, SEARCH, CONFIRM, ASK, TICK = EVENTS
+
+SCHEMA = pa.schema(
+    [
+        ("time", pa.timestamp("us", tz="UTC")),
+        ("event", pa.string()),
+        ("fact_id", pa.string()),
+        ("content_length", pa.int64()),
+        ("confidence", pa.float64()),
+        ("category", pa.string()),
+        ("supersedes", pa.string()),
+        ("fact_ids", pa.list_(pa.string())),
+        ("scopes", pa.list_(pa.string())),
+        ("reinforcement", pa.bool_()),
+    ]
+)
+COLUMNS = tuple(SCHEMA.names)
+FIELDS = COLUMNS[2:]  # everything but time and event
+
+#: Fields each event must carry (``required``) and may carry (``optional``); all others are empty.
+REQUIRED = {
+    ADD: ("fact_id", "content_length", "confidence", "category"),
+    SEARCH: ("fact_ids",),
+    CONFIRM: ("fact_ids", "reinforcement"),
+    ASK: ("fact_id",),
+    TICK: (),
+}
+OPTIONAL = {ADD: ("supersedes",), SEARCH: (), CONFIRM: ("scopes",), ASK: ("supersedes",), TICK: ()}
+
+#: Rows per chunk when a trace is streamed.
+CHUNK_ROWS = 65_536
+MICROSECONDS = 1_000_000
+EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+class TraceError(EvictlabError, ValueError):
+    """A trace file breaks the schema; the message names the file, row and field."""
+
+
+Chunk = dict[str, list[Any]]  # column name -> values; ``time`` as integer microseconds (UTC)
+
+
+def empty_chunk() -> Chunk:
+    return {name: [] for name in COLUMNS}
+
+
+def time_us(moment: _dt.datetime) -> int:
+    """Integer microseconds since the Unix epoch of an aware (or naive = UTC) datetime."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.UTC)
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * MICROSECONDS + delta.microseconds
+
+
+def from_us(value: int) -> _dt.datetime:
+    return EPOCH + _dt.timedelta(microseconds=value)
+
+
+def iso(value: int) -> str:
+    """A time in microseconds as UTC ISO-8601 with ``Z`` (microseconds only when non-zero)."""
+    return from_us(value).replace(tzinfo=None).isoformat() + "Z"
+
+
+# --------------------------------------------------------------------------- checking rows
+
+
+class RowChecker:
+    """Checks rows one by one, in file order, across chunks (time order and unique adds)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.row = 0
+        self.last_time: int | None = None
+        self.added: set[str] = set()
+
+    def error(self, field: str, message: str) -> TraceError:
+        return TraceError(f"{self.source}: row {self.row}, field {field!r}: {message}")
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """Check one row (``time`` already in microseconds); raises :class:`TraceError`."""
+        moment = values.get("time")
+        if not isinstance(moment, int) or isinstance(moment, bool):
+            raise self.error("time", "missing")
+        if self.last_time is not None and moment < self.last_time:
+            raise self.error("time", f"{iso(moment)} is earlier than the row before ({iso(self.last_time)})")
+        event = values.get("event")
+        if event not in EVENTS:
+            raise self.error("event", f"must be one of {', '.join(EVENTS)}, got {event!r}")
+        allowed = REQUIRED[event] + OPTIONAL[event]
+        for name in FIELDS:
+            value = values.get(name)
+            if value is None:
+                if name in REQUIRED[event]:
+                    raise self.error(name, f"required for a {event!r} event")
+                continue
+            if name not in allowed:
+                raise self.error(name, f"must be empty for a {event!r} event, got {value!r}")
+            self._check_value(name, value)
+        if event == CONFIRM and values.get("scopes") is not None and len(values["scopes"]) != len(values["fact_ids"]):
+            raise self.error("scopes", "must have one scope per entry of fact_ids")
+        if event == ADD:
+            fact_id = values["fact_id"]
+            if fact_id in self.added:
+                raise self.error("fact_id", f"fact {fact_id!r} is added a second time")
+            self.added.add(fact_id)
+        self.last_time = moment
+        self.row += 1
+
+    def _check_value(self, name: str, value: Any) -> None:
+        if name in ("fact_id", "category", "supersedes"):
+            if not isinstance(value, str):
+                raise self.error(name, f"must be a string, got {value!r}")
+            if name != "category" and not value.strip():
+                raise self.error(name, "must be a non-empty id")
+        elif name == "content_length":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise self.error(name, f"must be an integer >= 0, got {value!r}")
+        elif name == "confidence":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise self.error(name, f"must be a finite number, got {value!r}")
+        elif name in ("fact_ids", "scopes"):
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise self.error(name, f"must be a list of strings, got {value!r}")
+        elif name == "reinforcement" and not isinstance(value, bool):
+            raise self.error(name, f"must be true or false, got {value!r}")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def iter_chunks(path: str | os.PathLike, chunk_rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
+    """The checked rows of a trace file, streamed in chunks of at most ``chunk_rows`` rows.
+
+    ``.parquet`` files are read by row batches, ``.jsonl`` files line by line, so a trace
+    larger than memory can be replayed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: trace file not found")
+    check_size(path, MAX_TRACE_BYTES, what="trace file", error=TraceError)
+    checker = RowChecker(str(path))
+    if path.suffix == ".parquet":
+        yield from _parquet_chunks(path, checker, chunk_rows)
+    elif path.suffix == ".jsonl":
+        yield from _jsonl_chunks(path, checker, chunk_rows)
+    else:
+        raise TraceError(f"{path}: a trace must be a .parquet or .jsonl file")
+
+
+def read_trace(path: str | os.PathLike) -> Chunk:
+    """A whole trace file as one chunk (for traces that fit in memory)."""
+    whole = empty_chunk()
+    for chunk in iter_chunks(path):
+        for name in COLUMNS:
+            whole[name].extend(chunk[name])
+    return whole
+
+
+def _parquet_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterator[Chunk]:
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as error:
+        raise TraceError(f"{path}: not a readable Parquet file ({one_line(error)})") from None
+    schema = parquet.schema_arrow
+    unknown = [name for name in schema.names if name not in COLUMNS]
+    if unknown:
+        raise TraceError(f"{path}: unknown column(s) {', '.join(unknown)}; known: {', '.join(COLUMNS)}")
+    for name in ("time", "event"):
+        if name not in schema.names:
+            raise TraceError(f"{path}: required column {name!r} is missing")
+    for name in schema.names:
+        expected = SCHEMA.field(name).type
+        actual = schema.field(name).type
+        if name == "time":
+            if not pa.types.is_timestamp(actual) or actual.tz is None:
+                raise TraceError(f"{path}: column 'time' must be a UTC timestamp, got {actual}")
+        elif not _compatible(actual, expected):
+            raise TraceError(f"{path}: column {name!r} must be {expected}, got {actual}")
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):
+        meta = parquet.metadata.row_group(group)
+        if meta.total_byte_size > MAX_TRACE_ROW_GROUP_BYTES:
+            raise TraceError(
+                f"{path}: rows {first}-{first + meta.num_rows - 1} (row group {group}) hold"
+                f" {meta.total_byte_size} bytes uncompressed, over evictlab's limit of"
+                f" {MAX_TRACE_ROW_GROUP_BYTES} bytes per row group; write the trace with smaller row groups"
+            )
+        first += meta.num_rows
+    batches = parquet.iter_batches(batch_size=chunk_rows)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            chunk = _batch_chunk(batch, checker)
+        except (pa.ArrowException, OSError) as error:
+            raise TraceError(f"{path}: row {checker.row} onwards: cannot read ({one_line(error)})") from None
+        _check_chunk(chunk, checker)
+        yield chunk
+
+
+def _batch_chunk(batch: pa.RecordBatch, checker: RowChecker) -> Chunk:
+    chunk = empty_chunk()
+    for name in COLUMNS:
+        if name not in batch.schema.names:
+            chunk[name] = [None] * batch.num_rows
+            continue
+        column = batch.column(name)
+        if name == "time":
+            try:
+                column = pc.cast(pc.cast(column, pa.timestamp("us", tz="UTC")), pa.int64())
+            except pa.ArrowInvalid:  # e.g. seconds so far out that microseconds overflow 64 bits
+                raise checker.error("time", "outside the range of microseconds since 1970 in 64 bits"
+                                    f" (in rows {checker.row}-{checker.row + batch.num_rows - 1})") from None
+        chunk[name] = column.to_pylist()
+    return chunk
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (Arrow's messages may span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _compatible(actual: pa.DataType, expected: pa.DataType) -> bool:
+    if actual == expected:
+        return True
+    if pa.types.is_list(expected):
+        return (pa.types.is_list(actual) or pa.types.is_large_list(actual)) and _compatible(
+            actual.value_type, expected.value_type
+        )
+    if pa.types.is_string(expected):
+        return pa.types.is_string(actual) or pa.types.is_large_string(actual) or pa.types.is_null(actual)
+    if pa.types.is_int64(expected):
+        return pa.types.is_integer(actual) or pa.types.is_null(actual)
+    if pa.types.is_float64(expected):
+        return pa.types.is_floating(actual) or pa.types.is_integer(actual) or pa.types.is_null(actual)
+    return pa.types.is_null(actual)
+
+
+def _check_chunk(chunk: Chunk, checker: RowChecker) -> None:
+    rows = len(chunk["time"])
+    for index in range(rows):
+        checker.check({name: chunk[name][index] for name in COLUMNS})
+
+
+def _jsonl_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterator[Chunk]:
+    chunk = empty_chunk()
+    with path.open("rb") as handle:
+        # readline with a bound: a file without line breaks is refused, not read whole.
+        for line_number, raw in enumerate(iter(lambda: handle.readline(MAX_ROW_LINE_BYTES + 1), b""), start=1):
+            where = f"{path}: row {checker.row} (line {line_number})"
+            if len(raw) > MAX_ROW_LINE_BYTES:
+                raise TraceError(f"{where}: longer than evictlab's limit of {MAX_ROW_LINE_BYTES} bytes")
+            if not raw.strip():
+                continue
+            record = parse_json(raw, where=where, error=TraceError)
+            if not isinstance(record, dict):
+                raise TraceError(f"{path}: row {checker.row} (line {line_number}): must be a JSON object")
+            unknown = sorted(set(record) - set(COLUMNS))
+            if unknown:
+                raise checker.error(unknown[0], f"unknown field; known: {', '.join(COLUMNS)}")
+            values = dict(record)
+            values["time"] = _read_time(values.get("time"), checker)
+            if isinstance(values.get("confidence"), int) and not isinstance(values["confidence"], bool):
+                try:
+                    values["confidence"] = float(values["confidence"])
+                except OverflowError:
+                    message = "must be a finite number, got an integer beyond the double range"
+                    raise checker.error("confidence", message) from None
+            checker.check(values)
+            for name in COLUMNS:
+                chunk[name].append(values.get(name))
+            if len(chunk["time"]) >= chunk_rows:
+                yield chunk
+                chunk = empty_chunk()
+    if chunk["time"]:
+        yield chunk
+
+
+def _read_time(value: Any, checker: RowChecker) -> int:
+    if not isinstance(value, str) or not value.strip():
+        raise checker.error("time", f"must be an ISO-8601 timestamp string, got {value!r}")
+    try:
+        moment = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise checker.error("time", f"not an ISO-8601 timestamp: {value!r}") from None
+    return time_us(moment)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def chunk_table(chunk: Chunk) -> pa.Table:
+    """An Arrow table of ``chunk`` in :data:`SCHEMA` (times from microseconds)."""
+    arrays = []
+    for field in SCHEMA:
+        values = chunk[field.name]
+        if field.name == "time":
+            arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
+        else:
+            arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def trace_bytes(chunk: Chunk, suffix: str) -> bytes:
+    """The file bytes of a trace: identical rows give identical bytes."""
+    if suffix == ".parquet":
+        buffer = io.BytesIO()
+        pq.write_table(chunk_table(chunk), buffer, compression="zstd", row_group_size=CHUNK_ROWS)
+        return buffer.getvalue()
+    if suffix == ".jsonl":
+        lines = []
+        for index in range(len(chunk["time"])):
+            record = {"time": iso(chunk["time"][index]), "event": chunk["event"][index]}
+            for name in FIELDS:
+                value = chunk[name][index]
+                if value is not None:
+                    record[name] = value
+            lines.append(json_line(record))
+        return "".join(lines).encode("utf-8")
+    raise TraceError(f"a trace must be written as .parquet or .jsonl, not {suffix or 'no suffix'!r}")
+
+
+def write_trace(path: str | os.PathLike, chunk: Chunk) -> Path:
+    """Check ``chunk`` and write it atomically as Parquet or JSONL (by the file suffix)."""
+    path = Path(path)
+    data = trace_bytes(chunk, path.suffix)  # refuses a wrong suffix before checking rows
+    _check_chunk(chunk, RowChecker(f"{path} (being written)"))
+    return atomic_write_bytes(path, data)
+
+
+def rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
+    """The rows of a chunk as dicts (for tests and small traces)."""
+    for index in range(len(chunk["time"])):
+        yield {name: chunk[name][index] for name in COLUMNS}
+
+
+def chunk_from_rows(records: Sequence[Mapping[str, Any]]) -> Chunk:
+    """A chunk from row dicts (missing fields empty; ``time`` as microseconds or a datetime)."""
+    chunk = empty_chunk()
+    for record in records:
+        for name in COLUMNS:
+            value = record.get(name)
+            if name == "time" and isinstance(value, _dt.datetime):
+                value = time_us(value)
+            chunk[name].append(value)
+    return chunk

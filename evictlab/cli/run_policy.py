@@ -1,0 +1,95 @@
+"""``evictlab run-policy``: offline support retention of capacity policies on the 45 pools."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import results
+from ..analysis.evaluate import KIND, RUN_FILES, check_run_lists, run_parameters, write_run_files
+from ..core.pools import PoolSet
+from ..policies import DEERMEM_POLICIES, known_policies
+from ..policies.ties import TIE_BREAKS
+from ..selection.decisions import decide_grid, scenario_table
+from . import summary
+from ._common import (
+    POLICY_HELP,
+    add_param_option,
+    add_pool_options,
+    parameter_changes,
+    parse_csv,
+    pool_set_from,
+    preset_name,
+    protocol_from,
+    with_policy_parameters,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run-policy",
+        help=summary("run-policy"),
+        description=(
+            "Build the 45 pools, run each policy at each capacity and write "
+            + ", ".join(RUN_FILES)
+            + " to --output-dir (refusing to overwrite any of them), then print support"
+            " retention per scenario, capacity and policy."
+        ),
+    )
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three run files")
+    parser.add_argument(
+        "--policies",
+        type=lambda text: parse_csv(text),
+        default=list(DEERMEM_POLICIES),
+        metavar="A,B,...",
+        help=f"policies to evaluate, each {POLICY_HELP} (default: {','.join(DEERMEM_POLICIES)};"
+        f" known: {', '.join(known_policies())})",
+    )
+    parser.add_argument(
+        "--capacities",
+        type=lambda text: parse_csv(text, int),
+        default=None,
+        metavar="K,K,...",
+        help="capacities (default: the config's, 5,7,9)",
+    )
+    parser.add_argument(
+        "--tie-break",
+        choices=TIE_BREAKS,
+        default=None,
+        help="how the printed table counts a support tied at the cut line: input-order (the"
+        " decision as made) or expected (its exact expectation over random orders of the tied"
+        " facts); default: input-order for confidence and hybrid-v1, expected for the others."
+        " keep-all runs uncapped and random is its exact expectation",
+    )
+    add_param_option(parser)
+    add_pool_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # A bad override or policy fails before anything is read.
+    changes = parameter_changes(args.param)
+    protocol = protocol_from(args)
+    config = protocol.config
+    cases = sum(map(len, protocol.official.scenarios.values())) + len(protocol.synthetic.cases)
+    policies, capacities = check_run_lists(
+        with_policy_parameters(args.policies, args.param),
+        args.capacities or config.pool.capacities,
+        config.pool.size,
+        f"{cases} pools",
+    )
+    params = config.hybrid.replace(**changes)
+    parameters = run_parameters(policies, capacities, preset_name(args), params)
+    # The folder is locked from here on: a second run into it is refused at once.
+    # Bad input (the dataset, the manifests) is found before the record: it leaves no trace.
+    loaded: list[PoolSet] = []
+    load = lambda: loaded.append(pool_set_from(args))  # noqa: E731
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES, precheck=load) as current:
+        pool_set = loaded[0]
+        rows = write_run_files(current, pool_set, policies, capacities, preset=preset_name(args), params=params)
+    decisions = decide_grid(pool_set, policies, [params], capacities, tie_break=args.tie_break)
+    print(scenario_table(decisions).to_string())
+    ties = decisions.groupby("policy", sort=False, observed=True)["support_tied"].sum()
+    print("decisions settled by a tie at the cut line: " + ", ".join(f"{p} {int(n)}" for p, n in ties.items()))
+    print(f"wrote {len(rows)} rows to {args.output_dir}")
+    return 0

@@ -1,0 +1,292 @@
+"""``evictlab sweep``: support retention over a grid of hybrid-v1 settings, capacities and presets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis.sweep import MAX_SETTINGS, SweepGrid, check_capacities, check_presets, make_grid, parse_weights
+from ..analysis.sweep_output import (
+    CHUNK_ROWS,
+    EXTREMES_FILE,
+    MANIFEST_FILE,
+    ROWS_FILE,
+    SUMMARY_FILE,
+    WrittenSweep,
+    check_output_dir,
+    open_sweep,
+    write_sweep_files,
+)
+from ..core.pools import PoolSet, open_pools
+from ..core.protocol import DEFAULT_PRESET, PRESETS, Config
+from ..distributed import add_placement_options, placement_from
+from ..errors import ContractError
+from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
+from ..selection import decisions
+from . import summary
+from ._common import (
+    POLICY_HELP,
+    add_param_option,
+    add_pool_options,
+    parse_csv,
+    positive_int,
+    protocol_from,
+    report_dataset,
+    spec_from,
+    with_policy_parameters,
+)
+
+EXAMPLE = (
+    "example:\n"
+    "  evictlab sweep --weights-step 0.05 --confirmation-half-lives 30,90,180 \\\n"
+    "    --access-half-lives 7,30,90 --capacities 5,7,9 --output-dir results/sweep-simplex"
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help=summary("sweep"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Evaluate support retention on the 45 pools for every setting of a grid: weight\n"
+            "triples (the simplex at --weights-step and/or explicit --weights) x confirmation\n"
+            "half-lives x access half-lives x reservation fractions x reservation maxima, at\n"
+            "each capacity, for each policy and preset. Lists left out take the config's value.\n"
+            "confidence and hybrid-v1 run on the vectorised engine (identical decisions to the\n"
+            "scalar selector); other registered policies run on the scalar selector.\n"
+            "\n"
+            "\n"
+            "Rows are decided and written in chunks of about --chunk-rows rows, so memory stays\n"
+            f"bounded whatever the grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
+            f"preset x policy x setting x case x capacity) and {SUMMARY_FILE}/ (per setting\n"
+            f"x scenario x capacity), Parquet datasets of one file per chunk; {EXTREMES_FILE}\n"
+            "(the best and worst setting per scenario); and the run record\n"
+            f"{MANIFEST_FILE} (parameters, provenance, status).\n"
+            "A finished sweep is never overwritten. Rerun the same command into the folder of an\n"
+            "interrupted or failed one to continue from its last complete chunk.\n"
+            "Chunks run in this process by default; --workers N runs them on a local Dask cluster,\n"
+            "--scheduler on an existing one, writing the same files."
+        ),
+        epilog=EXAMPLE,
+    )
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the output files")
+    grid = parser.add_argument_group("grid")
+    grid.add_argument(
+        "--weights-step",
+        type=float,
+        metavar="STEP",
+        help="every (confidence, confirmation, access) weight triple on the simplex at STEP;"
+        " STEP must divide 1 (0.05 gives 231 triples, 0.01 gives 5,151)",
+    )
+    grid.add_argument(
+        "--weights",
+        metavar="W;W;...",
+        help="explicit weight triples, e.g. '0.65,0.25,0.10;0.5,0.3,0.2' (added to --weights-step's)",
+    )
+    grid.add_argument(
+        "--confirmation-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        help="confirmation half-lives in days (default: the config's, 90)",
+    )
+    grid.add_argument(
+        "--access-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        help="access half-lives in days (default: the config's, 30)",
+    )
+    grid.add_argument(
+        "--reserved-fractions", type=lambda text: parse_csv(text, float), metavar="F,F,...",
+        help="correction reservation fractions (default: the config's, 0.1)",
+    )
+    grid.add_argument(
+        "--reserved-max", type=lambda text: parse_csv(text, int), metavar="N,N,...",
+        help="correction reservation maxima (default: the config's, 10)",
+    )
+    grid.add_argument(
+        "--capacities", type=lambda text: parse_csv(text, int), metavar="K,K,...",
+        help="capacities, each in [1, pool size - 1] (default: the config's, 5,7,9)",
+    )
+    grid.add_argument(
+        "--policies",
+        type=parse_csv,
+        default=list(DEERMEM_POLICIES),
+        metavar="A,B,...",
+        help=f"policies, each {POLICY_HELP} (default: {','.join(DEERMEM_POLICIES)};"
+        f" known: {', '.join(known_policies())})",
+    )
+    add_param_option(grid, protocol=False)
+    grid.add_argument(
+        "--presets",
+        type=parse_csv,
+        metavar="P,P,...",
+        help=f"sweep over several presets, building pools for each (instead of --preset; known: {', '.join(PRESETS)})",
+    )
+    grid.add_argument(
+        "--max-settings", type=positive_int, default=MAX_SETTINGS, metavar="N",
+        help="refuse a grid of more settings than N, before building it (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="N",
+        help="rows decided and written at a time, the bound on memory (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    add_placement_options(parser, default_workers=0)
+    add_pool_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``evictlab sweep``: check everything cheap first, then build pools and sweep."""
+    check_output_dir(args.output_dir)
+    protocol = protocol_from(args)
+    grid = grid_from(args, protocol.config)
+    check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
+    presets = presets_from(args)
+    placement = placement_from(args)
+    # The folder is locked from here on: a second run into it is refused at once.
+    with open_sweep(args.output_dir, grid, _recorded(args)) as current:
+        pools = pools_from(args, presets)
+        written = write_sweep_files(
+            current, pools, grid, progress=False if args.no_progress else None, chunk_rows=args.chunk_rows,
+            placement=placement,
+        )  # fmt: skip
+    for line in report_lines(written):
+        print(line)
+    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/ and {EXTREMES_FILE} to {args.output_dir}")
+    return 0
+
+
+def pools_from(args: argparse.Namespace, presets: tuple[str, ...]) -> dict[str, PoolSet]:
+    """Each preset's pools through :func:`evictlab.pools.open_pools`, from the run spec of the
+    options with that preset (``--variant`` overrides apply to every preset)."""
+    pools: dict[str, PoolSet] = {}
+    for preset in presets:
+        pools[preset] = open_pools(spec_from(args, preset), notice=None if pools else report_dataset)
+    return pools
+
+
+def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
+    """The grid of the options; a list left out takes the config's value."""
+    defaults = config.hybrid
+    weights: list[Any] = list(parse_weights(args.weights)) if args.weights else []
+    if args.weights_step is None and not weights:
+        weights = [defaults.weights]
+    return make_grid(
+        weights_step=args.weights_step,
+        weights=weights,
+        confirmation_half_lives=args.confirmation_half_lives or (defaults.confirmation_half_life_days,),
+        access_half_lives=args.access_half_lives or (defaults.access_half_life_days,),
+        reserved_fractions=args.reserved_fractions or (defaults.correction_reserved_fraction,),
+        reserved_maxima=args.reserved_max or (defaults.correction_reserved_max,),
+        capacities=args.capacities or config.pool.capacities,
+        policies=policies_from(args),
+        max_settings=args.max_settings,
+    )
+
+
+def policies_from(args: argparse.Namespace) -> list[str]:
+    """``--policies`` with each ``--param POLICY.NAME=V,V`` expanded into one spec per value."""
+    for text in args.param:
+        if "." not in text.partition("=")[0]:
+            raise ContractError(
+                f"--param {text}: sweep takes POLICY.NAME=V,V (a policy's own parameters); sweep hybrid-v1's"
+                " with --weights, --confirmation-half-lives, --access-half-lives, --reserved-fractions, --reserved-max"
+            )
+    return with_policy_parameters(args.policies, args.param)
+
+
+def presets_from(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--presets``, or the one ``--preset`` (the default preset when neither is given)."""
+    if args.presets and args.preset:
+        raise ContractError("give either --preset or --presets, not both")
+    return check_presets(args.presets or [args.preset or DEFAULT_PRESET])
+
+
+def _recorded(args: argparse.Namespace) -> dict[str, Any]:
+    """The options as given, JSON-ready, for the manifest."""
+    return {
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in vars(args).items()
+        if name != "handler"
+    }
+
+
+def number(text: str) -> int | float:
+    """``"90"`` -> 90, ``"7.5"`` -> 7.5 (named so, as parse_csv's errors name the type)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+# --------------------------------------------------------------------------- the printed summary
+
+
+def report_lines(written: WrittenSweep) -> list[str]:
+    """What the command prints: the size of the sweep, DeerMem's default setting if it is in
+    the grid, and the best and worst setting per scenario."""
+    grid = written.grid
+    capacities = ",".join(str(capacity) for capacity in grid.capacities)
+    lines = [
+        f"swept {_plural(len(written.presets), 'preset')} x {_plural(len(grid.policies), 'policy', 'policies')}"
+        f" x {_plural(grid.size, 'setting')} x capacities {capacities}: {written.rows:,} decisions"
+        + (f" ({written.reused_chunks:,} of {written.chunks:,} chunks kept from the interrupted run)"
+           if written.reused_chunks else "")
+    ]  # fmt: skip
+    for preset in written.presets:
+        mine = written.defaults[written.defaults["preset"] == preset]
+        for index in sorted(set(mine["setting"])):
+            setting = grid.settings_between(index, index + 1)[0]
+            lines += ["", f"DeerMem default, {describe(setting, index)}, preset {preset}:"]
+            lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
+        lines += [
+            "",
+            f"best and worst setting per scenario, preset {preset} (support retained summed over"
+            f" capacities {capacities}; ties go to the first setting in grid order):",
+        ]
+        extremes = written.extremes[written.extremes["preset"] == preset]
+        for policy in grid.policies:
+            rows = extremes[extremes["policy"] == policy]
+            if (rows["tied"] == rows["settings"]).all():
+                lines.append(f"  {policy}: every setting retains the same number of supports in every scenario")
+                continue
+            lines.append(f"  {policy}:")
+            for _, row in rows.iterrows():
+                index = int(row["setting"])
+                setting = grid.settings_between(index, index + 1)[0]
+                tie = f", {row['tied']:,} settings tie" if row["tied"] > 1 else ""
+                retained = f"{row['support_retained']}/{row['cases']}"
+                lines.append(
+                    f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}  {describe(setting, index)}{tie}"
+                )
+    return lines
+
+
+def describe(setting: PolicyParams, index: int) -> str:
+    weights = "/".join(f"{weight:g}" for weight in setting.weights)
+    return (
+        f"setting {index} (weights {weights}, half-lives {setting.confirmation_half_life_days:g}"
+        f"/{setting.access_half_life_days:g} d, reserve {setting.correction_reserved_fraction:g}"
+        f"/{setting.correction_reserved_max})"
+    )
+
+
+def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Retained/cases per scenario (rows) and policy/capacity (columns), with a total row.
+
+    Counts ``retention``: the decisions as made for DeerMem's policies, the expectation over
+    tie orders for the others (``random``: its exact expectation).
+    """
+    counted = "retention" if "retention" in summary else "support_retained"
+    counts = summary.drop(columns=["retained"], errors="ignore").rename(columns={counted: "retained"}).assign(
+        scenario=summary["scenario"].astype(str), policy=summary["policy"].astype(str), seeds=1
+    )
+    table = decisions.retention_table(counts, "scenario", ["policy", "capacity"], total="total")
+    table.columns = [f"{policy}/{capacity}" for policy, capacity in table.columns]
+    table.index.name = None
+    return table
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else (plural or word + 's')}"

@@ -1,0 +1,394 @@
+"""Run specifications: everything besides the dataset that decides a run's pools and requests.
+
+A :class:`RunSpec` names the four protocol files (evictlab's own by default), the protocol
+variant (``evidence_header``, ``fact_ids``, ``memory_joiner``), the hybrid-v1 parameters
+(the :class:`~evictlab.policies.PolicyParams` field names) and the clock
+(``evaluation_time``). It starts from a preset and applies overrides key by key; parameters
+and clock default to the config's values.
+
+A spec is resolved when it is made: its protocol files are read and checked, every value is
+type-checked and the parameters are validated, so an invalid spec never exists. Its
+``identity`` is the SHA-256 of a canonical JSON of the resolved values, with the protocol
+files identified by their content hashes (never their paths): two specs that resolve to the
+same values are equal however they were written.
+
+A SPEC string is ``BASE`` or ``BASE:KEY=VALUE,KEY=VALUE``, where ``BASE`` is a preset name
+(``pr4810-final``, ``pr4810-run2``, ``pr4810-run1``) or the path of a small YAML file
+(``.yaml``/``.yml``) holding an optional ``preset:`` and any spec keys. Later values win.
+Paths inside a YAML file are relative to that file's folder.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ContractError
+from ..policies import PolicyParams
+from ..policies.signals import as_utc
+from ..readers import MAX_PROTOCOL_FILE_BYTES, parse_yaml, read_bounded
+from .protocol import (
+    ARTIFACT_NAMES,
+    DEFAULT_PRESET,
+    PRESETS,
+    VARIANT_VALUES,
+    DatasetPin,
+    Protocol,
+    Variant,
+    load_protocol,
+    sha256_bytes,
+)
+
+FILE_KEYS = ARTIFACT_NAMES  # config, official_manifest, synthetic_manifest, answer_prompt
+VARIANT_KEYS = tuple(VARIANT_VALUES)
+PARAM_KEYS = tuple(f.name for f in fields(PolicyParams))
+INTEGER_PARAM_KEYS = ("correction_reserved_max",)
+CLOCK_KEY = "evaluation_time"
+SPEC_KEYS = FILE_KEYS + VARIANT_KEYS + PARAM_KEYS + (CLOCK_KEY,)
+SPEC_FILE_SUFFIXES = (".yaml", ".yml")
+IDENTITY_SCHEMA = "evictlab-runspec-1"
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec:
+    """A resolved run specification: a preset plus ``(key, value)`` overrides, applied in order.
+
+    Construct it with :meth:`from_preset`, :func:`parse_spec` or :meth:`override`; building
+    one directly works too (``RunSpec("pr4810-run2", (("fact_ids", "protocol"),))``) but skips
+    the string parsing, so values must already have their types. Two specs are equal when
+    their ``identity`` is.
+    """
+
+    preset: str = DEFAULT_PRESET
+    overrides: tuple[tuple[str, Any], ...] = ()
+    origin: str = ""  # how the user wrote it (SPEC text or file path); for messages only
+    # The dataset to run on (None: the embedded demo). Not part of the identity: the dataset
+    # is identified by its own SHA-256 in every run file.
+    dataset: Path | None = None
+    allow_unpinned: bool = False
+
+    # Resolved in __post_init__.
+    variant: Variant = field(init=False)
+    params: PolicyParams = field(init=False)
+    evaluation_time: _dt.datetime = field(init=False)
+    identity: str = field(init=False)
+    _protocol: Protocol = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        where = _where(self.origin or self.preset)
+        if self.preset not in PRESETS:
+            raise ContractError(f"{where}: unknown preset {self.preset!r}; known presets: {', '.join(PRESETS)}")
+        pairs = self.overrides.items() if isinstance(self.overrides, Mapping) else self.overrides
+        overrides = tuple((key, coerce_value(key, value, where=where)) for key, value in pairs)
+        object.__setattr__(self, "overrides", overrides)
+        settings = dict(overrides)
+        files = {key: settings[key] for key in FILE_KEYS if key in settings}
+        protocol = load_protocol(**files)
+        variant = replace(PRESETS[self.preset], **{k: settings[k] for k in VARIANT_KEYS if k in settings})
+        try:
+            params = protocol.config.hybrid.replace(**{k: settings[k] for k in PARAM_KEYS if k in settings})
+        except ContractError as error:
+            raise ContractError(f"{where}: {error}") from None
+        clock = settings.get(CLOCK_KEY, protocol.evaluation_time)
+        object.__setattr__(self, "variant", variant)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "evaluation_time", clock)
+        object.__setattr__(self, "_protocol", protocol)
+        object.__setattr__(self, "identity", sha256_bytes(canonical_json(self.identity_record()).encode("utf-8")))
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_preset(cls, name: str = DEFAULT_PRESET, **overrides: Any) -> RunSpec:
+        """The preset's spec with keyword overrides, e.g. ``from_preset("pr4810-run2", fact_ids="protocol")``."""
+        return cls(name, tuple(overrides.items()))
+
+    def override(self, **changes: Any) -> RunSpec:
+        """A new spec with ``changes`` applied after this spec's own overrides."""
+        return RunSpec(self.preset, self.overrides + tuple(changes.items()), "", self.dataset, self.allow_unpinned)
+
+    def on_dataset(self, dataset: str | os.PathLike | None, *, allow_unpinned: bool = False) -> RunSpec:
+        """This spec on ``dataset`` (None: the embedded demo)."""
+        return replace(self, dataset=None if dataset is None else Path(dataset), allow_unpinned=allow_unpinned)
+
+    # ------------------------------------------------------------------ resolved values
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The effective overrides, one per key (the last one written wins)."""
+        return dict(self.overrides)
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """The protocol files this spec reads, defaults included."""
+        paths = self._protocol.files
+        return {name: getattr(paths, name) for name in FILE_KEYS}
+
+    @property
+    def artifact_hashes(self) -> dict[str, str]:
+        """SHA-256 of each protocol file: ``{config_sha256, ..., answer_prompt_sha256}``."""
+        return self._protocol.artifact_hashes()
+
+    @property
+    def dataset_pin(self) -> DatasetPin:
+        """The dataset the spec's config pins (repository, revision, filename, SHA-256)."""
+        return self._protocol.config.dataset
+
+    @property
+    def names_official_manifest(self) -> bool:
+        """Whether the spec names its own official manifest (else the dataset's default applies)."""
+        return "official_manifest" in self.settings
+
+    @property
+    def label(self) -> str:
+        """A short name: the text the spec was parsed from, or the preset and its overrides."""
+        if self.origin:
+            return self.origin
+        if not self.overrides:
+            return self.preset
+        pairs = (f"{key}={_format_value(value)}" for key, value in self.settings.items())
+        return self.preset + ":" + ",".join(pairs)
+
+    def load_protocol(self) -> Protocol:
+        """The protocol with this spec's parameters and clock in its config.
+
+        Pools, policy evaluation and QA tasks read ``config.hybrid`` and
+        ``config.evaluation_time``, so handing them this protocol applies the spec. The file
+        hashes still identify the files as read; :attr:`identity` identifies the whole spec.
+        """
+        protocol = self._protocol
+        config = replace(protocol.config, hybrid=self.params, evaluation_time=self.evaluation_time)
+        return replace(protocol, config=config)
+
+    def identity_record(self) -> dict[str, Any]:
+        """The resolved values that :attr:`identity` hashes."""
+        return {
+            "schema": IDENTITY_SCHEMA,
+            "artifacts": self.artifact_hashes,
+            "variant": self.variant.as_dict(),
+            "policy_parameters": canonical_params(self.params),
+            "evaluation_time": iso_utc(self.evaluation_time),
+        }
+
+    def describe(self) -> str:
+        """One line for people: label, variant, parameters, clock and a short identity."""
+        p = self.params
+        variant = "/".join(self.variant.as_dict().values())
+        return (
+            f"{self.label} [{variant}; weights {p.confidence_weight:g}/{p.confirmation_weight:g}"
+            f"/{p.access_weight:g}, half-lives {p.confirmation_half_life_days:g}/"
+            f"{p.access_half_life_days:g} d, reserve {p.correction_reserved_fraction:g}"
+            f" max {p.correction_reserved_max}; clock {iso_utc(self.evaluation_time)};"
+            f" identity {self.identity[:12]}]"
+        )
+
+    def as_record(self) -> dict[str, Any]:
+        """The spec for run files: label, preset, overrides, resolved values, files and identity."""
+        return {
+            "label": self.label,
+            "description": self.describe(),
+            "preset": self.preset,
+            "overrides": {key: _json_value(value) for key, value in self.settings.items()},
+            "files": {name: str(path) for name, path in self.files.items()},
+            **self.identity_record(),
+            "identity": self.identity,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunSpec):
+            return NotImplemented
+        return self.identity == other.identity
+
+    def __hash__(self) -> int:
+        return hash(self.identity)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_spec(text: str) -> RunSpec:
+    """A spec from ``PRESET[:KEY=VALUE,...]`` or ``FILE.yaml[:KEY=VALUE,...]``.
+
+    Errors name the spec text (or file) and the offending key and value.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ContractError(f"empty spec; expected a preset ({', '.join(PRESETS)}) or a YAML spec file")
+    text = text.strip()
+    base, sep, rest = text.partition(":")
+    base = base.strip()
+    overrides: list[tuple[str, Any]] = []
+    if sep:
+        for item in rest.split(","):
+            key, eq, value = item.partition("=")
+            key, value = key.strip(), value.strip()
+            if not eq or not key:
+                raise ContractError(f"{_where(text)}: expected KEY=VALUE, got {item.strip()!r}")
+            _check_key(key, _where(text))
+            overrides.append((key, value))
+    if base in PRESETS:
+        return RunSpec(base, tuple(overrides), text)
+    if _looks_like_file(base):
+        spec = load_spec_file(base)
+        return RunSpec(spec.preset, spec.overrides + tuple(overrides), text)
+    raise ContractError(
+        f"{_where(text)}: unknown preset {base!r}; known presets: {', '.join(PRESETS)}"
+        f" (or give the path of a {'/'.join(SPEC_FILE_SUFFIXES)} spec file)"
+    )
+
+
+def load_spec_file(path: str | Path) -> RunSpec:
+    """A spec from a YAML mapping with an optional ``preset`` and any spec keys."""
+    path = Path(path)
+    data = parse_yaml(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="spec file"), where=str(path))
+    if not isinstance(data, Mapping):
+        raise ContractError(f"{path}: a spec file must be a mapping of spec keys, got {type(data).__name__}")
+    preset = data.get("preset", DEFAULT_PRESET)
+    if not isinstance(preset, str):
+        raise ContractError(f"{path}: preset must be a preset name, got {preset!r}")
+    overrides = []
+    for key, value in data.items():
+        if key == "preset":
+            continue
+        _check_key(key, str(path))
+        if key in FILE_KEYS and isinstance(value, str) and value.strip():
+            value = path.parent / value.strip()  # relative to the spec file, not the working folder
+        overrides.append((key, value))
+    return RunSpec(preset, tuple(overrides), str(path))
+
+
+def _where(origin: str) -> str:
+    """How messages name a spec: a spec file by its path, anything else as quoted SPEC text."""
+    return origin if ":" not in origin and _looks_like_file(origin) else f"spec {origin!r}"
+
+
+def _looks_like_file(text: str) -> bool:
+    return text.lower().endswith(SPEC_FILE_SUFFIXES)
+
+
+def _check_key(key: Any, where: str) -> None:
+    if key not in SPEC_KEYS:
+        raise ContractError(f"{where}: unknown spec key {key!r}; known keys: {', '.join(SPEC_KEYS)}")
+
+
+def coerce_value(key: str, value: Any, *, where: str = "spec") -> Any:
+    """``value`` for ``key`` with its type checked (strings from a SPEC text are parsed).
+
+    File keys give a :class:`Path`, variant keys one of their allowed strings, integer
+    parameters an ``int``, the other parameters a finite ``float``, the clock an aware UTC
+    datetime (a naive time is taken as UTC).
+    """
+    _check_key(key, where)
+
+    def bad(expected: str) -> ContractError:
+        return ContractError(f"{where}: {key} must be {expected}, got {value!r}")
+
+    if key in FILE_KEYS:
+        if isinstance(value, Path):
+            return value
+        if isinstance(value, str) and value.strip():
+            return Path(value.strip())
+        raise bad("a file path")
+    if key in VARIANT_KEYS:
+        allowed = VARIANT_VALUES[key]
+        if value not in allowed:
+            raise bad("one of " + ", ".join(allowed))
+        return value
+    if key in INTEGER_PARAM_KEYS:
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                raise bad("an integer") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+        return value
+    if key in PARAM_KEYS:
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                raise bad("a number") from None
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        else:
+            try:
+                number = float(value)
+            except OverflowError:  # an integer beyond any float
+                raise bad("a finite number") from None
+        if not math.isfinite(number):
+            raise bad("a finite number")
+        return number
+    return _coerce_clock(value, bad)
+
+
+def _coerce_clock(value: Any, bad: Any) -> _dt.datetime:
+    if isinstance(value, str):
+        try:
+            value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z") from None
+    elif isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        value = _dt.datetime(value.year, value.month, value.day)  # YAML reads 2026-08-13 as a date
+    if not isinstance(value, _dt.datetime):
+        raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z")
+    try:
+        return as_utc(value)  # project decision: naive times are UTC
+    except OverflowError:
+        raise bad("a time within the years 1-9999 in UTC") from None
+
+
+# --------------------------------------------------------------------------- canonical form
+
+
+def canonical_params(params: PolicyParams) -> dict[str, Any]:
+    """Parameters with one type per field, so ``90`` and ``90.0`` hash alike."""
+    return {
+        name: (int(value) if name in INTEGER_PARAM_KEYS else float(value))
+        for name, value in params.as_dict().items()
+    }
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, raw non-ASCII: the bytes an identity hash is taken of."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def iso_utc(moment: _dt.datetime) -> str:
+    """UTC ISO-8601 with a trailing ``Z`` (microseconds only when non-zero)."""
+    return moment.astimezone(_dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, _dt.datetime):
+        return iso_utc(value)
+    return value
+
+
+def _format_value(value: Any) -> str:
+    value = _json_value(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# --------------------------------------------------------------------------- pools
+
+
+def check_same_dataset(specs: Iterable[RunSpec]) -> DatasetPin:
+    """The dataset pin all ``specs`` share; a :class:`ContractError` if their configs disagree."""
+    specs = list(specs)
+    pins = {spec.dataset_pin.sha256 for spec in specs}
+    if len(pins) > 1:
+        listed = "; ".join(
+            f"{spec.label} pins {spec.dataset_pin.sha256} ({spec.files['config']})" for spec in specs
+        )
+        raise ContractError(
+            f"the specs use different datasets: {listed}; a comparison needs one dataset"
+        )
+    return specs[0].dataset_pin

@@ -1,0 +1,308 @@
+"""Figures of one pool's decisions: the explorer's live figure (07) and the explanation figure (08).
+
+* :class:`ExplorerFigure` (07): the explorer's one persistent figure, updated in place.
+* :func:`explanation_figure` (08): why each fact of one pool was kept or evicted.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
+from matplotlib.patches import Patch
+from matplotlib.path import Path as MplPath
+
+from ...selection.explain import at_least
+from .overlay import artists_svg
+from .style import (
+    ALL_CASES,
+    OKABE_ITO,
+    STYLE,
+    format_count,
+    percent,
+    policy_color,
+    require_columns,
+    scenario_groups,
+    styled,
+    wrap_labels,
+)
+
+#: The explorer figure's own resolution: at 72 dpi a point is a pixel, so the vector overlay of
+#: the changing artists (:meth:`ExplorerFigure.overlay_svg`, drawn in points) lands exactly on
+#: the raster background.
+EXPLORER_DPI = 72
+#: The background's resolution: twice the figure's, so it stays sharp on high-density screens.
+BACKGROUND_DPI = 144
+
+# --------------------------------------------------------------------------- explanations (08)
+
+_COMPONENT_COLORS = {
+    "confidence": OKABE_ITO["blue"],
+    "confirmationFreshness": OKABE_ITO["bluish_green"],
+    "accessHeat": OKABE_ITO["orange"],
+}
+
+
+def score_weights(policy: str, params: Any) -> dict[str, float] | None:
+    """The weight of each score component for a policy whose score is a weighted sum (hybrid-v1's
+    three components under ``params``, a :class:`~evictlab.policies.PolicyParams`); None otherwise."""
+    if policy != "hybrid-v1":
+        return None
+    return dict(zip(("confidence", "confirmationFreshness", "accessHeat"), params.weights))
+
+
+@styled
+def explanation_figure(
+    frame: pd.DataFrame,
+    *,
+    policy: str,
+    capacity: int,
+    support_fact_ids: Sequence[str] = (),
+    weights: Mapping[str, float] | None = None,
+    case_label: str = "",
+) -> Figure:
+    """Every fact of one pool by rank: its score, the cut line, the support and why it went.
+
+    ``frame``: :meth:`evictlab.selection.explain.Explanation.to_frame`. With ``weights`` (component
+    name -> weight, e.g. hybrid-v1's), each bar is split into its weighted components; else
+    it is the score. Evicted facts are hatched; the support is named in bold, with its
+    displacer and the smallest single-signal changes that would have kept it.
+    """
+    require_columns(frame, ["fact_id", "rank", "kept", "reserved", "score", "margin", "displaced_by"],
+                    "explanation_figure")
+    ordered = frame.sort_values("rank")
+    support = set(support_fact_ids)
+    fig = Figure(figsize=(11, 1.6 + 0.42 * len(ordered)), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(ordered))
+    if weights:
+        start = np.zeros(len(ordered))
+        for name, weight in weights.items():
+            part = weight * ordered[name].to_numpy(dtype=float)
+            ax.barh(y, part, left=start, height=0.65, color=_COMPONENT_COLORS.get(name, OKABE_ITO["grey"]),
+                    edgecolor="black", linewidth=0.5, label=f"{weight:g} x {name}")
+            start += part
+    else:
+        ax.barh(y, ordered["score"], height=0.65, color=policy_color(policy), edgecolor="black", linewidth=0.5,
+                label="score")
+    evicted = ~ordered["kept"].to_numpy(dtype=bool)
+    ax.barh(y[evicted], ordered["score"].to_numpy(dtype=float)[evicted], height=0.65, facecolor="white", alpha=0.55,
+            edgecolor="black", hatch="//", linewidth=0.0)
+    scores = ordered["score"].to_numpy(dtype=float)
+    low, high = min(0.0, scores.min()), max(0.0, scores.max())
+    span = (high - low) or 1.0
+    # Room on the right for the cut-line label and the support's explanation.
+    ax.set_xlim(low - 0.02 * span, high + 0.55 * span)
+    kept_count = int((~evicted).sum())
+    if 0 < kept_count < len(ordered):
+        ax.axhline(kept_count - 0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5,
+                   label=f"cut line: {kept_count} kept above it")
+    labels = []
+    for _, row in ordered.iterrows():
+        status = "reserved" if row["reserved"] else ("kept" if row["kept"] else "evicted")
+        labels.append(f"{row['fact_id']} ({status})")
+    ax.set_yticks(y, labels)
+    for tick, fact_id in zip(ax.get_yticklabels(), ordered["fact_id"]):
+        if fact_id in support:
+            tick.set_fontweight("bold")
+            tick.set_color(OKABE_ITO["blue"])
+    ax.set_ylim(len(ordered) - 0.5, -0.5)
+    ax.set_xlabel("score" + (" = sum of the weighted components" if weights else ""))
+    ax.set_ylabel("fact (rank order, best first)")
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.7)
+    ax.set_axisbelow(True)
+    notes = [_support_note(row) for _, row in ordered.iterrows() if row["fact_id"] in support]
+    if notes:
+        # In the empty band right of the longest bar, at the top.
+        ax.text(high + 0.04 * span, -0.4, "\n\n".join(notes), ha="left", va="top", fontsize=8.5,
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": OKABE_ITO["grey"]})
+    handles, names = ax.get_legend_handles_labels()
+    # Its own swatch: the bars' overlay (translucent, no edge) reads as stray marks in a legend box.
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
+    names.append("evicted (hatched)")
+    fig.legend(handles, names, loc="outside lower center", ncols=5, frameon=False)
+    fig.suptitle(f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
+                 + (f", {case_label}" if case_label else "") + " (support in bold)")
+    return fig
+
+
+def _support_note(row: pd.Series) -> str:
+    if row["kept"]:
+        margin = row["margin"]
+        return f"support kept at rank {row['rank']}" + ("" if pd.isna(margin) else f", margin {margin:+.4f}")
+    parts = [f"support evicted at rank {row['rank']}"]
+    if row["displaced_by"] is not None and not pd.isna(row["displaced_by"]):
+        parts.append(f"displaced by\n  {row['displaced_by']}\n  (margin {row['margin']:+.4f})")
+    changes = []
+    if "min_confidence" in row and not pd.isna(row["min_confidence"]):
+        changes.append(f"confidence {at_least(row['min_confidence'])}")  # rounded so that it still keeps it
+    if "confirm_within_days" in row and not pd.isna(row["confirm_within_days"]):
+        changes.append(f"confirmed within {int(row['confirm_within_days'])} days")
+    if "min_access_heat" in row and not pd.isna(row["min_access_heat"]):
+        changes.append(f"access heat >= {int(row['min_access_heat'])}")
+    if changes:
+        parts.append("kept if (any one of):\n  " + "\n  ".join(changes))
+    else:
+        parts.append("no single-signal change\nkeeps it (or none is\ncomputed for this policy)")
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- the explorer (07)
+
+
+class ExplorerFigure:
+    """The explorer's one figure: retention per scenario (left) and every support's rank (right).
+
+    Built once from the first view; :meth:`update` sets new data on the same artists (bar
+    widths, labels, marker positions and colours, the cut line, titles), so the figure object
+    and its artists persist across updates. On screen it is two layers of the same size:
+    everything that never changes (axes, ticks, labels, legends) rendered once as a PNG
+    (:meth:`background_png`), and the changing artists written as SVG on
+    top of it (:meth:`overlay_svg`, a few kilobytes of SVG with text as text). A move
+    therefore costs neither a full redraw nor a PNG encode, and the browser repaints only the
+    overlay. After the first draw the layout is frozen, so the layers never drift apart.
+    :attr:`figure` stays an ordinary figure: saving it draws everything.
+
+    A *view* is three frames: ``summary`` (``scenario`` incl. all cases, ``retained``,
+    ``cases``), ``reference`` (``scenario``, ``policy``, ``retained``, ``cases``: DeerMem's two
+    policies at their defaults) and ``cases`` (``scenario``, ``support_rank``,
+    ``support_retained``, ``reserved``, ``selected``, one row per case in a fixed order), plus
+    ``policy`` (the bars' colour), ``capacity`` (the cut line), ``pool_size`` and a ``subtitle``
+    (the figure title, which should name the setting). Axes titles are static: matplotlib
+    repositions them on every full draw, and the background is drawn without the changing
+    artists.
+    """
+
+    def __init__(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,
+                 capacity: int, pool_size: int, subtitle: str = "") -> None:
+        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
+            self.figure = Figure(figsize=(11.5, 5.0), dpi=EXPLORER_DPI, layout="constrained")
+            self.canvas = FigureCanvasAgg(self.figure)
+            self.groups = scenario_groups(summary)
+            self.scenarios = [g for g in self.groups if g != ALL_CASES]
+            self._build(cases, pool_size)
+            self.update(summary, reference, cases, policy=policy, capacity=capacity, subtitle=subtitle)
+            self.figure.canvas.draw()
+        self.figure.set_layout_engine("none")
+        self._changing = [*self.bars.patches, *self.bar_labels, *self.references.values(), self.points, self.selected,
+                          self.cut, self.cut_label, self.title]
+        self._background: bytes | None = None
+
+    def _build(self, cases: pd.DataFrame, pool_size: int) -> None:
+        left, right = self.left, self.right = self.figure.subplots(1, 2, width_ratios=[1, 1.25])
+        y = np.arange(len(self.groups))
+        self.bars = left.barh(y, np.zeros(len(y)), 0.6, edgecolor="black", linewidth=0.5)
+        # Counts in a column right of 100 %, where no bar or marker reaches.
+        self.bar_labels = [left.text(105, yi, "", va="center", ha="left", fontsize=9) for yi in y]
+        self.references = {}
+        for policy, marker, shift in (("hybrid-v1", "D", -0.17), ("confidence", "o", 0.17)):
+            self.references[policy] = left.scatter(np.zeros(len(y)), y + shift, marker=marker, s=40, zorder=3,
+                                                   color=policy_color(policy), edgecolor="black", linewidth=0.6,
+                                                   label=f"{policy} at DeerMem's defaults")
+        self.reference_y = {policy: y + shift for policy, shift in (("hybrid-v1", -0.17), ("confidence", 0.17))}
+        left.set_yticks(y, wrap_labels(self.groups))
+        left.set_ylim(len(y) - 0.5, -0.5)
+        left.set_xlim(0, 122)
+        left.set_xticks([0, 25, 50, 75, 100])
+        left.set_xlabel("support retained (% of cases; right: retained/cases)")
+        left.set_ylabel("scenario")
+        left.set_title("Supports retained per scenario (bars: the setting above)")
+
+        row = {scenario: i for i, scenario in enumerate(self.scenarios)}
+        order = cases.groupby("scenario", sort=False).cumcount().to_numpy()
+        size = cases.groupby("scenario", sort=False)["scenario"].transform("size").to_numpy()
+        self.case_y = np.array([row[s] for s in cases["scenario"]]) + (order - (size - 1) / 2) * (
+            0.6 / np.maximum(size, 1)
+        )
+        self.points = right.scatter(np.ones(len(cases)), self.case_y, s=34, edgecolor="black", linewidth=0.6, zorder=3)
+        self.selected = right.scatter([np.nan], [np.nan], s=170, facecolor="none", edgecolor="black", linewidth=1.6,
+                                      zorder=4, label="selected case")
+        self.cut = right.axvline(0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5)
+        self.cut_label = right.text(0.5, -0.65, "", color=OKABE_ITO["vermillion"], fontsize=8.5, ha="left", va="center")
+        right.set_yticks(range(len(self.scenarios)), wrap_labels(self.scenarios))
+        right.set_ylim(len(self.scenarios) - 0.5, -0.85)
+        right.set_xlim(0.4, pool_size + 0.6)
+        right.set_xticks(range(1, pool_size + 1))
+        right.set_xlabel("rank of the support fact in its pool (1 = highest score)")
+        right.set_ylabel("scenario (one dot per case)")
+        right.grid(axis="x", color="#eeeeee", linewidth=0.7)
+        right.set_axisbelow(True)
+        right.set_title("Where each support ranks")
+        handles = [
+            *self.references.values(),
+            Line2D([], [], marker="o", linestyle="", markerfacecolor=OKABE_ITO["grey"], markeredgecolor="black",
+                   label="support kept"),
+            Line2D([], [], marker="o", linestyle="", markerfacecolor="white", markeredgecolor="black",
+                   label="support evicted"),
+            Line2D([], [], marker="s", linestyle="", markerfacecolor=OKABE_ITO["grey"], markeredgecolor="black",
+                   label="kept by a reserved slot"),
+            self.selected,
+        ]
+        self.figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=8.5)
+        self.title = self.figure.suptitle("")
+
+    def update(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,
+               capacity: int, subtitle: str = "") -> None:
+        """Show a new view on the existing artists."""
+        color = policy_color(policy)
+        rates = summary.set_index("scenario").reindex(self.groups)
+        shares = percent(rates["retained"], rates["cases"])
+        for bar, label, share, retained, total in zip(self.bars, self.bar_labels, shares, rates["retained"],
+                                                      rates["cases"]):
+            bar.set_width(share)
+            bar.set_facecolor(color)
+            label.set_text(f"{format_count(retained)}/{int(total)}")
+        for name, artist in self.references.items():
+            rows = reference[reference["policy"] == name].set_index("scenario").reindex(self.groups)
+            artist.set_offsets(np.column_stack([percent(rows["retained"], rows["cases"]), self.reference_y[name]]))
+        kept = cases["support_retained"].to_numpy(dtype=bool)
+        reserved = cases["reserved"].to_numpy(dtype=bool)
+        self.points.set_offsets(np.column_stack([cases["support_rank"].to_numpy(dtype=float), self.case_y]))
+        self.points.set_facecolors([color if k else "white" for k in kept])
+        self.points.set_paths([_marker_path("s" if r else "o") for r in reserved])
+        chosen = np.flatnonzero(cases["selected"].to_numpy(dtype=bool))
+        if len(chosen):
+            index = chosen[0]
+            self.selected.set_offsets([[cases["support_rank"].iloc[index], self.case_y[index]]])
+        else:
+            self.selected.set_offsets([[np.nan, np.nan]])
+        self.cut.set_xdata([capacity + 0.5, capacity + 0.5])
+        self.cut_label.set_position((capacity + 0.6, -0.6))
+        self.cut_label.set_text(f"cut: ranks 1-{capacity} kept")
+        self.title.set_text(subtitle)
+
+    def background_png(self) -> bytes:
+        """Everything that never changes, as PNG bytes at :data:`BACKGROUND_DPI` (rendered once)."""
+        if self._background is None:
+            for artist in self._changing:
+                artist.set_visible(False)
+            try:
+                buffer = io.BytesIO()
+                self.figure.savefig(buffer, format="png", dpi=BACKGROUND_DPI, facecolor="white",
+                                    metadata={"Software": None})
+                self._background = buffer.getvalue()
+            finally:
+                for artist in self._changing:
+                    artist.set_visible(True)
+        return self._background
+
+    def overlay_svg(self) -> str:
+        """The changing artists as one inline ``<svg>`` element covering the figure (transparent
+        elsewhere), scaled with its container like the background."""
+        return artists_svg(self.figure, self._changing)
+
+
+@functools.lru_cache(maxsize=8)
+def _marker_path(marker: str) -> MplPath:
+    """A marker's outline at unit size (cached: every update asks for one per case)."""
+    style = MarkerStyle(marker)
+    return style.get_path().transformed(style.get_transform())

@@ -1,0 +1,153 @@
+"""Figures of the policy zoo (notebooks 04 and 08), drawn from :func:`evictlab.analysis.zoo.zoo_summary`.
+
+* :func:`zoo_heatmap` (08): every policy x scenario x capacity.
+* :func:`capacity_curves` (04): retention against capacity, one panel per scenario.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .style import (
+    ALL_CASES,
+    MARKERS,
+    SEQUENTIAL_CMAP,
+    format_count,
+    grid_shape,
+    hide_unused,
+    percent,
+    policy_color,
+    require_columns,
+    scenario_groups,
+    styled,
+    text_color,
+    title_with_source,
+    wrap_labels,
+)
+
+# --------------------------------------------------------------------------- zoo table (08)
+
+
+@styled
+def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
+    """Every policy (rows) x capacity x scenario (columns), coloured by support retained.
+
+    ``summary``: :func:`evictlab.analysis.zoo.zoo_summary`. Cells read "retained/cases" (expected
+    counts with one decimal); rows keep the summary's order and are separated by role
+    (DeerMem, zoo, random floor, bounds), and each row label says how many of its decisions a
+    tie at the cut line settled (when the summary has ``ties``).
+    """
+    require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases", "seeds"], "zoo_heatmap")
+    policies = list(dict.fromkeys(summary["policy"]))
+    roles = summary.drop_duplicates("policy").set_index("policy")["role"].reindex(policies)
+    groups = scenario_groups(summary)
+    capacities = sorted(summary["capacity"].unique())
+    columns = [(capacity, group) for capacity in capacities for group in groups]
+    indexed = summary.set_index(["policy", "capacity", "scenario"])
+    retained = np.array(
+        [[indexed["retained"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float
+    )
+    seeds = summary.groupby("policy", sort=False)["seeds"].max()
+    averaged = seeds[seeds > 1]
+    cases = np.array([[indexed["cases"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float)
+    share = 100 * retained / cases
+    fig = Figure(figsize=(max(9.0, 0.75 * len(columns) + 3.2), 0.42 * len(policies) + 2.8), layout="constrained")
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    image = ax.imshow(share, cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    for (i, j), value in np.ndenumerate(retained):
+        if not np.isnan(value):
+            count = f"{value:.1f}" if policies[i] in averaged else format_count(value)
+            ax.text(j, i, f"{count}/{int(cases[i, j])}", ha="center", va="center", fontsize=7.5,
+                    color=text_color(cmap, share[i, j] / 100))
+    for block in range(1, len(capacities)):
+        ax.axvline(block * len(groups) - 0.5, color="white", linewidth=4)
+    changes = [i for i in range(1, len(policies)) if roles.iloc[i] != roles.iloc[i - 1]]
+    for i in changes:
+        ax.axhline(i - 0.5, color="white", linewidth=3)
+    ax.set_xticks(range(len(columns)), wrap_labels([group for _, group in columns]), fontsize=8)
+    ties = summary[summary["scenario"] == ALL_CASES].groupby("policy")["ties"].sum() if "ties" in summary else {}
+    labels = [f"{p} ({roles[p]}" + (f", {format_count(ties[p])} tied)" if ties.get(p, 0) else ")") for p in policies]
+    ax.set_yticks(range(len(policies)), labels)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    for block, capacity in enumerate(capacities):
+        ax.text((block + 0.5) * len(groups) - 0.5, -0.75, f"capacity {capacity}", ha="center", va="bottom",
+                fontsize=10, fontweight="bold")
+    ax.set_ylim(len(policies) - 0.5, -1.3)
+    ax.set_xlabel("scenario, per capacity (facts kept of 10)")
+    ax.set_ylabel("policy (role)")
+    colorbar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.01)
+    colorbar.set_label("support retained (% of cases)")
+    note = "".join(f"; {policy}: mean over {count} seeds" for policy, count in averaged.items())
+    title_with_source(
+        fig,
+        f"Every policy on the same pools: support retained per scenario and capacity{note}\n"
+        "(DeerMem's two policies break ties by input order; the others report the expectation over tie orders)",
+        source,
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- capacity curves (04, 08)
+
+
+@styled
+def capacity_curves(summary: pd.DataFrame) -> Figure:
+    """Support retained against capacity: one panel per scenario, one line per policy.
+
+    ``summary``: :func:`evictlab.analysis.zoo.zoo_summary` (``policy``, ``role``, ``scenario``,
+    ``capacity``, ``retained``, ``cases``). Panels follow the protocol's scenario order, then
+    all cases pooled; lines keep the summary's policy order, each in its policy's colour and
+    marker. The values are drawn as they are (no offsets): where policies coincide their lines
+    lie on top of each other; the DeerMem policies are thickest, and the bounds (``oracle``,
+    ``keep-all``) are dashed and drawn on top so that what they cover shows through.
+    """
+    require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases"], "capacity_curves")
+    roles = summary.drop_duplicates("policy").set_index("policy")["role"]
+    policies = list(dict.fromkeys(summary["policy"]))
+    groups = scenario_groups(summary)
+    capacities = sorted(summary["capacity"].unique())
+    rows, cols = grid_shape(len(groups), 3)
+    fig = Figure(figsize=(13, 3.3 * rows + 1.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    for ax, group in zip(axes.flat, groups):
+        members = summary[summary["scenario"] == group]
+        for index, policy in enumerate(policies):
+            line = members[members["policy"] == policy].sort_values("capacity")
+            if line.empty:
+                continue
+            deermem, bound = roles[policy] == "deermem", roles[policy] == "bound"
+            ax.plot(
+                line["capacity"], percent(line["retained"], line["cases"]),
+                color=policy_color(policy), label=policy, marker=MARKERS[index % len(MARKERS)],
+                linestyle=(0, (4, 3)) if bound else "-", linewidth=2.6 if deermem else 1.3,
+                markersize=5.5 if deermem else 4, markeredgecolor="black", markeredgewidth=0.3,
+                zorder=4 if bound else 3 if deermem else 2,  # dashed bounds on top show what they cover
+            )
+        ax.set_title(f"{group} ({int(members['cases'].iloc[0])} cases)")
+        ax.set_xticks(capacities)
+        ax.set_ylim(-4, 104)  # room for the markers at 0 and 100, which are drawn where they are
+        ax.set_yticks([0, 25, 50, 75, 100])
+        ax.grid(color="#e5e5e5", linewidth=0.7)
+        ax.set_axisbelow(True)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("support retained (%)")
+    used = len(groups)
+    for index, ax in enumerate(axes.flat[:used]):
+        if index + cols >= used:  # the lowest panel of its column: its x axis carries the label
+            ax.set_xlabel("capacity (facts kept of 10)")
+            ax.xaxis.set_tick_params(labelbottom=True)
+    hide_unused(axes, used)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, [f"{label} ({roles[label]})" for label in labels], loc="outside lower center",
+               ncols=min(len(labels), 5), frameon=False)
+    fig.suptitle(
+        "Support retained against capacity, per scenario: one line per policy\n"
+        "(policies with equal values share a line; the table beside this figure lists each one)"
+    )
+    return fig

@@ -1,0 +1,554 @@
+"""``evictlab report``: run the notebook suite with papermill and assemble a report folder.
+
+The suite is :data:`NOTEBOOKS`, an ordered list of files in ``evictlab/notebooks/``; adding a notebook
+to the report is adding its file name there. Every notebook receives the same parameters
+(``dataset``, ``allow_unpinned``, ``preset``, ``smoke``, ``figures_dir``, plus any
+``-p NAME VALUE`` overrides) and saves its figures with :func:`evictlab.workbench.plots.save` into
+``figures_dir``.
+
+A report folder (``results/<name>/`` in the working directory by default) holds::
+
+    notebooks/<notebook>.ipynb   the executed copies (a failed one is kept up to its error)
+    figures/<figure>.png|.svg    every figure the notebooks saved
+    report.md, report.html       key tables and every figure, linked relatively
+    report.run.json              the run record (:func:`evictlab.results.run`): provenance,
+                                 parameters, dataset and protocol hashes, per-notebook
+                                 status and duration, every file's SHA-256, overall status
+
+A report is a regenerated artifact, so ``make report`` can run again on the same checkout:
+a rerun into a folder that holds a previous report replaces that report. Of the previous
+report's notebooks, figures and pages, exactly the files its record lists with their SHA-256
+unchanged are removed first, so nothing stale is linked and nothing the report did not write
+is ever deleted (a forged or edited record deletes nothing else). A folder that exists, is
+not empty and holds no report is refused, and ``--name`` must be a plain folder name, so the
+report never writes outside ``results/``. The folder is locked while a report runs into it.
+
+A failing notebook does not stop the others (they are independent); the report then names
+the notebook, the failing cell and the exception, the manifest's status is ``error``, and
+the command exits non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import results
+from ..core.demo import DEMO_PIN
+from ..core.pools import PoolSet
+from ..core.protocol import DEFAULT_PRESET, preset_variant
+from ..errors import ContractError, OutputExistsError
+from ..resources import NOTEBOOK_DIR
+from . import loaders
+from .report_document import (
+    NotebookView,
+    build_context,
+    export_notebook_html,
+    figure_view,
+    relative,
+    render,
+)
+from .report_findings import Analysis, Finding, Table, analyse
+from .report_kernels import KERNEL_ARGUMENTS, WarmKernels
+
+RESULTS_DIR = Path("results")  # relative to the working directory
+
+#: The report's notebooks, in execution order (file names inside ``notebooks/``).
+NOTEBOOKS: list[str] = [
+    "01_pools.ipynb",
+    "02_retention.ipynb",
+    "03_weight_sweep.ipynb",
+    "04_half_life_sweep.ipynb",
+    "05_protocol_variants.ipynb",
+    "06_qa_report.ipynb",
+    "07_explorer.ipynb",
+    "08_policy_zoo.ipynb",
+    "09_robustness.ipynb",
+    "10_traces.ipynb",
+]
+
+KERNEL_NAME = "python3"
+KIND = REPORT_KIND = "report"
+MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
+LEGACY_MANIFEST, LEGACY_KIND = "report.json", "evictlab-report"  # before the run record
+REPLACED = ("notebooks", "figures", "report.md", "report.html")  # what a rerun may remove
+MARKDOWN_FILE = "report.md"
+HTML_FILE = "report.html"
+NOTEBOOKS_SUBDIR = "notebooks"
+FIGURES_SUBDIR = "figures"
+FIGURE_SUFFIXES = (".png", ".svg")
+
+#: How the header names the embedded demo: synthetic data, never LongMemEval.
+
+#: Parameters the report sets itself; ``-p`` may not override them.
+RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "smoke", "figures_dir")
+
+SUCCESS = "success"
+ERROR = "error"
+RUNNING = "running"
+NOT_RUN = "not run"
+
+
+# --------------------------------------------------------------------------- selection and naming
+
+
+def default_name(
+    preset: str | None = DEFAULT_PRESET, dataset: str | os.PathLike | None = None, smoke: bool = False
+) -> str:
+    """``report-<preset>``, with ``-demo`` on the embedded dataset and ``-smoke`` for smoke runs.
+
+    The name depends only on the inputs, so rerunning the same command rewrites the same folder.
+    """
+    name = f"report-{preset or DEFAULT_PRESET}"
+    if dataset is None:
+        name += "-demo"
+    if smoke:
+        name += "-smoke"
+    return name
+
+
+def select_notebooks(selection: Iterable[str] | None, available: Sequence[str] = NOTEBOOKS) -> list[str]:
+    """The notebooks of ``available`` named by ``selection`` (all when None), in suite order.
+
+    An item matches a notebook by file name, by stem (``01_pools``) or by its number prefix
+    (``01``).
+    """
+    if selection is None:
+        return list(available)
+    chosen = set()
+    for item in selection:
+        item = item.strip()
+        matches = [nb for nb in available if item in (nb, Path(nb).stem) or Path(nb).stem.startswith(f"{item}_")]
+        if not item or not matches:
+            raise ContractError(f"no notebook {item!r} in the report; known: {', '.join(available)}")
+        chosen.update(matches)
+    return [nb for nb in available if nb in chosen]
+
+
+def parse_parameter_value(text: str) -> Any:
+    """A ``-p NAME VALUE`` value: ``None``/``True``/``False``, an int, a float, else the string."""
+    literals = {"None": None, "none": None, "null": None, "True": True, "true": True, "False": False, "false": False}
+    if text in literals:
+        return literals[text]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class NotebookRun:
+    """One notebook's execution: where it came from and went, how it ended and what it drew."""
+
+    name: str
+    input_path: Path
+    output_path: Path
+    status: str = NOT_RUN
+    duration_seconds: float | None = None
+    error: dict[str, Any] | None = None
+    figures: list[Path] = field(default_factory=list)
+    html_path: Path | None = None  # the executed copy exported to HTML, when that worked
+
+    def as_record(self, root: Path) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "input": str(self.input_path),
+            "output": _relative(self.output_path, root),
+            "html": None if self.html_path is None else _relative(self.html_path, root),
+            "status": self.status,
+            "duration_seconds": None if self.duration_seconds is None else round(self.duration_seconds, 3),
+            "error": self.error,
+            "figures": [_relative(path, root) for path in self.figures],
+        }
+
+
+@dataclass
+class ReportResult:
+    output_dir: Path
+    status: str
+    notebooks: list[NotebookRun]
+    error: str | None = None
+    tables: list[Table] = field(default_factory=list)  # the key tables shown in report.md
+    findings: list[Finding] = field(default_factory=list)  # the findings report.md opens with
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.output_dir / MANIFEST_FILE
+
+    @property
+    def markdown_path(self) -> Path:
+        return self.output_dir / MARKDOWN_FILE
+
+    @property
+    def html_path(self) -> Path:
+        return self.output_dir / HTML_FILE
+
+    @property
+    def ok(self) -> bool:
+        return self.status == SUCCESS
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_report(
+    output_dir: str | os.PathLike | None = None,
+    *,
+    name: str | None = None,
+    dataset: str | os.PathLike | None = None,
+    allow_unpinned: bool = False,
+    preset: str | None = DEFAULT_PRESET,
+    smoke: bool = False,
+    parameters: Mapping[str, Any] | None = None,
+    notebooks: Iterable[str] | None = None,
+    notebook_dir: str | os.PathLike = NOTEBOOK_DIR,
+    available: Sequence[str] | None = None,
+    kernel_name: str = KERNEL_NAME,
+    progress: bool = True,
+    on_finish: Callable[[NotebookRun], None] | None = None,
+) -> ReportResult:
+    """Execute the notebooks and write the report folder; return what happened.
+
+    ``output_dir`` is the whole folder (default ``results/<name>``, ``name`` defaulting to
+    :func:`default_name`). ``notebooks`` selects from ``available`` (default
+    :data:`NOTEBOOKS`), whose files live in ``notebook_dir``. ``allow_unpinned`` accepts a
+    ``dataset`` whose SHA-256 is not the pinned one, for the key tables and every notebook (it
+    warns, and the manifest's dataset record says ``"pinned": false``). Notebook failures are
+    recorded, not raised; invalid inputs (unknown preset or notebook, unreadable or unpinned
+    dataset, a reserved parameter in ``parameters``, a foreign output folder) raise
+    :class:`EvictlabError`, and a dataset that cannot be loaded leaves no folder behind.
+    ``on_finish`` is called with each notebook's run as soon as it has finished.
+    """
+    preset = preset or DEFAULT_PRESET
+    preset_variant(preset)  # an unknown preset fails before anything is written
+    parameters = dict(parameters or {})
+    reserved = sorted(set(parameters) & set(RESERVED_PARAMETERS))
+    if reserved:
+        raise ContractError(
+            f"parameter(s) {', '.join(reserved)} are set by the report itself;"
+            " use --dataset, --allow-unpinned, --preset or --smoke"
+        )
+    selected = select_notebooks(notebooks, NOTEBOOKS if available is None else available)
+    notebook_dir = Path(notebook_dir)
+    missing = [nb for nb in selected if not (notebook_dir / nb).is_file()]
+    if missing:
+        raise ContractError(f"notebook file(s) not found in {notebook_dir}: {', '.join(missing)}")
+    check_kernel(kernel_name)
+    dataset_path = None if dataset is None else Path(dataset).resolve()
+    if output_dir is None:
+        output_dir = RESULTS_DIR / check_name(name or default_name(preset, dataset, smoke))
+    root = Path(output_dir)
+    root = root.resolve()
+    figures_dir = root / FIGURES_SUBDIR
+    notebook_parameters = {
+        "dataset": None if dataset_path is None else str(dataset_path),
+        "allow_unpinned": bool(allow_unpinned),
+        "preset": preset,
+        "smoke": bool(smoke),
+        "figures_dir": str(figures_dir),
+        **parameters,
+    }
+    runs = [NotebookRun(nb, notebook_dir / nb, root / NOTEBOOKS_SUBDIR / nb) for nb in selected]
+    recorded = {**notebook_parameters, "notebooks": selected, "kernel_name": kernel_name}
+    # The inputs load before the folder is touched: a missing or unpinned dataset leaves no
+    # folder behind, and a previous report in it untouched.
+    inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
+    with results.run(root, KIND, parameters=recorded, existing="replace", precheck=lambda: check_folder(root)) as run:
+        remove_previous_report(run)
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        (root / NOTEBOOKS_SUBDIR).mkdir(parents=True, exist_ok=True)
+        run.record.dataset = inputs.record["dataset"]
+        run.record.summary.update({key: value for key, value in inputs.record.items() if key != "dataset"})
+        # The findings need only the pools: they are computed while the kernels work.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-findings") as findings:
+            analysis_future = findings.submit(analyse, inputs.pool_set, preset=preset, dataset=dataset_path,
+                                              allow_unpinned=allow_unpinned, parameters=parameters, smoke=smoke)
+            try:
+                execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress,
+                            on_finish=on_finish)
+            except BaseException:
+                analysis_future.cancel()
+                raise
+            finally:  # what ran is recorded, also when interrupted
+                _summarize(run, runs)
+            failures = [notebook for notebook in runs if notebook.status != SUCCESS]
+            error = "; ".join(describe_failure(notebook) for notebook in failures) or None
+            try:
+                analysis = analysis_future.result()
+            except Exception as analysis_error:  # noqa: BLE001 - recorded: the notebooks still deserve a report
+                analysis = Analysis([], [])
+                error = "; ".join(filter(None, [error, f"findings: {type(analysis_error).__name__}: {analysis_error}"]))
+        status = ERROR if error else SUCCESS
+        context = build_context(
+            root, {**run.record.as_dict(), **inputs.record}, [notebook_view(notebook, root) for notebook in runs],
+            analysis.findings, analysis.tables, status, error, manifest_file=MANIFEST_FILE,
+            hidden_parameters=(*RESERVED_PARAMETERS, "notebooks", "kernel_name"),
+        )
+        run.write_text(MARKDOWN_FILE, render(context, "md"))
+        run.write_text(HTML_FILE, render(context, "html"))
+        run.record.summary["files"] = [MARKDOWN_FILE, HTML_FILE]
+        if error:
+            run.fail(error)
+    return ReportResult(root, status, runs, error, analysis.tables, analysis.findings)
+
+
+def notebook_view(run: NotebookRun, root: Path) -> NotebookView:
+    """How the report lists ``run``: links relative to ``root``, its figures in saving order."""
+    return NotebookView(
+        name=run.name,
+        status=run.status,
+        duration="" if run.duration_seconds is None else f"{run.duration_seconds:.1f} s",
+        ipynb=relative(run.output_path, root),
+        html=relative(run.html_path, root) if run.html_path is not None else None,
+        figures=[figure_view(path, root) for path in run.figures if path.suffix == ".png"],
+        failure=describe_failure(run) if run.status == ERROR else None,
+    )
+
+
+def execute_all(
+    runs: Sequence[NotebookRun],
+    parameters: Mapping[str, Any],
+    figures_dir: Path,
+    *,
+    kernel_name: str,
+    progress: bool,
+    on_finish: Callable[[NotebookRun], None] | None = None,
+) -> None:
+    """Execute ``runs`` in order, each on a kernel warmed while the one before ran."""
+    from tqdm.auto import tqdm
+
+    with WarmKernels(kernel_name, len(runs)) as kernels, \
+            tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+        for notebook in bar:
+            bar.set_postfix_str(notebook.name)
+            execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernels.take())
+            if on_finish is not None:
+                on_finish(notebook)
+
+
+def check_name(name: str) -> str:
+    """A report name is one plain folder name: it cannot reach outside the results folder."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ContractError(
+            f"--name {name!r}: expected a plain folder name (no '/', not '..'); use --output-dir for a path"
+        )
+    return name
+
+
+def check_kernel(kernel_name: str) -> None:
+    """Refuse a kernel that would not run this interpreter (it would not see this evictlab)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        raise ContractError(
+            f"no Jupyter kernel {kernel_name!r}; install one with '{sys.executable} -m ipykernel install --sys-prefix'"
+        ) from None
+    command = spec.argv[0] if spec.argv else ""
+    # jupyter_client starts sys.executable for these names (KernelManager.format_kernel_cmd).
+    same_interpreter = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
+    if command in same_interpreter or Path(command).absolute() == Path(sys.executable).absolute():
+        return
+    raise ContractError(
+        f"Jupyter kernel {kernel_name!r} ({spec.resource_dir}) runs {command}, not {sys.executable};"
+        f" reinstall it with '{sys.executable} -m ipykernel install --sys-prefix'"
+    )
+
+
+def check_folder(root: Path) -> None:
+    """Refuse a non-empty folder that holds no report (neither a report record nor a report
+    manifest of an earlier evictlab): evictlab never writes into a folder it did not make."""
+    if results.read_record(root, KIND) is not None:
+        return
+    entries = [path for path in root.iterdir() if path.name != results.LOCK_FILE]
+    if entries and not _legacy_report(root):
+        raise OutputExistsError(
+            f"{root} is not empty and holds no {MANIFEST_FILE}; refusing to write a report into it"
+            " (choose another --output-dir or --name)"
+        )
+
+
+def _legacy_report(root: Path) -> bool:
+    try:
+        return json.loads((root / LEGACY_MANIFEST).read_bytes()).get("kind") == LEGACY_KIND
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+def remove_previous_report(run: results.Run) -> None:
+    """Remove the previous report's notebooks, figures and pages, so nothing stale is linked.
+
+    Only files the previous run record lists, inside this folder and with the SHA-256 it
+    recorded, are removed: a forged or edited record cannot make the report delete a file it
+    did not write.
+    """
+    previous = run.previous.outputs if run.previous is not None else {}
+    for name, written in previous.items():
+        path = run.folder / name
+        inside = path.resolve().parent.is_relative_to(run.folder.resolve()) and not path.is_symlink()
+        if not (inside and path.is_file() and name.split("/")[0] in REPLACED):
+            continue
+        if results.file_digest(path) == written:
+            path.unlink()
+
+
+def execute(
+    run: NotebookRun,
+    parameters: Mapping[str, Any],
+    figures_dir: Path,
+    *,
+    kernel_name: str = KERNEL_NAME,
+    km: Any = None,
+) -> NotebookRun:
+    """Execute one notebook with papermill; record status, duration, error and new figures.
+
+    ``km``: a started :class:`jupyter_client.KernelManager` to run it on (see
+    :class:`~evictlab.workbench.report_kernels.WarmKernels`); without one papermill starts its own
+    kernel. papermill writes the executed copy cell by cell, so a failed notebook is kept up to
+    and including the failing cell, with the exception in its output; the copy is also exported
+    to HTML beside it.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    before = _snapshot(figures_dir)
+    started = time.perf_counter()
+    run.status = RUNNING
+    try:
+        papermill.execute_notebook(
+            str(run.input_path),
+            str(run.output_path),
+            parameters=dict(parameters),
+            kernel_name=kernel_name,
+            progress_bar=False,
+            log_output=False,
+            extra_arguments=KERNEL_ARGUMENTS,
+            **({"km": km} if km is not None else {}),
+        )
+    except PapermillExecutionError as error:
+        run.status = ERROR
+        run.error = {
+            "cell_index": error.cell_index,
+            "execution_count": error.exec_count,
+            "ename": error.ename,
+            "evalue": error.evalue,
+            "source": error.source,
+        }
+    except Exception as error:  # noqa: BLE001 - a dead kernel or unreadable notebook is this notebook's failure
+        run.status = ERROR
+        run.error = {"cell_index": None, "execution_count": None, "ename": type(error).__name__,
+                     "evalue": str(error), "source": None}
+    else:
+        run.status = SUCCESS
+    run.duration_seconds = time.perf_counter() - started
+    if run.output_path.is_file():  # also a failed notebook's copy, up to its failing cell
+        try:
+            run.html_path = export_notebook_html(run.output_path)
+        except Exception:  # noqa: BLE001 - the .ipynb stays the record; the report links what exists
+            run.html_path = None
+    after = _snapshot(figures_dir)
+    # In the order the notebook saved them (modification time), which is its narrative order.
+    changed = [path for path, stamp in after.items() if before.get(path) != stamp]
+    run.figures = sorted(changed, key=lambda path: (after[path][1], path.name))
+    return run
+
+
+def describe_failure(run: NotebookRun) -> str:
+    """``02_retention.ipynb failed at In [4] (cell index 5): KeyError: 'x'``.
+
+    ``In [n]`` is the execution count Jupyter shows; the cell index counts every cell of the
+    executed copy from 0, including markdown and papermill's injected-parameters cell.
+    """
+    error = run.error or {}
+    where = []
+    if error.get("execution_count") is not None:
+        where.append(f"at In [{error['execution_count']}]")
+    if error.get("cell_index") is not None:
+        where.append(f"(cell index {error['cell_index']})")
+    where_text = (" " + " ".join(where)) if where else ""
+    return f"{run.name} failed{where_text}: {error.get('ename', 'error')}: {error.get('evalue', '')}".rstrip(": ")
+
+
+def _snapshot(folder: Path) -> dict[Path, tuple[int, int]]:
+    """Figure files by (inode, mtime): an atomic rewrite changes both, even with equal bytes."""
+    if not folder.is_dir():
+        return {}
+    return {
+        path: (path.stat().st_ino, path.stat().st_mtime_ns)
+        for path in folder.iterdir()
+        if path.suffix in FIGURE_SUFFIXES
+    }
+
+
+def _summarize(run: results.Run, runs: Sequence[NotebookRun]) -> None:
+    """Each notebook's status, duration and figures into the record; its files as outputs."""
+    root = run.folder
+    run.record.summary["notebooks"] = [notebook.as_record(root) for notebook in runs]
+    figures = sorted({_relative(path, root) for notebook in runs for path in notebook.figures})
+    run.record.summary["figures"] = figures
+    copies = [path for n in runs for path in (n.output_path, n.html_path) if path is not None and path.is_file()]
+    for name in [*figures, *(_relative(path, root) for path in copies)]:
+        run.add_output(name)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- inputs and key tables
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The pools the report's tables are computed from, and their identity for the manifest."""
+
+    pool_set: PoolSet
+    record: dict[str, Any]
+
+
+def describe_inputs(dataset: Path | None, preset: str, *, allow_unpinned: bool = False) -> Inputs:
+    pool_set = loaders.load_pool_set(dataset, preset, allow_unpinned=allow_unpinned)
+    protocol = pool_set.protocol
+    return Inputs(
+        pool_set,
+        {
+            "dataset": {
+                **pool_set.dataset.record(),
+                "path": str(pool_set.dataset.path),
+                "embedded_demo": pool_set.dataset.pin == DEMO_PIN,
+            },
+            "protocol": {"protocol_id": protocol.protocol_id, "artifacts": protocol.artifact_hashes()},
+            "preset": preset,
+            "variant": pool_set.variant.as_dict(),
+        },
+    )
+
+
+__all__ = [
+    "NOTEBOOKS",
+    "NOTEBOOK_DIR",
+    "RESULTS_DIR",
+    "NotebookRun",
+    "ReportResult",
+    "default_name",
+    "execute",
+    "parse_parameter_value",
+    "run_report",
+    "select_notebooks",
+]

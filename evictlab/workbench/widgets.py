@@ -1,0 +1,615 @@
+"""The explorer of notebook 07: every setting of a capacity policy, one slider move at a time.
+
+:class:`Explorer` shows, for the 45 pools of one preset, how many supports a policy keeps per
+scenario at one capacity, where every support ranks, and why the facts of one selected case
+were kept or evicted. Its controls:
+
+* **weights**: three sliders (confidence, confirmation, access) that stay on the simplex.
+  Moving one sets it and rescales the other two in proportion to their current values, so
+  the three still sum to 1; when both others are 0 (a corner of the simplex) the rest is
+  split equally between them (:func:`rescale_weights`). Three coupled sliders rather than two
+  and a derived third, so that every weight can be moved and the rule treats them alike.
+* **half-lives**: confirmation and access half-lives on logarithmic sliders from 1 to 3,650
+  days, DeerMem's configuration bounds.
+* **capacity** 1 to 9, **policy** (every registered policy), **preset**, **case**.
+
+Weights and half-lives are hybrid-v1's parameters; ``confidence`` ignores them, and every
+policy receives them as :func:`evictlab.policies.select` gives them. Seeded policies (such
+as ``random``) are shown at seed 0.
+
+How a change is computed (:meth:`Explorer.refresh`): the pools of each preset are built once
+(:class:`PoolCache`); every case is decided by :func:`evictlab.selection.decisions.decide_grid`
+(``confidence`` and ``hybrid-v1`` on the vectorised engine, any other policy on the scalar
+selector, memoised per setting); the
+selected case is explained by :func:`evictlab.selection.explain.explain`. The figure is one
+:class:`~evictlab.workbench.plots.ExplorerFigure` whose artists are updated in place; on screen it is
+its static background (one ``ipywidgets.Image``, sent once) under an ``ipywidgets.HTML``
+holding the changing artists as SVG, so a move sends a few kilobytes and encodes no image.
+Tables go into one ``ipywidgets.HTML``. Weights and half-lives are disabled while the policy
+ignores them (:attr:`evictlab.policies.Policy.reads_params`). ``benchmarks/bench_explorer.py``
+measures a change in Python and in a real browser.
+
+Tests and notebooks drive it with :meth:`Explorer.set` and read :attr:`Explorer.results`
+(one row per case), :attr:`Explorer.summary` and :attr:`Explorer.explanation`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import numbers
+import os
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as w
+import numpy as np
+import pandas as pd
+
+from ..analysis.sweep import check_weights
+from ..core.pools import PoolSet
+from ..core.protocol import DEFAULT_PRESET, PRESETS
+from ..errors import ContractError
+from ..policies import PolicyParams, get_policy, known_policies
+from ..policies.base import WEIGHT_TOLERANCE
+from ..selection.decisions import OUTPUT_DTYPES, decide_grid
+from ..selection.engine import ENGINE_POLICIES, PreparedCases
+from ..selection.explain import Explanation, FactExplanation, at_least, explain
+from .plots import ALL_CASES, ExplorerFigure
+
+CAPACITY_RANGE = (1, 9)
+HALF_LIFE_RANGE_DAYS = (1.0, 3650.0)  # DeerMem's configuration bounds
+WEIGHT_NAMES = ("confidence_weight", "confirmation_weight", "access_weight")
+HALF_LIFE_NAMES = ("confirmation_half_life_days", "access_half_life_days")
+CONTROL_NAMES = (*WEIGHT_NAMES, *HALF_LIFE_NAMES, "capacity", "policy", "preset", "case_id")
+RESULT_COLUMNS = (
+    "case_id", "scenario", "source", "support_fact_id", "kept_fact_ids", "support_retained", "support_rank",
+    "reserved_correction_slots", "support_margin", "kept_by_reservation",
+)  # fmt: skip
+REFERENCE_POLICIES = ("hybrid-v1", "confidence")
+_SCALAR_CACHE_SIZE = 256
+
+
+# --------------------------------------------------------------------------- the simplex rule
+
+
+def rescale_weights(weights: Sequence[float], index: int, value: float) -> tuple[float, float, float]:
+    """Set weight ``index`` to ``value`` and rescale the other two so that the three sum to 1.
+
+    The others keep their proportions; when both are 0 they share the rest equally. The last
+    one is computed as the remainder, so the sum is 1 up to one rounding.
+    """
+    if not 0.0 <= value <= 1.0:
+        raise ContractError(f"a weight must be in [0, 1], got {value!r}")
+    others = [i for i in range(3) if i != index]
+    first, second = (float(weights[i]) for i in others)
+    rest = 1.0 - value
+    # The proportion first: it is in [0, 1] even for tiny weights, so the share never exceeds the rest.
+    share = rest * (first / (first + second)) if first + second > 0 else rest / 2
+    result = [0.0, 0.0, 0.0]
+    result[index] = float(value)
+    result[others[0]] = share
+    result[others[1]] = max(0.0, rest - share)
+    return (result[0], result[1], result[2])
+
+
+# --------------------------------------------------------------------------- pools and decisions
+
+
+@dataclass
+class PresetPools:
+    """One preset's pools, prepared once, and the DeerMem reference retention at every capacity."""
+
+    preset: str
+    pool_set: PoolSet
+    prepared: PreparedCases
+    reference: pd.DataFrame = field(repr=False)  # scenario group x capacity x policy
+
+    @property
+    def pool_size(self) -> int:
+        return int(self.prepared.sizes.max())
+
+
+class PoolCache:
+    """Pools per preset on one dataset (None: the embedded demo), each built on first use."""
+
+    def __init__(self, dataset: str | os.PathLike | None = None, *, allow_unpinned: bool = False) -> None:
+        self.dataset = dataset
+        self.allow_unpinned = allow_unpinned
+        self._entries: dict[str, PresetPools] = {}
+
+    def get(self, preset: str) -> PresetPools:
+        if preset not in PRESETS:
+            raise ContractError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}")
+        if preset not in self._entries:
+            from .loaders import load_pool_set
+
+            pool_set = load_pool_set(self.dataset, preset, allow_unpinned=self.allow_unpinned)
+            prepared = PreparedCases.from_pool_set(pool_set)
+            defaults = pool_set.protocol.config.hybrid
+            capacities = range(CAPACITY_RANGE[0], CAPACITY_RANGE[1] + 1)
+            frames = [
+                retention_summary(decisions_for(prepared, policy, defaults, capacity)).assign(
+                    policy=policy, capacity=capacity
+                )
+                for policy in REFERENCE_POLICIES
+                for capacity in capacities
+            ]
+            self._entries[preset] = PresetPools(preset, pool_set, prepared, pd.concat(frames, ignore_index=True))
+        return self._entries[preset]
+
+
+def decisions_for(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
+    """One row per case (columns :data:`RESULT_COLUMNS`): the explorer's view of
+    :func:`evictlab.selection.decisions.decide_grid` (engine or scalar selector, as the policy needs)."""
+    decisions = decide_grid(prepared, [policy], [params], [capacity], details=True)
+    frame = pd.DataFrame(
+        {
+            "case_id": prepared.case_ids,
+            "scenario": prepared.scenarios,
+            "source": prepared.sources,
+            "support_fact_id": [str(case.support_fact_ids[0]) for case in prepared.cases],
+            "kept_fact_ids": decisions["kept_fact_ids"].to_numpy(),
+            **{name: decisions[name].to_numpy() for name in OUTPUT_DTYPES},
+        }
+    )
+    # Kept although ranked below the cut: only a reserved slot does that.
+    frame["kept_by_reservation"] = frame["support_retained"] & (frame["support_rank"] > capacity)
+    return frame
+
+
+def retention_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Supports retained per scenario (in case order) and over all cases: ``scenario``, ``retained``, ``cases``.
+
+    The explorer holds one decision per case (seeded policies at seed 0), so these are
+    :func:`evictlab.selection.decisions.retention_counts` as plain sums, counted with numpy: a slider
+    move cannot afford the grouped frame's 5-10 ms.
+    """
+    codes, scenarios = pd.factorize(results["scenario"], sort=False)
+    retained = np.bincount(codes, weights=results["support_retained"].to_numpy(dtype=float), minlength=len(scenarios))
+    cases = np.bincount(codes, minlength=len(scenarios))
+    return pd.DataFrame({
+        "scenario": [*map(str, scenarios), ALL_CASES],
+        "retained": np.append(retained, retained.sum()).astype(np.int64),
+        "cases": np.append(cases, cases.sum()).astype(np.int64),
+    })
+
+
+# --------------------------------------------------------------------------- the explorer
+
+
+class Explorer:
+    """Sliders over a policy's settings, one persistent figure and the selected case's explanation.
+
+    ``dataset``: a LongMemEval file, or None for the embedded demo. ``params``: the starting
+    hybrid-v1 parameters (default: the protocol's, i.e. DeerMem's). ``case_id``: the case to
+    explain (default: the first case whose support the starting setting evicts, else the
+    first case). ``pools`` lets several explorers share one :class:`PoolCache`.
+    """
+
+    def __init__(
+        self,
+        dataset: str | os.PathLike | None = None,
+        *,
+        preset: str = DEFAULT_PRESET,
+        policy: str = "hybrid-v1",
+        capacity: int = 7,
+        params: PolicyParams | None = None,
+        case_id: str | None = None,
+        allow_unpinned: bool = False,
+        pools: PoolCache | None = None,
+    ) -> None:
+        self.pools = pools or PoolCache(dataset, allow_unpinned=allow_unpinned)
+        entry = self.pools.get(preset)
+        base = params or entry.pool_set.protocol.config.hybrid
+        self._base_params = base
+        self._quiet_depth = 0
+        self._scalar_cache: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self.updates = 0
+        self.controls = self._make_controls(entry, base, preset, policy, capacity)
+        self.results = self._decide(entry, policy, base, capacity)
+        self.controls["case_id"].value = self._check_case(entry, case_id) if case_id else self._first_evicted()
+        self.summary = retention_summary(self.results)
+        self.explanation = self._explain(entry)
+        self._figure = ExplorerFigure(*self._view(entry), **self._view_options(entry), pool_size=entry.pool_size)
+        # Two layers in one grid cell: the static background once, the changing artists on top.
+        width = f"{self._figure.figure.bbox.width:.0f}px"
+        self.image = w.Image(value=self._figure.background_png(), format="png",
+                             layout=w.Layout(grid_area="figure", width="100%", margin="0"))
+        self.overlay = w.HTML(value=self._figure.overlay_svg(), layout=w.Layout(grid_area="figure", margin="0"))
+        self.image.add_class("evictlab-explorer-background")
+        self.overlay.add_class("evictlab-explorer-overlay")
+        self.details = w.HTML(value=self._details_html(entry))
+        self._enable_parameters()
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        figure = w.GridBox([self.image, self.overlay], layout=w.Layout(
+            grid_template_areas='"figure"', width=width, max_width="100%"))
+        self.widget = w.VBox([self._control_panel(), figure, self.details])
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def params(self) -> PolicyParams:
+        """The current hybrid-v1 parameters (reservation settings as given at construction)."""
+        values = {name: float(self.controls[name].value) for name in (*WEIGHT_NAMES, *HALF_LIFE_NAMES)}
+        return self._base_params.replace(**values)
+
+    @property
+    def weights(self) -> tuple[float, float, float]:
+        return tuple(float(self.controls[name].value) for name in WEIGHT_NAMES)  # type: ignore[return-value]
+
+    @property
+    def policy(self) -> str:
+        return self.controls["policy"].value
+
+    @property
+    def preset(self) -> str:
+        return self.controls["preset"].value
+
+    @property
+    def capacity(self) -> int:
+        return int(self.controls["capacity"].value)
+
+    @property
+    def case_id(self) -> str:
+        return self.controls["case_id"].value
+
+    @property
+    def figure(self) -> Any:
+        """The one matplotlib Figure the explorer draws into (the same object after every change)."""
+        return self._figure.figure
+
+    @property
+    def pool_set(self) -> PoolSet:
+        return self.pools.get(self.preset).pool_set
+
+    @property
+    def case_frame(self) -> pd.DataFrame:
+        """The selected case's explanation, one row per fact in rank order."""
+        return self.explanation.to_frame()
+
+    # ------------------------------------------------------------------ changing it
+
+    def set(self, **values: Any) -> Explorer:
+        """Set controls by name (:data:`CONTROL_NAMES`) as a user would, then refresh once.
+
+        Weights: all three are taken as given (they must sum to 1); two fix the third; one is
+        set and the others rescaled by :func:`rescale_weights`. Values are checked before any
+        control moves, so a rejected call changes nothing.
+        """
+        unknown = sorted(set(values) - set(CONTROL_NAMES))
+        if unknown:
+            raise ContractError(f"unknown explorer control(s) {', '.join(unknown)}; known: {', '.join(CONTROL_NAMES)}")
+        updates = self._checked(values)
+        with self._quiet():
+            for name, value in updates.items():
+                self.controls[name].value = value
+        self.refresh()
+        return self
+
+    def _checked(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        updates: dict[str, Any] = {**self._checked_weights(values)}
+        for name in HALF_LIFE_NAMES:
+            if name in values:
+                value = values[name]
+                low, high = HALF_LIFE_RANGE_DAYS
+                if not _is_real(value) or not low <= value <= high:
+                    raise ContractError(f"{name} must be a number of days in [{low:g}, {high:g}], got {value!r}")
+                updates[name] = float(value)
+        if "capacity" in values:
+            updates["capacity"] = _checked_capacity(values["capacity"])
+        if "policy" in values:
+            updates["policy"] = _checked_policy(values["policy"])
+        if "preset" in values:
+            entry = self.pools.get(values["preset"])  # an unknown preset fails here
+            updates["preset"] = entry.preset
+        else:
+            entry = self.pools.get(self.preset)
+        if "case_id" in values:
+            updates["case_id"] = self._check_case(entry, values["case_id"])
+        return updates
+
+    def _checked_weights(self, values: Mapping[str, Any]) -> dict[str, float]:
+        """All three weights from the one, two or three given (none given: no change)."""
+        updates: dict[str, float] = {}
+        given = {name: values[name] for name in WEIGHT_NAMES if name in values}
+        for name, value in given.items():
+            if not _is_real(value) or not 0 <= value <= 1:
+                raise ContractError(f"{name} must be a number in [0, 1], got {value!r}")
+        if len(given) == 3:
+            updates.update(zip(WEIGHT_NAMES, check_weights([[given[name] for name in WEIGHT_NAMES]])[0]))
+        elif len(given) == 2:
+            missing = next(name for name in WEIGHT_NAMES if name not in given)
+            rest = 1.0 - sum(float(v) for v in given.values())
+            if rest < -WEIGHT_TOLERANCE:
+                raise ContractError(f"{' + '.join(given)} = {1 - rest!r} exceeds 1; {missing} cannot make the sum 1")
+            updates.update({name: float(value) for name, value in given.items()}, **{missing: max(0.0, rest)})
+        elif len(given) == 1:
+            (name, value), = given.items()
+            updates.update(zip(WEIGHT_NAMES, rescale_weights(self.weights, WEIGHT_NAMES.index(name), float(value))))
+        return updates
+
+    def refresh(self) -> None:
+        """Recompute the current setting and show it: results, summary, explanation, figure, tables."""
+        entry = self.pools.get(self.preset)
+        self.results = self._decide(entry, self.policy, self.params, self.capacity)
+        self.summary = retention_summary(self.results)
+        self.explanation = self._explain(entry)
+        self._figure.update(*self._view(entry), **self._view_options(entry))
+        self.overlay.value = self._figure.overlay_svg()
+        self.details.value = self._details_html(entry)
+        self._enable_parameters()
+        self.updates += 1
+
+    def _enable_parameters(self) -> None:
+        """Weights and half-lives respond only for policies that read them."""
+        ignored = not get_policy(self.policy).reads_params
+        for name in (*WEIGHT_NAMES, *HALF_LIFE_NAMES):
+            self.controls[name].disabled = ignored
+
+    def _on_change(self, change: Mapping[str, Any]) -> None:
+        if self._quiet_depth:
+            return
+        name = next(key for key, control in self.controls.items() if control is change["owner"])
+        if name in WEIGHT_NAMES:
+            current = list(self.weights)
+            current[WEIGHT_NAMES.index(name)] = float(change["old"])  # the others' proportions
+            rescaled = rescale_weights(current, WEIGHT_NAMES.index(name), float(change["new"]))
+            with self._quiet():
+                for other, value in zip(WEIGHT_NAMES, rescaled):
+                    self.controls[other].value = value
+        self.refresh()
+
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Move controls without their observers recomputing (one refresh follows)."""
+        self._quiet_depth += 1
+        try:
+            yield
+        finally:
+            self._quiet_depth -= 1
+
+    # ------------------------------------------------------------------ computing
+
+    def _decide(self, entry: PresetPools, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
+        if policy in ENGINE_POLICIES:
+            return decisions_for(entry.prepared, policy, params, capacity)
+        key = (entry.preset, policy, params, capacity)
+        if key in self._scalar_cache:
+            self._scalar_cache.move_to_end(key)
+            return self._scalar_cache[key]
+        results = decisions_for(entry.prepared, policy, params, capacity)
+        self._scalar_cache[key] = results
+        if len(self._scalar_cache) > _SCALAR_CACHE_SIZE:
+            self._scalar_cache.popitem(last=False)
+        return results
+
+    def _explain(self, entry: PresetPools) -> Explanation:
+        case = entry.pool_set.case(self.case_id)
+        return explain(
+            case.facts,
+            self.capacity,
+            policy=self.policy,
+            usage=case.usage,
+            now=entry.pool_set.protocol.evaluation_time,
+            params=self.params,
+            support_fact_ids=case.support_fact_ids,
+        )
+
+    def _first_evicted(self) -> str:
+        evicted = self.results.loc[~self.results["support_retained"], "case_id"]
+        return str(evicted.iloc[0] if len(evicted) else self.results["case_id"].iloc[0])
+
+    @staticmethod
+    def _check_case(entry: PresetPools, case_id: str) -> str:
+        entry.pool_set.case(case_id)  # an unknown id fails here, listing the known ones
+        return case_id
+
+    # ------------------------------------------------------------------ showing
+
+    def _view(self, entry: PresetPools) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        reference = entry.reference[entry.reference["capacity"] == self.capacity]
+        cases = pd.DataFrame(
+            {
+                "scenario": self.results["scenario"],
+                "support_rank": self.results["support_rank"],
+                "support_retained": self.results["support_retained"],
+                "reserved": self.results["kept_by_reservation"],
+                "selected": self.results["case_id"] == self.case_id,
+            }
+        )
+        return self.summary, reference, cases
+
+    def _view_options(self, entry: PresetPools) -> dict[str, Any]:
+        weights = ", ".join(f"{value:.2f}" for value in self.weights)
+        params = self.params
+        return {
+            "policy": self.policy,
+            "capacity": self.capacity,
+            "subtitle": (
+                f"{self.policy} at capacity {self.capacity}, preset {entry.preset}; hybrid-v1 weights ({weights}),"
+                f" half-lives {params.confirmation_half_life_days:.3g} / {params.access_half_life_days:.3g} days"
+            ),
+        }
+
+    def _details_html(self, entry: PresetPools) -> str:
+        return details_html(entry.pool_set, self.results, self.explanation, self.case_id, self.policy, self.capacity)
+
+    def _control_panel(self) -> w.Widget:
+        c = self.controls
+        return w.HBox(
+            [
+                w.VBox([w.HTML("<b>weights</b> (sum 1; hybrid-v1 and oracle read them)"),
+                        *(c[name] for name in WEIGHT_NAMES),
+                        w.HTML("<b>half-lives</b> (days, log scale)"), *(c[name] for name in HALF_LIFE_NAMES)]),
+                w.VBox([w.HTML("<b>decision</b>"), c["capacity"], c["policy"], c["preset"], c["case_id"]]),
+            ],
+            layout=w.Layout(flex_flow="row wrap"),
+        )
+
+    @staticmethod
+    def _make_controls(entry: PresetPools, params: PolicyParams, preset: str, policy: str,
+                       capacity: int) -> dict[str, w.ValueWidget]:
+        policy = _checked_policy(policy)
+        capacity = _checked_capacity(capacity)
+        low, high = CAPACITY_RANGE
+        style = {"description_width": "8em"}
+        # Wide tracks (over 300 px): about 3 px or more per 0.01 of weight, so a weight can be set
+        # to the step by hand.
+        slider = w.Layout(width="42em")
+        layout = w.Layout(width="24em")
+        weights = {
+            name: w.FloatSlider(value=value, min=0.0, max=1.0, step=0.01, readout_format=".2f", continuous_update=False,
+                                description=label, style=style, layout=slider)
+            for name, value, label in zip(WEIGHT_NAMES, params.weights, ("confidence", "confirmation", "access"))
+        }
+        exponents = tuple(math.log10(days) for days in HALF_LIFE_RANGE_DAYS)
+        half_lives = {
+            name: w.FloatLogSlider(value=float(getattr(params, name)), base=10, min=exponents[0], max=exponents[1],
+                                   step=0.01, readout_format=".1f", continuous_update=False, description=label,
+                                   style=style, layout=slider)
+            for name, label in zip(HALF_LIFE_NAMES, ("confirmation", "access"))
+        }
+        cases = [(f"{case.scenario} · {case.case_id}", case.case_id) for case in entry.pool_set.cases]
+        return {
+            **weights,
+            **half_lives,
+            "capacity": w.IntSlider(value=capacity, min=low, max=high, continuous_update=False, description="capacity",
+                                    style=style, layout=layout),
+            "policy": w.Dropdown(options=known_policies(), value=policy, description="policy", style=style,
+                                 layout=layout),
+            "preset": w.Dropdown(options=list(PRESETS), value=preset, description="preset", style=style,
+                                 layout=layout),
+            "case_id": w.Dropdown(options=cases, value=cases[0][1], description="case", style=style, layout=layout),
+        }
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+# --------------------------------------------------------------------------- the tables
+
+
+def details_html(pool_set: PoolSet, results: pd.DataFrame, explanation: Explanation, case_id: str, policy: str,
+                 capacity: int) -> str:
+    """The explorer's text: totals, the selected case's explanation table, the evicted supports."""
+    case = pool_set.case(case_id)
+    retained = int(results["support_retained"].sum())
+    support = set(case.support_fact_ids)
+    facts = [item for item in explanation.facts if item.fact_id in support]
+    lines = [
+        (
+            f"<p><b>{html.escape(policy)}</b> at capacity {capacity}: support retained in {retained} of"
+            f" {len(results)} cases.</p>"
+        ),
+        f"<p><b>case {html.escape(case_id)}</b> ({html.escape(case.scenario)}, loss rank {case.loss_rank}): "
+        + "; ".join(html.escape(_support_sentence(item, explanation)) for item in facts)
+        + "</p>",
+        explanation_table_html(explanation, support),
+    ]
+    lost = results[~results["support_retained"]]
+    if len(lost):
+        listed = ", ".join(f"{row.case_id} ({row.scenario}, rank {row.support_rank})" for row in lost.itertuples())
+        lines.append(f"<p>support evicted in {len(lost)} cases: {html.escape(listed)}</p>")
+    return "\n".join(lines)
+
+
+def explanation_table_html(explanation: Explanation, support: set[str]) -> str:
+    """Every fact in rank order: status, score, components, margin, displacer and, for the
+    signals the policy has them, the smallest changes that would have kept an evicted fact."""
+    components = list(dict.fromkeys(name for item in explanation.facts for name in item.components))
+    changes = {"confidence": ("min_confidence", "kept if confidence"),
+               "confirmation": ("confirm_within_days", "kept if confirmed within (days)"),
+               "access": ("min_access_heat", "kept if access heat >=")}
+    shown = [changes[signal] for signal in explanation.counterfactual_signals]
+    header = ["rank", "fact", "status", "score", *components, "margin", "displaced by", *(label for _, label in shown)]
+    rows = []
+    for item in explanation.facts:
+        name = f"<b>{html.escape(item.fact_id)}</b> (support)" if item.fact_id in support else html.escape(item.fact_id)
+        tied = _tied_at_cut(item)
+        cells = [str(item.rank), name, item.status + (" (tie)" if tied else ""), _number(item.score)]
+        cells += [_number(item.components.get(component)) for component in components]
+        cells += ["tie" if tied else _number(item.margin, signed=True), html.escape(item.displaced_by or "")]
+        for field_name, _ in shown:
+            value = getattr(item, field_name)
+            text = at_least(value) if field_name == "min_confidence" and value is not None else repr(value)
+            cells.append("" if item.kept else ("none" if value is None else html.escape(text)))
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    head = "<tr>" + "".join(f"<th>{html.escape(label)}</th>" for label in header) + "</tr>"
+    return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _number(value: float | None, *, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def _tied_at_cut(item: FactExplanation) -> bool:
+    """The fact scores exactly what the fact across the cut line scores: the policy's tie-break
+    (for DeerMem's policies, the earlier input position), not the score, put it on its side."""
+    return item.margin == 0
+
+
+def _tie_phrase(item: FactExplanation, explanation: Explanation) -> str:
+    tied = sum(other.score == item.score for other in explanation.facts)
+    if tied == len(explanation.facts):
+        return f"by the tie-break: all {tied} facts score {item.score:.4f} (an all-way tie)"
+    return f"by the tie-break: {tied} facts score {item.score:.4f}"
+
+
+def _support_sentence(item: FactExplanation, explanation: Explanation) -> str:
+    tie = _tied_at_cut(item)
+    margin = "" if item.margin is None or tie else f", margin {item.margin:+.4f}"
+    where = f"{item.status} at rank {item.rank}" + (f" {_tie_phrase(item, explanation)}" if tie else margin)
+    if item.kept:
+        return f"support {item.fact_id} {where}"
+    text = f"support {item.fact_id} {where}"
+    if item.displaced_by is not None:
+        text += f", displaced by {item.displaced_by}"
+    changes = []
+    if item.min_confidence is not None:
+        changes.append(f"confidence {at_least(item.min_confidence)}")
+    if item.confirm_within_days is not None:
+        changes.append(f"confirmed within {item.confirm_within_days} days")
+    if item.min_access_heat is not None:
+        changes.append(f"access heat >= {item.min_access_heat}")
+    if changes:
+        text += "; kept if " + " or ".join(changes)
+    elif explanation.counterfactual_signals:
+        text += "; no single-signal change keeps it"
+    return text
+
+
+def _checked_policy(policy: Any) -> str:
+    if policy not in known_policies():
+        raise ContractError(f"unknown policy {policy!r}; known: {', '.join(known_policies())}")
+    return policy
+
+
+def _checked_capacity(capacity: Any) -> int:
+    low, high = CAPACITY_RANGE
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not low <= capacity <= high:
+        raise ContractError(f"capacity must be an integer in [{low}, {high}], got {capacity!r}")
+    return int(capacity)
+
+
+def _is_real(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+__all__ = [
+    "CONTROL_NAMES",
+    "Explorer",
+    "PoolCache",
+    "PresetPools",
+    "decisions_for",
+    "details_html",
+    "explanation_table_html",
+    "rescale_weights",
+    "retention_summary",
+]
