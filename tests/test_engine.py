@@ -23,15 +23,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import clocks, policy_params, snapshots
 
-from evictlab.analysis.sweep import simplex_weights
+from evictlab.analysis.sweep import make_grid, simplex_weights
 from evictlab.core import demo
 from evictlab.core.pools import Case, build_fact, build_pools, distractor_spec, support_spec, usage_entry
 from evictlab.core.protocol import PRESETS, load_protocol
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
+from evictlab.policies.base import Reservation
 from evictlab.selection import engine
 from evictlab.selection.deermem import select_facts_for_capacity
 from evictlab.selection.engine import PreparedCases, reference_outcome
+from evictlab.selection.engine_settings import SettingColumns
 from evictlab.selection.explain import explain
 
 UTC = _dt.timezone.utc
@@ -302,6 +304,73 @@ def test_margin_is_the_margin_of_explain(cases, policy, setting, capacity):
         assert result.support_rank[0, c, 0] == explained.rank
 
 
+def _stamp(days: int) -> str:
+    return (CLOCK - _dt.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def large_case(index, n_facts, seed, levels, correction_share, day_span):
+    """A pool of ``n_facts`` facts whose signals come from a few values each, so exact score
+    ties are everywhere: confidences on a 1/levels grid, whole days within ``day_span``,
+    heats 1-3. Shares of confirmed, created-only, undated, heated and correction facts vary."""
+    rng = np.random.default_rng(seed)
+    kinds = rng.choice(3, n_facts, p=rng.dirichlet([1, 1, 1]))  # confirmed, created, neither
+    heated = rng.random(n_facts) < rng.random()
+    facts, usage = [], {}
+    for p in range(n_facts):
+        fact = {"id": f"f{index}-{p}", "confidence": int(rng.integers(0, levels + 1)) / levels}
+        if rng.random() < correction_share:
+            fact["category"] = "correction"
+        if kinds[p] < 2:
+            fact["lastConfirmedAt" if kinds[p] == 0 else "createdAt"] = _stamp(int(rng.integers(0, day_span + 1)))
+        facts.append(fact)
+        if heated[p]:
+            accessed = _stamp(int(rng.integers(0, day_span + 1)))
+            usage[fact["id"]] = {"accessHeat": int(rng.integers(1, 4)), "lastAccessedAt": accessed}
+    support = (facts[int(rng.integers(0, n_facts))]["id"],)
+    return SimpleNamespace(case_id=f"large-{index}", scenario="large", source="hypothesis", facts=facts, usage=usage,
+                           support_fact_ids=support)
+
+
+@st.composite
+def large_pools(draw, min_facts, max_facts, max_cases=2):
+    """1..max_cases pools of ``min_facts``..``max_facts`` facts (sizes differ: padding)
+    and many capacities: around the cut lines of every pool, 0, and above every pool."""
+    levels = draw(st.sampled_from([1, 2, 4, 20]))
+    correction_share = draw(st.sampled_from([0.0, 0.05, 0.3, 1.0]))
+    day_span = draw(st.sampled_from([0, 3, 400]))
+    cases = [
+        large_case(index, draw(st.integers(min_facts, max_facts)), draw(st.integers(0, 2**32 - 1)), levels,
+                   correction_share, day_span)
+        for index in range(draw(st.integers(1, max_cases)))
+    ]
+    largest = max(len(case.facts) for case in cases)
+    capacities = draw(st.lists(st.integers(0, largest + 1), min_size=min(4, largest + 2), max_size=12, unique=True))
+    return cases, capacities
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pools=large_pools(1, 150),
+    policy=st.sampled_from(POLICIES),
+    setting_list=st.lists(sweep_settings(), min_size=1, max_size=2),
+)
+def test_engine_matches_the_scalar_selector_on_large_tied_pools(pools, policy, setting_list):
+    cases, capacities = pools
+    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities)
+
+
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pools=large_pools(600, 1000, max_cases=1),
+    policy=st.sampled_from(POLICIES),
+    setting_list=st.lists(sweep_settings(), min_size=1, max_size=2),
+)
+def test_engine_matches_the_scalar_selector_on_pools_of_up_to_1000_facts(pools, policy, setting_list):
+    cases, capacities = pools
+    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities)
+
+
 def test_the_same_fact_object_twice_without_ids_is_two_facts():
     twin = {"confidence": 0.4}
     facts = [twin, {"id": "s", "confidence": 0.6}, twin, {"id": "t", "confidence": 0.9}]
@@ -340,6 +409,72 @@ def test_margin_of_an_evicted_correction_is_measured_against_the_lowest_kept_fac
     assert result.reserved_correction_slots[0, 0, 0] == 1
     assert result.support_margin[0, 0, 0] == 0.2 - 0.3
     assert same_outcome(result.outcome(0, 0, 0), reference_outcome(case, "hybrid-v1", setting, 2, CLOCK))
+
+
+# --- settings as columns ---------------------------------------------------------------------------
+
+
+def test_setting_columns_list_a_sweep_grid_in_its_order():
+    axes = {
+        "confirmation_half_lives": (90, 7.5),
+        "access_half_lives": (30, 1, 400),
+        "reserved_fractions": (0.1, 0.0),
+        "reserved_maxima": (10, 0),
+    }
+    grid = make_grid(weights_step=0.25, **axes)
+    columns = SettingColumns.product(grid.weights, *axes.values())
+    assert len(columns) == len(grid.settings) == 15 * 2 * 3 * 2 * 2
+    assert columns == grid.settings
+    assert list(columns[7:9]) == list(grid.settings[7:9]) and columns[-1] == grid.settings[-1]
+    assert SettingColumns.of(grid.settings) == columns
+
+
+def test_select_reads_setting_columns_as_it_reads_policy_params():
+    columns = SettingColumns.product(simplex_weights(0.25), (90, 30), (30, 7), (0.1, 0.5), (10, 1))
+    prepared = PREPARED["raw"]
+    from_columns = prepared.select("hybrid-v1", columns, [3, 5, 9])
+    from_params = prepared.select("hybrid-v1", list(columns), [3, 5, 9])
+    for name in engine.OUTPUTS:
+        assert np.array_equal(getattr(from_columns, name), getattr(from_params, name), equal_nan=True), name
+
+
+@pytest.mark.parametrize(
+    ("weights", "lists", "message"),
+    [
+        ([(0.5, 0.5, 0.5)], {}, "weights must sum to 1.0"),
+        ([(1.2, -0.2, 0.0)], {}, "confidence_weight must be in"),
+        ([(0.5, 0.5, "x")], {}, "access_weight must be a finite number"),
+        ([(0.5, 0.5)], {}, "three numbers"),
+        ([], {}, "no weight triples"),
+        ([(1, 0, 0)], {"confirmation_half_lives": (0,)}, "confirmation_half_life_days must be > 0"),
+        ([(1, 0, 0)], {"access_half_lives": ()}, "no values for access_half_life_days"),
+        ([(1, 0, 0)], {"reserved_maxima": (True,)}, "correction_reserved_max must be an integer"),
+        ([(1, 0, 0)], {"reserved_fractions": (1.5,)}, "correction_reserved_fraction must be in"),
+    ],
+)
+def test_setting_columns_refuse_what_policy_params_refuses(weights, lists, message):
+    axes = {"confirmation_half_lives": (90,), "access_half_lives": (30,), "reserved_fractions": (0.1,),
+            "reserved_maxima": (10,), **lists}
+    with pytest.raises(ContractError, match=message):
+        SettingColumns.product(weights, **axes)
+
+
+@given(fraction=st.floats(0, 1), maximum=st.integers(0, 20), capacities=st.lists(st.integers(0, 1000), min_size=1))
+def test_reserved_slots_are_the_reservations_counts(fraction, maximum, capacities):
+    columns = SettingColumns.of([PolicyParams(correction_reserved_fraction=fraction, correction_reserved_max=maximum)])
+    reservation = Reservation("correction", fraction, maximum)
+    assert columns.reserved_slots(capacities)[0].tolist() == [reservation.slots(k) for k in capacities]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_negative_zeros_rank_as_zero(policy):
+    # A confidence or a weight of -0.0 is valid; the score still ties with +0.0 and keeps input order.
+    facts = [{"id": "a", "confidence": 0.0}, {"id": "b", "confidence": -0.0}, {"id": "c", "confidence": 0.3}]
+    case = SimpleNamespace(case_id="x", scenario="s", source="t", facts=facts, usage={}, support_fact_ids=("b",))
+    setting = PolicyParams(1.0, -0.0, 0.0)
+    result = PreparedCases([case], CLOCK).select(policy, [setting], [1, 2], details=True)
+    for k, capacity in enumerate((1, 2)):
+        assert same_outcome(result.outcome(0, 0, k), reference_outcome(case, policy, setting, capacity, CLOCK))
 
 
 # --- shapes, chunks, under the cap ----------------------------------------------------------------

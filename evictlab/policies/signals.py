@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ContractError
@@ -129,21 +129,31 @@ def confirmation_freshness(fact: Mapping[str, Any], now: _dt.datetime, half_life
     return 0.0
 
 
-def usable_heat(entry: Any, now: _dt.datetime) -> tuple[float, float] | None:
+def days_since(value: Any, now: _dt.datetime) -> float | None:
+    """Elapsed days from a timestamp field's value to ``now``; ``None`` when it does not parse."""
+    moment = parse_timestamp(value)
+    return None if moment is None else elapsed_days(now, moment)
+
+
+def usable_heat(
+    entry: Any, now: _dt.datetime, *, read_days: Callable[[Any], float | None] | None = None
+) -> tuple[float, float] | None:
     """``(heat, days since lastAccessedAt)`` of a usage entry, or ``None`` when it scores no heat.
 
     Unusable: not a mapping, no parseable ``lastAccessedAt``, a heat that is missing, boolean,
-    unreadable, non-finite or <= 0.
+    unreadable, non-finite or <= 0. ``read_days`` replaces :func:`days_since` (a caller that
+    reads many entries may remember the timestamps it has parsed).
     """
     if not isinstance(entry, Mapping):
         return None
-    accessed = parse_timestamp(entry.get("lastAccessedAt"))
-    if accessed is None:
+    accessed = entry.get("lastAccessedAt")
+    days = days_since(accessed, now) if read_days is None else read_days(accessed)
+    if days is None:
         return None
     heat = read_number(entry.get("accessHeat"))
     if heat is None or heat <= 0:
         return None
-    return heat, elapsed_days(now, accessed)
+    return heat, days
 
 
 def heat_component(heat: float, days: float, half_life_days: float) -> float:

@@ -17,12 +17,17 @@ included. That holds because:
 * the score is ``w_conf * confidence + w_confirm * freshness + w_access * heat`` evaluated
   left to right in float64, and numpy's elementwise multiply and add are the same IEEE
   operations as Python's;
-* the ranking is a stable sort on the negated score, so equal scores keep input order, the
-  scalar selector's only tie-break;
-* the reservation size is computed by the scalar :class:`~evictlab.policies.Reservation`.
+* a fact outranks the support when its score is higher, or equal and earlier in the pool,
+  the scalar selector's only tie-break; scores are compared exactly, never rounded;
+* the reservation size is the count of :class:`~evictlab.policies.base.Reservation`
+  (``min(maximum, ceil(capacity * fraction))``), the same IEEE product and ceiling.
 
-Settings are processed in chunks whose largest intermediate array holds at most
-:data:`CHUNK_ELEMENTS` elements, so memory stays bounded however large the grid.
+The modules behind it: :mod:`evictlab.selection.engine_cases` reads the cases (column by column),
+:mod:`evictlab.selection.engine_settings` holds a batch of settings as columns
+(:class:`~evictlab.selection.engine_settings.SettingColumns`, which also builds a grid without one object
+per setting), and :mod:`evictlab.selection.engine_kernel` decides a chunk of settings from its scores
+without building a ranking. Settings are processed in chunks whose largest intermediate array
+holds at most :data:`CHUNK_ELEMENTS` elements, so memory stays bounded however large the grid.
 
 Each (setting, case, capacity) yields ``support_retained``, ``support_rank`` (1-based rank of
 the support fact among all facts), ``reserved_correction_slots`` and ``support_margin``, the
@@ -60,21 +65,11 @@ import numpy as np
 
 from ..errors import ContractError
 from ..policies import PolicyParams, SelectionContext, resolve_policy, select
-from ..policies.base import Reservation
-from ..policies.hybrid import CORRECTION
-from ..policies.signals import (
-    decay,
-    elapsed_days,
-    fact_fields,
-    fact_key,
-    heat_component,
-    is_category,
-    parse_timestamp,
-    read_confidence,
-    resolve_now,
-    usable_heat,
-)
-from ..policies.ties import NEAR_TIE_RELATIVE, CutLine, keep_probability, tie_outcome
+from ..policies.signals import decay, heat_component, is_category, resolve_now
+from ..policies.ties import CutLine, tie_outcome
+from .engine_cases import CONFIRMED, CREATED, read_cases, single_support, unique_keys
+from .engine_kernel import decide, kept_in_rank_order
+from .engine_settings import FIELDS, SettingColumns
 
 ENGINE_POLICIES = ("confidence", "hybrid-v1")
 #: The per-(setting, case, capacity) outputs, as :class:`BatchResult` fields.
@@ -87,38 +82,8 @@ OUTPUTS = (
 #: facts) of one chunk; a batch of settings is processed in chunks that fit it.
 CHUNK_ELEMENTS = 1 << 21
 
-# How a fact's confirmation freshness is computed (spec 1.3).
-_NO_TIMESTAMP, _CONFIRMED, _CREATED = 0, 1, 2
-
 # Decay tables kept per half-life; a slider sweeping many values must not grow them forever.
 _MAX_CACHED_HALF_LIVES = 256
-
-
-def _single_support(case: Any, keys: list[str]) -> int:
-    """Position of the case's one support fact, by the key the selector scores it under."""
-    support = tuple(case.support_fact_ids)
-    if len(support) != 1:
-        raise ContractError(
-            f"case {case.case_id!r}: expected exactly one support fact id, got {list(support)}"
-        )
-    try:
-        return keys.index(str(support[0]))
-    except ValueError:
-        raise ContractError(
-            f"case {case.case_id!r}: support fact {support[0]!r} is not among its facts"
-        ) from None
-
-
-def _unique_keys(case: Any, facts: Sequence[Any]) -> list[str]:
-    keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
-    seen: dict[str, int] = {}
-    for index, key in enumerate(keys):
-        if key in seen:
-            raise ContractError(
-                f"case {case.case_id!r}: duplicate fact id {key!r} at positions {seen[key]} and {index}"
-            )
-        seen[key] = index
-    return keys
 
 
 def check_policy(policy: str) -> str:
@@ -130,16 +95,12 @@ def check_policy(policy: str) -> str:
     return policy
 
 
-def check_settings(settings: Sequence[PolicyParams]) -> tuple[PolicyParams, ...]:
-    settings = tuple(settings)
-    if not settings:
+def check_settings(settings: Sequence[PolicyParams]) -> SettingColumns:
+    """The settings as columns; an error for an empty batch or an item that is not a PolicyParams."""
+    columns = SettingColumns.of(settings)
+    if not len(columns):
         raise ContractError("no settings to evaluate")
-    for index, setting in enumerate(settings):
-        if not isinstance(setting, PolicyParams):
-            raise ContractError(
-                f"setting {index} must be a PolicyParams, got {type(setting).__name__}"
-            )
-    return settings
+    return columns
 
 
 def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
@@ -191,48 +152,23 @@ class PreparedCases:
         self.scenarios = tuple(str(case.scenario) for case in cases)
         self.sources = tuple(str(case.source) for case in cases)
 
-        fact_lists = [list(case.facts) for case in cases]
-        self.sizes = np.array([len(facts) for facts in fact_lists], dtype=np.int64)
+        signals = read_cases(cases, self.now)
+        self.fact_ids = signals.fact_ids
+        self.sizes = signals.sizes
         self.width = int(self.sizes.max())
-        shape = (len(cases), self.width)
         self.valid = np.arange(self.width) < self.sizes[:, None]
-        self.confidence = np.zeros(shape)
-        self.correction = np.zeros(shape, dtype=bool)
-        self._fresh_kind = np.zeros(shape, dtype=np.int8)
-        self._fresh_index = np.zeros(shape, dtype=np.intp)
-        self._heat_index = np.zeros(shape, dtype=np.intp)
-        # Index 0 of both tables is a placeholder for facts (and padding) without the signal.
-        self._fresh_days: list[float] = [0.0]
-        self._heat_pairs: list[tuple[float, float]] = [(0.0, 0.0)]
-        fresh_slots: dict[float, int] = {}
-        heat_slots: dict[tuple[float, float], int] = {}
-
-        fact_ids = []
-        support_positions = []
-        for c, (case, facts) in enumerate(zip(cases, fact_lists)):
-            keys = _unique_keys(case, facts)
-            fact_ids.append(tuple(keys))
-            support_positions.append(_single_support(case, keys))
-            usage = case.usage if isinstance(case.usage, Mapping) else {}
-            for p, (fact, key) in enumerate(zip(facts, keys)):
-                fields = fact_fields(fact)
-                self.confidence[c, p] = read_confidence(fields.get("confidence"))
-                self.correction[c, p] = is_category(fact, CORRECTION)
-                # A malformed lastConfirmedAt falls through to createdAt (spec 1.3).
-                confirmed = parse_timestamp(fields.get("lastConfirmedAt"))
-                created = None if confirmed is not None else parse_timestamp(fields.get("createdAt"))
-                stamp = confirmed if confirmed is not None else created
-                if stamp is not None:
-                    self._fresh_kind[c, p] = _CONFIRMED if confirmed is not None else _CREATED
-                    days = elapsed_days(self.now, stamp)
-                    self._fresh_index[c, p] = _slot(fresh_slots, self._fresh_days, days)
-                pair = usable_heat(usage.get(key), self.now)
-                if pair is not None:
-                    self._heat_index[c, p] = _slot(heat_slots, self._heat_pairs, pair)
-        self.fact_ids = tuple(fact_ids)
-        self.support_positions = np.array(support_positions, dtype=np.intp)
+        self.support_positions = signals.support_positions
+        self.confidence = signals.confidence
+        self.correction = signals.correction
         self.correction_counts = self.correction.sum(axis=1)
+        self._fresh_kind = signals.fresh_kind
+        self._fresh_index = signals.fresh_index
+        self._fresh_days = signals.fresh_days
+        self._heat_index = signals.heat_index
+        self._heat_pairs = signals.heat_pairs
         self._heated = self._heat_index > 0
+        padding = np.nonzero(~self.valid)
+        self._padding = padding if padding[0].size else None
         self._freshness_tables: dict[float, np.ndarray] = {}
         self._heat_tables: dict[float, np.ndarray] = {}
 
@@ -254,9 +190,9 @@ class PreparedCases:
             by_fact = factors[self._fresh_index]
             # Unconfirmed facts get half the decay since createdAt: 0.5 * factor, as scalar.
             table = np.where(
-                self._fresh_kind == _CONFIRMED,
+                self._fresh_kind == CONFIRMED,
                 by_fact,
-                np.where(self._fresh_kind == _CREATED, 0.5 * by_fact, 0.0),
+                np.where(self._fresh_kind == CREATED, 0.5 * by_fact, 0.0),
             )
             _remember(self._freshness_tables, half_life_days, table)
         return table
@@ -280,23 +216,42 @@ class PreparedCases:
         check_policy(policy)
         settings = check_settings(settings)
         if policy == "confidence":
-            values = np.broadcast_to(self.confidence, (len(settings), *self.confidence.shape))
-        else:
-            w_conf, w_confirm, w_access = (
-                np.array([setting.weights[i] for setting in settings], dtype=np.float64)[:, None, None]
-                for i in range(3)
-            )
-            freshness = _stacked(self.freshness, [s.confirmation_half_life_days for s in settings])
-            heat = _stacked(self.access, [s.access_half_life_days for s in settings])
+            return np.broadcast_to(self._confidence_scores(), (len(settings), *self.valid.shape))
+        order = _by_half_lives(settings)
+        values = np.empty((len(settings), *self.valid.shape))
+        values[order] = self._hybrid_scores(settings.take(order))
+        return values
+
+    def _confidence_scores(self) -> np.ndarray:
+        return np.where(self.valid, self.confidence, -np.inf)
+
+    def _hybrid_scores(self, settings: SettingColumns) -> np.ndarray:
+        """Scores (S, C, width) for settings whose equal half-life pairs are adjacent."""
+        values = np.empty((len(settings), *self.valid.shape))
+        term = np.empty_like(values)
+        confirm = settings.column("confirmation_half_life_days")
+        access = settings.column("access_half_life_days")
+        w_conf, w_confirm, w_access = (settings.column(name)[:, None, None] for name in FIELDS[:3])
+        starts = np.flatnonzero((np.diff(confirm) != 0) | (np.diff(access) != 0)) + 1
+        for start, stop in zip([0, *starts], [*starts, len(settings)]):
+            run, part = slice(start, stop), term[start:stop]
             # Left to right, as the scalar expression: ((w1*c) + (w2*f)) + (w3*a).
-            values = w_conf * self.confidence + w_confirm * freshness + w_access * heat
-        return np.where(self.valid, values, -np.inf)
+            np.multiply(w_conf[run], self.confidence, out=values[run])
+            values[run] += np.multiply(w_confirm[run], self.freshness(float(confirm[start])), out=part)
+            values[run] += np.multiply(w_access[run], self.access(float(access[start])), out=part)
+        if self._padding is not None:
+            values[:, self._padding[0], self._padding[1]] = -np.inf
+        return values
 
     # ------------------------------------------------------------------ selection
 
-    def chunk_size(self, n_capacities: int) -> int:
-        """Settings per chunk so that one chunk's largest array stays within CHUNK_ELEMENTS."""
-        per_setting = len(self) * max(1, n_capacities) * self.width
+    def chunk_size(self, n_capacities: int, *, details: bool = False) -> int:
+        """Settings per chunk so that one chunk's largest array stays within CHUNK_ELEMENTS.
+
+        Without details that is a score array (cases x width per setting); with them, the
+        kept masks (cases x capacities x width).
+        """
+        per_setting = len(self) * self.width * (max(1, n_capacities) if details else 1)
         return max(1, CHUNK_ELEMENTS // per_setting)
 
     def select(
@@ -309,197 +264,70 @@ class PreparedCases:
     ) -> BatchResult:
         """Decide every (setting, case, capacity).
 
+        ``settings``: any sequence of :class:`PolicyParams`, or a
+        :class:`~evictlab.selection.engine_settings.SettingColumns` (the fastest: no object per setting).
         With ``details`` the result also holds the kept masks, rankings and scores (memory
-        grows with settings x cases x capacities x facts); without, only the four outputs.
+        grows with settings x cases x capacities x facts); without, only the outputs.
         """
         check_policy(policy)
         settings = check_settings(settings)
         capacities = check_capacities(capacities)
         if policy == "confidence":
             # One decision per case and capacity serves every setting.
-            part = self._select_chunk(self.scores(policy, settings[:1]), capacities, None, details)
-            parts = [{name: np.repeat(array, len(settings), axis=0) for name, array in part.items()}]
-        else:
-            step = self.chunk_size(len(capacities))
-            parts = [
-                self._select_chunk(
-                    self.scores(policy, settings[start:start + step]),
-                    capacities,
-                    settings[start:start + step],
-                    details,
-                )
-                for start in range(0, len(settings), step)
-            ]
-        arrays = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+            part = self._select_chunk(self._confidence_scores()[None], capacities, None, details)
+            arrays = {name: np.repeat(array, len(settings), axis=0) for name, array in part.items()}
+            return BatchResult(self, policy, settings, capacities, **arrays)
+        # Settings sharing a half-life pair are scored together; outputs return to input order.
+        order = _by_half_lives(settings)
+        ordered = settings.take(order)
+        slots = ordered.reserved_slots(capacities)
+        step = self.chunk_size(len(capacities), details=details)
+        parts = [
+            self._select_chunk(
+                self._hybrid_scores(ordered[start:start + step]), capacities, slots[start:start + step], details
+            )
+            for start in range(0, len(settings), step)
+        ]
+        arrays = {}
+        for name in parts[0]:
+            chunks = [part[name] for part in parts]
+            arrays[name] = np.empty((len(settings), *chunks[0].shape[1:]), dtype=chunks[0].dtype)
+            arrays[name][order] = np.concatenate(chunks)
         return BatchResult(self, policy, settings, capacities, **arrays)
 
     def _select_chunk(
         self,
         values: np.ndarray,
         capacities: tuple[int, ...],
-        reservation_settings: Sequence[PolicyParams] | None,
+        slots: np.ndarray | None,
         details: bool,
     ) -> dict[str, np.ndarray]:
-        """Selection for one chunk of scores (S, C, P); reservation only when settings are given."""
-        n_settings, n_cases, width = values.shape
-        full = (n_settings, n_cases, len(capacities), width)
-        caps = np.array(capacities, dtype=np.int64)
-        cases = np.arange(n_cases)
-        # Score descending, then input position: a stable sort of the negated scores.
-        order = np.argsort(-values, axis=-1, kind="stable")
-        ranked_values = np.take_along_axis(values, order, axis=-1)
-        # Padding scores -inf, so the first `size` ranks of a case are its real facts.
-        valid_ranked = np.broadcast_to(self.valid[None, :, None, :], full)
-        over = (self.sizes[:, None] > caps)[None]  # (1, C, K): only then does anything go
-
-        if reservation_settings is None:
-            reserved = np.zeros((n_settings, n_cases, len(capacities)), dtype=np.int64)
-            reserved_ranked = np.zeros(full, dtype=bool)
-        else:
-            reserved, reserved_ranked = self._reservation(reservation_settings, capacities, order, over)
-
-        # Then the ranking fills the remaining capacity - reserved slots, skipping reserved facts.
-        open_ranked = valid_ranked & ~reserved_ranked
-        filled = open_ranked & (
-            np.cumsum(open_ranked, axis=-1, dtype=np.int32) <= (caps - reserved)[..., None]
+        """Selection for one chunk of scores (S, C, P); ``slots`` (S, K), or ``None``: no reservation."""
+        out = decide(
+            values,
+            correction=self.correction,
+            sizes=self.sizes,
+            support_positions=self.support_positions,
+            capacities=capacities,
+            slots=slots,
         )
-        # At or under the cap every fact is kept and nothing is reserved.
-        kept_ranked = np.where(over[..., None], reserved_ranked | filled, valid_ranked)
-
-        # 0-based rank of the support: where its position appears in the ranking.
-        support_rank = (order == self.support_positions[None, :, None]).argmax(axis=-1)  # (S, C)
-        support_value = values[:, cases, self.support_positions][..., None]  # (S, C, 1)
-        at_support = np.broadcast_to(support_rank[:, :, None, None], (*full[:3], 1))
-        retained = np.take_along_axis(kept_ranked, at_support, axis=-1)[..., 0]
-
-        # The displacer of an evicted support: the lowest-ranked fact kept on rank alone, or,
-        # for a correction when slots are reserved, the lowest-ranked kept fact of all.
-        if reservation_settings is None:
-            could_displace = filled
-        else:
-            support_is_correction = self.correction[cases, self.support_positions][None, :, None, None]
-            could_displace = np.where(support_is_correction, kept_ranked, filled)
-        evicted_ranked = valid_ranked & ~kept_ranked
-        ranked_values_k = np.broadcast_to(ranked_values[:, :, None, :], full)
-        first_evicted = evicted_ranked.argmax(axis=-1)[..., None]
-        displacer = (width - 1 - could_displace[..., ::-1].argmax(axis=-1))[..., None]
-        best_evicted_value = np.take_along_axis(ranked_values_k, first_evicted, axis=-1)[..., 0]
-        displacer_value = np.take_along_axis(ranked_values_k, displacer, axis=-1)[..., 0]
-        margin = np.where(
-            retained,
-            np.where(evicted_ranked.any(axis=-1), support_value - best_evicted_value, np.nan),
-            np.where(could_displace.any(axis=-1), support_value - displacer_value, np.nan),
-        )
-
-        other_value = np.where(retained, best_evicted_value, displacer_value)
-        near = (
-            np.isfinite(margin)
-            & (margin != 0)
-            & (np.abs(margin) <= NEAR_TIE_RELATIVE * np.maximum(np.abs(support_value), np.abs(other_value)))
-        )
-        expected = self._expected(values, support_value, reserved, capacities, over, retained)
-
-        out = {
-            "support_retained": retained,
-            "support_rank": np.broadcast_to(support_rank[..., None] + 1, full[:3]).astype(np.int64),
-            "reserved_correction_slots": reserved.astype(np.int64),
-            "support_margin": margin,
-            "support_expected": expected,
-            "support_tied": (expected > 0) & (expected < 1),
-            "support_near_tie": near,
-        }
         if details:
-            kept = np.empty(full, dtype=bool)
-            np.put_along_axis(kept, np.broadcast_to(order[:, :, None, :], full), kept_ranked, axis=-1)
-            out.update(kept=kept, ranking=order, scores=values)
+            ranking, kept = kept_in_rank_order(
+                values,
+                valid=self.valid,
+                correction=self.correction,
+                capacities=capacities,
+                reserved=out["reserved_correction_slots"],
+            )
+            out.update(kept=kept, ranking=ranking, scores=values)
         return out
 
-    def _expected(
-        self,
-        values: np.ndarray,
-        support_value: np.ndarray,
-        reserved: np.ndarray,
-        capacities: tuple[int, ...],
-        over: np.ndarray,
-        retained: np.ndarray,
-    ) -> np.ndarray:
-        """P(support kept) over random orders of the facts tied with it, shape (S, C, K).
 
-        The counts of :func:`~evictlab.policies.ties.keep_probability`, vectorised; the
-        closed form's sum is evaluated only where a tie group straddles the cut line and
-        holds reserved corrections (without them, the group keeps ``filled / size``).
-        """
-        tied = (values == support_value) & self.valid
-        better = (values > support_value) & self.valid
-        size = tied.sum(axis=-1)[..., None]
-        tied_reserved = (tied & self.correction).sum(axis=-1)[..., None]
-        better_reserved = (better & self.correction).sum(axis=-1)[..., None]
-        better_other = better.sum(axis=-1)[..., None] - better_reserved
-        caps = np.array(capacities, dtype=np.int64)
-        taken = np.minimum(tied_reserved, np.maximum(0, reserved - better_reserved))
-        open_above = better_other + np.maximum(0, better_reserved - reserved)
-        filled = np.clip(caps - reserved - open_above, 0, size - taken)
-        straddles = over & (taken + filled > 0) & (taken + filled < size)
-        expected = np.where(straddles, filled / size, retained.astype(np.float64))
-        support_reserved = self.correction[np.arange(len(self)), self.support_positions]
-        for s, c, k in zip(*np.nonzero(straddles & (taken > 0))):
-            expected[s, c, k] = float(
-                keep_probability(
-                    capacity=capacities[k],
-                    reserved_slots=int(reserved[s, c, k]),
-                    better_reserved=int(better_reserved[s, c, 0]),
-                    better_other=int(better_other[s, c, 0]),
-                    tied_reserved=int(tied_reserved[s, c, 0]),
-                    tied_other=int(size[s, c, 0] - tied_reserved[s, c, 0]),
-                    reserved_member=bool(support_reserved[c]),
-                )
-            )
-        return expected
-
-    def _reservation(
-        self,
-        settings: Sequence[PolicyParams],
-        capacities: tuple[int, ...],
-        order: np.ndarray,
-        over: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Reserved correction slots (S, C, K) and the reserved facts as a rank-order mask (S, C, K, P)."""
-        slots_of: dict[tuple[float, int], list[int]] = {}
-        for s in settings:
-            key = (s.correction_reserved_fraction, s.correction_reserved_max)
-            if key not in slots_of:
-                reservation = Reservation(CORRECTION, *key)
-                slots_of[key] = [reservation.slots(capacity) for capacity in capacities]
-        slots = np.array(
-            [slots_of[s.correction_reserved_fraction, s.correction_reserved_max] for s in settings],
-            dtype=np.int64,
-        )[:, None, :]
-        # min(slots, corrections, capacity), so capacity 0 reserves nothing, as in spec 1.4.
-        caps = np.array(capacities, dtype=np.int64)
-        reserved = np.minimum(np.minimum(slots, self.correction_counts[None, :, None]), caps)
-        reserved = np.where(over, reserved, 0)
-        # The top-ranked `reserved` corrections are selected first.
-        correction_ranked = np.take_along_axis(np.broadcast_to(self.correction, order.shape), order, axis=-1)
-        corrections_so_far = np.cumsum(correction_ranked, axis=-1, dtype=np.int32)
-        reserved_ranked = correction_ranked[:, :, None, :] & (
-            corrections_so_far[:, :, None, :] <= reserved[..., None]
-        )
-        return reserved, reserved_ranked
-
-
-def _slot(slots: dict[Any, int], values: list[Any], value: Any) -> int:
-    """Index of ``value`` in ``values``, appending it the first time it is seen."""
-    if value not in slots:
-        slots[value] = len(values)
-        values.append(value)
-    return slots[value]
-
-
-def _stacked(table_for: Any, half_lives: list[float]) -> np.ndarray:
-    """``table_for(h)`` for each half-life, stacked along a new first axis."""
-    distinct: dict[float, int] = {}
-    index = [distinct.setdefault(h, len(distinct)) for h in half_lives]
-    return np.stack([table_for(h) for h in distinct])[index]
+def _by_half_lives(settings: SettingColumns) -> np.ndarray:
+    """A stable order of the settings that makes equal (confirmation, access) half-life pairs adjacent."""
+    confirm = settings.column("confirmation_half_life_days")
+    access = settings.column("access_half_life_days")
+    return np.lexsort((np.arange(len(settings)), access, confirm))
 
 
 def _remember(cache: dict[float, np.ndarray], key: float, table: np.ndarray) -> None:
@@ -520,7 +348,7 @@ class BatchResult:
 
     cases: PreparedCases = field(repr=False)
     policy: str
-    settings: tuple[PolicyParams, ...]
+    settings: SettingColumns
     capacities: tuple[int, ...]
     support_retained: np.ndarray
     support_rank: np.ndarray
@@ -577,8 +405,8 @@ def reference_outcome(
     the margin follows :mod:`evictlab.selection.explain`. ``seed`` reaches seeded policies only.
     """
     facts = list(case.facts)
-    keys = _unique_keys(case, facts)
-    support = _single_support(case, keys)
+    keys = unique_keys(case, facts)
+    support = single_support(case, keys)
     usage = case.usage if isinstance(case.usage, Mapping) else {}
     selector = resolve_policy(policy)
     if selector.unlimited:
