@@ -1,28 +1,47 @@
-"""The vectorised engine against the scalar selector, on the demo's 45 pools.
+"""The vectorised engine against the scalar selector and against a minimal numpy floor.
 
-1. Equivalence and speed: one grid through :meth:`evictlab.selection.engine.PreparedCases.select` and
-   through a Python loop over :func:`evictlab.selection.deermem.select_facts_for_capacity`; every kept
-   set, support rank and reserved count must be identical (exit status 1 otherwise). Prints
-   selections per second of both and their ratio (target: >= 100x).
-2. The dense grid: weight step 0.01 (5,151 points) x 45 cases x 3 capacities through the
+1. Equivalence and speed on the demo dataset's 45 pools: one grid through
+   :meth:`evictlab.selection.engine.PreparedCases.select` and through a Python loop over
+   :func:`evictlab.selection.deermem.select_facts_for_capacity`; every kept set, support rank and reserved
+   count must be identical (exit status 1 otherwise). Prints selections per second of both and
+   their ratio (target: >= 100x).
+2. The floor: synthetic pools of 10, 100 and 1,000 facts per case (45 cases; exact score ties
+   common), ``hybrid-v1`` over 924 settings (weight step 0.05 x 2 x 2 half-lives) x 3
+   capacities (50/70/90 % of the pool). Per selection: the floor (:func:`floor_decisions`, a
+   minimal numpy implementation of the same decisions written independently of the engine,
+   starting from numeric signals), the engine from the cases' fact dicts (building the grid
+   and preparing the cases included; the preparation alone is printed too) and the scalar
+   loop on a sample. Target: engine <= 3x the floor. Every sampled scalar decision is compared
+   with the engine's (exit status 1 if one differs); the floor's differing decisions are
+   counted (numpy's power and log1p may differ from Python's in the last bit, which flips
+   exact ties).
+3. The dense grid: weight step 0.01 (5,151 points) x 45 cases x 3 capacities through the
    engine alone and through a whole ``run_sweep`` (both policies, tidy rows): wall time
    (untraced) and peak memory traced by tracemalloc (numpy's buffers included).
-3. Explorer latency: one setting over 45 cases x 3 capacities, with a half-life seen before
+4. Explorer latency: one setting over 45 cases x 3 capacities, with a half-life seen before
    (cached decay tables) and with a new one.
 
-Timings are wall-clock medians of a few repeats on this machine; compare ratios, not seconds.
-Run: ``.venv/bin/python benchmarks/bench_engine.py`` (``--quick`` for a smaller first grid).
+Timings are wall-clock medians of a few repeats on this machine, whose load average is printed
+at the start and the end; compare ratios, not seconds. Run:
+``.venv/bin/python benchmarks/bench_engine.py`` (``--quick``: a smaller grid in part 1 and one
+repeat in part 2; ``--parts 2`` runs part 2 only).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
+import math
+import os
 import resource
 import statistics
 import sys
 import time
 import tracemalloc
 from functools import partial
+from types import SimpleNamespace
+
+import numpy as np
 
 from evictlab.analysis.sweep import make_grid, run_sweep, simplex_weights
 from evictlab.core import demo
@@ -31,9 +50,23 @@ from evictlab.core.protocol import PRESETS, load_protocol
 from evictlab.policies import PolicyParams
 from evictlab.selection.deermem import select_facts_for_capacity
 from evictlab.selection.engine import PreparedCases
+from evictlab.selection.engine_settings import SettingColumns
 
 CAPACITIES = (5, 7, 9)
 TARGET_RATIO = 100
+FLOOR_TARGET = 3
+POOL_SIZES = (10, 100, 1000)
+FLOOR_CASES = 45
+# The synthetic grid: weights at step 0.05 x confirmation half-lives x access half-lives.
+FLOOR_GRID = {
+    "weights": simplex_weights(0.05),
+    "confirmation_half_lives": (90.0, 30.0),
+    "access_half_lives": (30.0, 7.0),
+    "reserved_fractions": (0.1,),
+    "reserved_maxima": (10,),
+}
+CLOCK = _dt.datetime(2026, 8, 13, tzinfo=_dt.UTC)
+LN_9 = math.log(9)
 
 
 def demo_pools():
@@ -109,6 +142,170 @@ def equivalence_and_speed(pool_set, prepared, step):
     return failed
 
 
+def iso(days_ago) -> str:
+    return (CLOCK - _dt.timedelta(days=int(days_ago))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def synthetic_pools(n_facts, n_cases=FLOOR_CASES, seed=0):
+    """Cases of ``n_facts`` facts, and the same signals as arrays for the floor.
+
+    Whole-day timestamps, confidences on a 0.05 grid and integer heats make exact score ties
+    common; 40 % of the facts were confirmed, 40 % only created, 20 % carry neither; 30 % are
+    heated; 10 % are corrections; the support is a random fact.
+    """
+    rng = np.random.default_rng(seed)
+    shape = (n_cases, n_facts)
+    signals = {
+        "confidence": rng.integers(0, 21, shape) / 20,
+        "fresh_days": rng.integers(0, 400, shape).astype(np.float64),
+        "kind": rng.choice(3, shape, p=[0.4, 0.4, 0.2]),  # confirmed, created, neither
+        "heat": np.where(rng.random(shape) < 0.3, rng.integers(1, 10, shape), 0).astype(np.float64),
+        "heat_days": rng.integers(0, 200, shape).astype(np.float64),
+        "correction": rng.random(shape) < 0.1,
+        "support": rng.integers(0, n_facts, n_cases),
+    }
+    stamp_field = {0: "lastConfirmedAt", 1: "createdAt"}
+    cases = []
+    for c in range(n_cases):
+        facts, usage = [], {}
+        for p in range(n_facts):
+            fact = {
+                "id": f"f{c}-{p}",
+                "confidence": float(signals["confidence"][c, p]),
+                "category": "correction" if signals["correction"][c, p] else "preference",
+            }
+            if signals["kind"][c, p] in stamp_field:
+                fact[stamp_field[signals["kind"][c, p]]] = iso(signals["fresh_days"][c, p])
+            facts.append(fact)
+            if signals["heat"][c, p]:
+                heat, accessed = int(signals["heat"][c, p]), iso(signals["heat_days"][c, p])
+                usage[fact["id"]] = {"accessHeat": heat, "lastAccessedAt": accessed}
+        support = (facts[signals["support"][c]]["id"],)
+        cases.append(
+            SimpleNamespace(case_id=f"c{c}", scenario="synthetic", source="synthetic", facts=facts, usage=usage,
+                            support_fact_ids=support)
+        )
+    return cases, signals
+
+
+def floor_decisions(signals, grid, capacities):
+    """The floor: ``hybrid-v1``'s kept support, its rank and the reserved count, from numeric signals.
+
+    A minimal numpy implementation written independently of the engine: scores by the
+    formula of spec 1.3 (numpy's power and log1p), the rank as the number of facts with a
+    higher score or an equal one earlier in the pool, and the correction reservation of spec
+    1.4, with no ranking built. Returns three (settings, cases, capacities) arrays in the
+    grid's setting order (weights outermost, then the half-lives), processed in blocks of
+    at most about 2 million scores.
+    """
+    conf, corr, support = signals["confidence"], signals["correction"], signals["support"]
+    n_cases, n_facts = conf.shape
+    kind = signals["kind"]
+    caps = np.array(capacities)
+    weights = np.array(grid["weights"])
+    pairs = [(c, a) for c in grid["confirmation_half_lives"] for a in grid["access_half_lives"]]
+    slots = np.minimum(grid["reserved_maxima"][0], np.ceil(caps * grid["reserved_fractions"][0])).astype(np.int64)
+    reserved = np.where(n_facts > caps, np.minimum(np.minimum(slots, corr.sum(axis=1)[:, None]), caps), 0)
+    before = np.arange(n_facts) < support[:, None]
+    cases = np.arange(n_cases)
+    is_correction = corr[cases, support][:, None]
+    block = max(1, 2_000_000 // conf.size)
+    retained = np.empty((len(weights), len(pairs), n_cases, len(caps)), dtype=bool)
+    rank = np.empty((len(weights), len(pairs), n_cases), dtype=np.int64)
+    for j, (confirm, access) in enumerate(pairs):
+        fresh = np.where(kind == 2, 0.0, np.where(kind == 0, 1.0, 0.5) * 2.0 ** (-signals["fresh_days"] / confirm))
+        heat = np.minimum(1.0, np.log1p(signals["heat"] * 2.0 ** (-signals["heat_days"] / access)) / LN_9)
+        for start in range(0, len(weights), block):
+            w = weights[start:start + block, :, None, None]
+            scores = w[:, 0] * conf + w[:, 1] * fresh + w[:, 2] * heat
+            own = scores[:, cases, support][..., None]
+            outranks = (scores > own) | ((scores == own) & before)
+            above = outranks.sum(axis=-1)
+            corrections_above = (outranks & corr).sum(axis=-1)[..., None]
+            open_above = above[..., None] - np.minimum(reserved, corrections_above)
+            retained[start:start + block, j] = (
+                (n_facts <= caps)
+                | (is_correction & (corrections_above < reserved))
+                | (open_above < caps - reserved)
+            )
+            rank[start:start + block, j] = above + 1
+    n_settings = len(weights) * len(pairs)
+    return (
+        retained.reshape(n_settings, n_cases, len(caps)),
+        np.broadcast_to(rank.reshape(n_settings, n_cases)[..., None], (n_settings, n_cases, len(caps))),
+        np.broadcast_to(reserved, (n_settings, n_cases, len(caps))),
+    )
+
+
+def engine_decisions(cases, capacities):
+    """The engine from the cases' fact dicts: the grid built, the cases prepared, every output decided."""
+    settings = SettingColumns.product(**FLOOR_GRID)
+    prepared = PreparedCases(cases, CLOCK)
+    return prepared.select("hybrid-v1", settings, capacities)
+
+
+def scalar_sample(cases, settings, capacities, step):
+    """(seconds per selection, decisions) of the scalar loop over every ``step``-th setting."""
+    sample = settings[::step]
+    start = time.perf_counter()
+    decisions = [
+        [
+            [
+                select_facts_for_capacity(
+                    case.facts, max_facts=capacity, policy="hybrid-v1", usage=case.usage, now=CLOCK, **setting.as_dict()
+                )
+                for capacity in capacities
+            ]
+            for case in cases
+        ]
+        for setting in sample
+    ]
+    return (time.perf_counter() - start) / (len(sample) * len(cases) * len(capacities)), decisions
+
+
+def floor_comparison(repeats):
+    """Part 2: floor, engine and scalar loop per selection at each pool size; True if a decision differs."""
+    n_settings = len(SettingColumns.product(**FLOOR_GRID))
+    print(f"2. floor vs. engine vs. scalar loop, hybrid-v1: {n_settings} settings (weight step 0.05 x 2 x 2"
+          f" half-lives) x {FLOOR_CASES} synthetic cases x 3 capacities (50/70/90 % of the pool);"
+          f" time per selection, median of {repeats}")
+    print(f"   {'facts':>5}  {'floor':>9}  {'engine':>9}  {'(prep.)':>9}  {'scalar':>10}  {'engine/floor':>12}"
+          f"  {'scalar/engine':>13}  differing decisions")
+    failed = False
+    for n_facts in POOL_SIZES:
+        cases, signals = synthetic_pools(n_facts)
+        capacities = (n_facts // 2, n_facts * 7 // 10, n_facts * 9 // 10)
+        selections = n_settings * FLOOR_CASES * len(capacities)
+        floor_seconds, floor = timed(partial(floor_decisions, signals, FLOOR_GRID, capacities), repeats)
+        engine_seconds, batch = timed(partial(engine_decisions, cases, capacities), repeats)
+        prep_seconds, _ = timed(
+            lambda cases=cases: (SettingColumns.product(**FLOOR_GRID), PreparedCases(cases, CLOCK)), repeats
+        )
+        # The scalar loop on a sample of settings and cases; every sampled decision compared.
+        step, sample_cases = max(1, n_settings // 4), cases[: max(1, 450 // n_facts)]
+        scalar_seconds, decisions = scalar_sample(sample_cases, batch.settings, capacities, step)
+        wrong = sum(
+            (signals["support"][c] in decision.kept_positions) != batch.support_retained[s * step, c, k]
+            or decision.ranking.index(signals["support"][c]) + 1 != batch.support_rank[s * step, c, k]
+            or decision.reserved_correction_slots != batch.reserved_correction_slots[s * step, c, k]
+            for s, per_setting in enumerate(decisions)
+            for c, per_case in enumerate(per_setting)
+            for k, decision in enumerate(per_case)
+        )
+        engine_outputs = (batch.support_retained, batch.support_rank, batch.reserved_correction_slots)
+        floor_wrong = np.any([a != b for a, b in zip(floor, engine_outputs)], axis=0).sum()
+        failed |= wrong > 0
+        ratio = engine_seconds / floor_seconds
+        us = 1e6 / selections
+        verdict = "met" if ratio <= FLOOR_TARGET else "NOT met"
+        speed_up = scalar_seconds / (engine_seconds / selections)
+        print(f"   {n_facts:>5}  {floor_seconds * us:>7.3f}us  {engine_seconds * us:>7.3f}us"
+              f"  {prep_seconds * us:>7.3f}us  {scalar_seconds * 1e6:>8.1f}us  {ratio:>11.2f}x  {speed_up:>12,.0f}x"
+              f"  engine vs. scalar {wrong}, floor vs. engine {floor_wrong:,} of {selections:,}"
+              f"  (target <= {FLOOR_TARGET}x: {verdict})")
+    return failed
+
+
 def peak_memory(function):
     """(peak traced MiB, result) of one call; timed separately, as tracing slows it down."""
     tracemalloc.start()
@@ -122,7 +319,7 @@ def dense_grid(pool_set, prepared):
     grid = make_grid(weights_step=0.01, capacities=CAPACITIES)
     settings = grid.settings
     decisions = len(settings) * len(prepared) * len(CAPACITIES)
-    print(f"2. dense grid: {len(settings):,} settings (weight step 0.01) x {len(prepared)} cases"
+    print(f"3. dense grid: {len(settings):,} settings (weight step 0.01) x {len(prepared)} cases"
           f" x {len(CAPACITIES)} capacities = {decisions:,} decisions per policy")
     engine = partial(prepared.select, "hybrid-v1", settings, CAPACITIES)
     sweep = partial(run_sweep, {"pr4810-final": pool_set}, grid, progress=False)
@@ -139,7 +336,7 @@ def dense_grid(pool_set, prepared):
 
 
 def explorer_latency(prepared):
-    print(f"3. explorer: one setting x {len(prepared)} cases x {len(CAPACITIES)} capacities (median of 200)")
+    print(f"4. explorer: one setting x {len(prepared)} cases x {len(CAPACITIES)} capacities (median of 200)")
     cached = PolicyParams(0.5, 0.3, 0.2, 90, 30)
     prepared.select("hybrid-v1", [cached], CAPACITIES)
     seconds, _ = timed(lambda: prepared.select("hybrid-v1", [cached], CAPACITIES), 200)
@@ -154,14 +351,27 @@ def explorer_latency(prepared):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="weight step 0.25 instead of 0.05 in part 1")
+    parser.add_argument(
+        "--quick", action="store_true", help="weight step 0.25 instead of 0.05 in part 1, one repeat in part 2"
+    )
+    parser.add_argument("--parts", default="1234", help="which parts to run, e.g. 2 or 24 (default: all)")
     args = parser.parse_args(argv)
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"machine: {os.cpu_count()} cores, load average {load} (1, 5, 15 min) at the start")
     pool_set = demo_pools()
     seconds, prepared = timed(lambda: PreparedCases.from_pool_set(pool_set), 5)
     print(f"0. PreparedCases for {len(prepared)} cases: {seconds * 1000:.2f} ms (once per pool set)")
-    failed = equivalence_and_speed(pool_set, prepared, 0.25 if args.quick else 0.05)
-    dense_grid(pool_set, prepared)
-    explorer_latency(prepared)
+    failed = False
+    if "1" in args.parts:
+        failed |= equivalence_and_speed(pool_set, prepared, 0.25 if args.quick else 0.05)
+    if "2" in args.parts:
+        failed |= floor_comparison(1 if args.quick else 5)
+    if "3" in args.parts:
+        dense_grid(pool_set, prepared)
+    if "4" in args.parts:
+        explorer_latency(prepared)
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"machine: load average {load} (1, 5, 15 min) at the end")
     if failed:
         print("FAILED: the engine and the scalar selector disagree", file=sys.stderr)
         return 1
