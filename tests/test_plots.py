@@ -216,6 +216,40 @@ def test_saved_files_carry_the_title_and_no_dates_or_versions(builders, tmp_path
         assert image.text == {"Title": "Token use of the answer requests"}
 
 
+def test_a_figure_is_laid_out_once_for_both_files(builders, tmp_path, monkeypatch):
+    """One layout serves the PNG and the SVG; the PNG is the raster savefig would draw, and the
+    figure comes back with its own layout engine, resolution and canvas."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    reference = io.BytesIO()
+    builders["retention_by_scenario"]().savefig(reference, format="png", dpi=plots.FIGURE_DPI)
+    fig = builders["retention_by_scenario"]()
+    engine, dpi, canvas = fig.get_layout_engine(), fig.dpi, fig.canvas
+    layouts = []
+    original = engine.execute
+    monkeypatch.setattr(engine, "execute", lambda figure: (layouts.append(figure), original(figure))[1])
+    png, svg = plots.save(fig, tmp_path / "figure")
+    assert len(layouts) == 1
+    assert (fig.get_layout_engine(), fig.dpi, fig.canvas) == (engine, dpi, canvas)
+    with Image.open(png) as saved, Image.open(reference) as drawn:
+        assert np.array_equal(np.asarray(saved), np.asarray(drawn))
+    assert svg.read_text(encoding="utf-8").startswith("<?xml")
+
+
+def test_saved_paths_are_logged_when_asked(builders, tmp_path, monkeypatch):
+    log = tmp_path / "figures.log"
+    monkeypatch.setenv(plots.saving.FIGURE_LOG_VARIABLE, str(log))
+    first = plots.save(builders["qa_tokens"](), tmp_path / "b")
+    second = plots.save(builders["qa_tokens"](), tmp_path / "a")
+    assert log.read_text(encoding="utf-8").splitlines() == [str(path.resolve()) for path in (*first, *second)]
+    monkeypatch.delenv(plots.saving.FIGURE_LOG_VARIABLE)
+    plots.save(builders["qa_tokens"](), tmp_path / "c")
+    assert len(log.read_text(encoding="utf-8").splitlines()) == 4
+
+
 def test_save_wants_a_path_without_suffix(builders, tmp_path):
     with pytest.raises(ValueError, match="without a suffix"):
         plots.save(builders["qa_tokens"](), tmp_path / "tokens.png")

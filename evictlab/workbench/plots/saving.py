@@ -2,6 +2,11 @@
 
 No dates, no software version, a fixed SVG id salt; the figure title is the files' ``Title``
 metadata. This is the only part of :mod:`evictlab.workbench.plots` that touches the file system.
+
+A figure is laid out and drawn once: the PNG is encoded from that raster, the SVG is written
+from the same layout (only the vector renderer runs again) and a notebook displays the PNG.
+When :data:`FIGURE_LOG_VARIABLE` names a file, every saved path is appended to it: that is how
+``evictlab report`` learns which figures each notebook saved while several run at once.
 """
 
 from __future__ import annotations
@@ -11,13 +16,18 @@ import os
 from pathlib import Path
 
 import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from ...results import atomic_write_bytes
 
 # A 12-inch figure at 150 dpi is 1800 px wide: still sharp when a report page scales it to ~900 px.
 FIGURE_DPI = 150
 SVG_HASH_SALT = "evictlab"
+#: The environment variable naming the file that :func:`save` appends each written path to.
+FIGURE_LOG_VARIABLE = "EVICTLAB_FIGURE_LOG"
 
 
 def save_into(fig: Figure, figures_dir: str | os.PathLike | None, name: str) -> Figure | SavedFigure:
@@ -70,18 +80,46 @@ def save(fig: Figure, path_without_suffix: str | os.PathLike, *, dpi: int = FIGU
     and creator and with a fixed id salt (matplotlib otherwise salts ids randomly). The figure
     title is stored as the files' ``Title`` metadata. Each file is written atomically; the
     parent folder is created when missing.
+
+    The figure is laid out and rasterised once, at ``dpi``; the PNG is that raster, and the
+    SVG reuses the layout (``savefig`` would lay the figure out again for each format).
     """
     base = Path(path_without_suffix)
     if base.suffix in (".png", ".svg"):
         raise ValueError(f"give the path without a suffix, got {base}")
     title = figure_title(fig)
-    written = []
-    for suffix, metadata in (
-        (".png", {"Software": None, "Title": title or None}),
-        (".svg", {"Date": None, "Creator": None, "Title": title or None}),
-    ):
-        buffer = io.BytesIO()
+    png, svg = io.BytesIO(), io.BytesIO()
+    engine, original_dpi, original_canvas = fig.get_layout_engine(), fig.dpi, fig.canvas
+    canvas = FigureCanvasAgg(fig)
+    try:
+        fig.dpi = dpi
+        canvas.draw()  # the layout engine runs here, once
+        info = {"Title": title} if title else {}
+        Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
+            png, format="png", dpi=(dpi, dpi), pnginfo=_png_info(info))
+        fig.set_layout_engine("none")  # keep the positions just computed
         with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
-            fig.savefig(buffer, format=suffix[1:], dpi=dpi, metadata=metadata)
-        written.append(atomic_write_bytes(base.with_name(base.name + suffix), buffer.getvalue()))
+            fig.savefig(svg, format="svg", dpi=dpi, metadata={"Date": None, "Creator": None, "Title": title or None})
+    finally:
+        fig.set_layout_engine(engine)
+        fig.dpi = original_dpi
+        fig.set_canvas(original_canvas)
+    written = [atomic_write_bytes(base.with_name(base.name + suffix), buffer.getvalue())
+               for suffix, buffer in ((".png", png), (".svg", svg))]
+    _log(written)
     return written
+
+
+def _png_info(entries: dict[str, str]) -> PngInfo:
+    info = PngInfo()
+    for key, value in entries.items():
+        info.add_text(key, value)
+    return info
+
+
+def _log(paths: list[Path]) -> None:
+    """Append ``paths`` to the file named by :data:`FIGURE_LOG_VARIABLE`, when it is set."""
+    log = os.environ.get(FIGURE_LOG_VARIABLE)
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.writelines(f"{path.resolve()}\n" for path in paths)
