@@ -236,8 +236,9 @@ def test_to_frame_has_one_row_per_fact_with_components():
     frame = explain(facts, 3, now=CLOCK).to_frame()
     assert list(frame["fact_id"]) == ["f4", "f3", "f2", "f1", "f0"]
     assert list(frame["rank"]) == [1, 2, 3, 4, 5]
-    assert list(frame.columns[:11]) == [
-        "fact_id", "position", "rank", "kept", "reserved", "score", "margin", "displaced_by",
+    assert list(frame["status"]) == ["kept", "kept", "kept", "evicted", "evicted"]
+    assert list(frame.columns[:12]) == [
+        "fact_id", "position", "rank", "kept", "reserved", "status", "score", "margin", "displaced_by",
         "min_confidence", "confirm_within_days", "min_access_heat",
     ]  # fmt: skip
     assert {"confidence", "confirmationFreshness", "accessHeat"} <= set(frame.columns)

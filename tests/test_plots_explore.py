@@ -182,11 +182,30 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
     assert np.allclose([ends[i] for i in range(len(frame))], ordered["score"])
     bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
     assert bold == [f"{case.support_fact_ids[0]} (reserved)"]
+    # The cut line closes the facts kept on rank alone; the support's reserved slot is below it.
+    (cut,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    above = ordered["status"].to_numpy()[: int(cut.get_ydata()[0] + 0.5)]
+    assert set(above) == {"kept"} and len(above) == (ordered["status"] == "kept").sum()
+    assert ordered.set_index("fact_id").loc[case.support_fact_ids[0], "rank"] > len(above)
+    assert cut.get_label() == f"cut line: {len(above)} kept above it, 1 reserved below"
     assert "capacity 5" in plots.figure_title(fig)
     legend = fig.legends[0]
     swatch = legend.legend_handles[[text.get_text() for text in legend.get_texts()].index("evicted (hatched)")]
     # An opaque, outlined swatch: a translucent edgeless one renders as stray hatch marks.
     assert swatch.get_hatch() == "//" and swatch.get_linewidth() > 0 and swatch.get_alpha() in (None, 1)
+
+
+def test_a_reserved_fact_ranked_above_the_cut_stays_above_it(pool_set):
+    """A reserved slot goes to the best-ranked correction wherever it ranks: here rank 2, so the
+    line still closes the four kept facts and no reserved fact lies below it."""
+    facts = [{"id": f"f{index}", "confidence": 0.9 - index / 20, "createdAt": "2025-01-01T00:00:00Z",
+              "category": "correction" if index == 1 else "context"} for index in range(7)]
+    now = pool_set.protocol.evaluation_time
+    frame = explain(facts, 4, policy="hybrid-v1", now=now, params=pool_set.protocol.config.hybrid).to_frame()
+    assert list(frame["status"][:5]) == ["kept", "reserved", "kept", "kept", "evicted"]
+    ax = plots.explanation_figure(frame, policy="hybrid-v1", capacity=4).axes[0]
+    (cut,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert cut.get_ydata()[0] == 3.5 and cut.get_label() == "cut line: 4 kept above it"
 
 
 def test_the_live_image_stays_right_after_the_figure_is_saved(tmp_path):

@@ -118,7 +118,8 @@ class Explanation:
         raise KeyError(fact_id)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per fact in rank order; each score component is a column of its own name."""
+        """One row per fact in rank order (``status`` as :attr:`FactExplanation.status`); each
+        score component is a column of its own name."""
         rows = []
         for item in self.facts:
             row = {
@@ -127,6 +128,7 @@ class Explanation:
                 "rank": item.rank,
                 "kept": item.kept,
                 "reserved": item.reserved,
+                "status": item.status,
                 "score": item.score,
                 "margin": item.margin,
                 "displaced_by": item.displaced_by,
@@ -209,7 +211,7 @@ def at_least(value: float, places: int = 4) -> str:
 
 def _frame_columns(facts: Iterable[FactExplanation]) -> list[str]:
     columns = [
-        "fact_id", "position", "rank", "kept", "reserved", "score", "margin", "displaced_by",
+        "fact_id", "position", "rank", "kept", "reserved", "status", "score", "margin", "displaced_by",
         "min_confidence", "confirm_within_days", "min_access_heat",
     ]  # fmt: skip
     for item in facts:

@@ -75,9 +75,11 @@ def explanation_figure(
     ``frame``: :meth:`evictlab.selection.explain.Explanation.to_frame`. With ``weights`` (component
     name -> weight, e.g. hybrid-v1's), each bar is split into its weighted components; else
     it is the score. Evicted facts are hatched; the support is named in bold, with its
-    displacer and the smallest single-signal changes that would have kept it.
+    displacer and the smallest single-signal changes that would have kept it. The cut line
+    closes the facts kept on rank alone; a fact held by a reserved slot (``(reserved)``) may
+    rank above or below it.
     """
-    require_columns(frame, ["fact_id", "rank", "kept", "reserved", "score", "margin", "displaced_by"],
+    require_columns(frame, ["fact_id", "rank", "kept", "reserved", "status", "score", "margin", "displaced_by"],
                     "explanation_figure")
     ordered = frame.sort_values("rank")
     support = set(support_fact_ids)
@@ -102,14 +104,16 @@ def explanation_figure(
     span = (high - low) or 1.0
     # Room on the right for the cut-line label and the support's explanation.
     ax.set_xlim(low - 0.02 * span, high + 0.55 * span)
-    kept_count = int((~evicted).sum())
-    if 0 < kept_count < len(ordered):
-        ax.axhline(kept_count - 0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5,
-                   label=f"cut line: {kept_count} kept above it")
-    labels = []
-    for _, row in ordered.iterrows():
-        status = "reserved" if row["reserved"] else ("kept" if row["kept"] else "evicted")
-        labels.append(f"{row['fact_id']} ({status})")
+    # The line closes the facts kept on rank alone; a reserved slot holds its fact wherever it ranks.
+    status = ordered["status"].to_numpy()
+    on_rank = np.flatnonzero(status == "kept")
+    above = int(on_rank[-1]) + 1 if len(on_rank) else 0
+    reserved_below = int((status[above:] == "reserved").sum())
+    if 0 < above < len(ordered):
+        ax.axhline(above - 0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5,
+                   label=f"cut line: {above} kept above it"
+                   + (f", {reserved_below} reserved below" if reserved_below else ""))
+    labels = [f"{fact_id} ({status})" for fact_id, status in zip(ordered["fact_id"], ordered["status"])]
     ax.set_yticks(y, labels)
     for tick, fact_id in zip(ax.get_yticklabels(), ordered["fact_id"]):
         if fact_id in support:
@@ -129,7 +133,7 @@ def explanation_figure(
     # Its own swatch: the bars' overlay (translucent, no edge) reads as stray marks in a legend box.
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
     names.append("evicted (hatched)")
-    fig.legend(handles, names, loc="outside lower center", ncols=5, frameon=False)
+    fig.legend(handles, names, loc="outside lower center", ncols=3 if reserved_below else 5, frameon=False)
     fig.suptitle(f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
                  + (f", {case_label}" if case_label else "") + " (support in bold)")
     return fig
