@@ -246,7 +246,9 @@ def test_saved_paths_are_logged_when_asked(builders, tmp_path, monkeypatch):
     second = plots.save(builders["qa_tokens"](), tmp_path / "a")
     assert log.read_text(encoding="utf-8").splitlines() == [str(path.resolve()) for path in (*first, *second)]
     monkeypatch.delenv(plots.saving.FIGURE_LOG_VARIABLE)
-    plots.save(builders["qa_tokens"](), tmp_path / "c")
+    untitled = Figure()
+    untitled.subplots().plot([1, 2])
+    plots.save(untitled, tmp_path / "c")  # a figure without a title saves too
     assert len(log.read_text(encoding="utf-8").splitlines()) == 4
 
 

@@ -99,7 +99,7 @@ def save(fig: Figure, path_without_suffix: str | os.PathLike, *, dpi: int = FIGU
             png, format="png", dpi=(dpi, dpi), pnginfo=_png_info(info))
         fig.set_layout_engine("none")  # keep the positions just computed
         with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
-            fig.savefig(svg, format="svg", dpi=dpi, metadata={"Date": None, "Creator": None, "Title": title or None})
+            fig.savefig(svg, format="svg", dpi=dpi, metadata={"Date": None, "Creator": None, **info})
     finally:
         fig.set_layout_engine(engine)
         fig.dpi = original_dpi
