@@ -152,7 +152,9 @@ def test_notebooks_are_exported_to_html_and_no_local_path_leaks(smoke_report):
 def test_no_progress_still_prints_each_notebook(smoke_report):
     _, output = smoke_report
     printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
-    assert [line.split(":")[0] for line in printed.splitlines() if line.endswith(" s)")] == report.NOTEBOOKS
+    # Two notebooks run at once, so they finish in any order; each line gives wall and CPU time.
+    lines = [line for line in printed.splitlines() if re.fullmatch(r"\S+\.ipynb: success \([\d.]+ s, [\d.]+ s CPU\)", line)]
+    assert sorted(line.split(":")[0] for line in lines) == report.NOTEBOOKS
 
 
 def test_report_manifest_records_provenance_and_status(smoke_report):
@@ -168,7 +170,7 @@ def test_report_manifest_records_provenance_and_status(smoke_report):
     assert [entry["name"] for entry in manifest["summary"]["notebooks"]] == report.NOTEBOOKS
     for entry in manifest["summary"]["notebooks"]:
         assert entry["status"] == "success" and entry["error"] is None
-        assert entry["duration_seconds"] > 0
+        assert entry["duration_seconds"] > 0 and entry["cpu_seconds"] > 0
         assert (output / entry["output"]).is_file()
     assert manifest["started_at"] <= manifest["finished_at"]
     assert manifest["summary"]["files"] == ["report.md", "report.html"]
@@ -396,8 +398,36 @@ def test_each_notebook_is_reported_as_soon_as_it_finishes(tmp_path, tiny_suite):
         seen.append((run.name, run.status, sorted(p.name for p in (tmp_path / "out" / "notebooks").glob("*.ipynb"))))
 
     report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False, on_finish=finished)
-    assert seen == [("01_ok.ipynb", "success", ["01_ok.ipynb"]),
-                    ("02_fail.ipynb", "error", ["01_ok.ipynb", "02_fail.ipynb"])]
+    # The two run at once: each is reported once, with its executed copy already written.
+    expected = [("01_ok.ipynb", "success"), ("02_fail.ipynb", "error")]
+    assert sorted((name, status) for name, status, _ in seen) == expected
+    assert all(name in copies for name, _, copies in seen)
+
+    seen.clear()  # one at a time: in suite order, each reported before the next starts
+    report.run_report(tmp_path / "one", notebook_dir=folder, available=names, progress=False, on_finish=finished,
+                      jobs=1)
+    assert [(name, status) for name, status, _ in seen] == expected
+
+
+def test_notebooks_running_at_once_each_list_only_their_own_figures(tmp_path):
+    """Two notebooks save figures into the same folder at the same time (one rewrites a file of
+    the other's name pattern): each run lists what its own kernel saved, in saving order."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    parameters = "dataset = None  # d\npreset = 'pr4810-final'  # p\nsmoke = False  # s\nfigures_dir = None  # f"
+    draw = ("import time\nfrom matplotlib.figure import Figure\nfrom evictlab.workbench import plots\n"
+            "def draw(name):\n    fig = Figure()\n    fig.subplots().plot([1, 2])\n"
+            "    plots.save(fig, f'{figures_dir}/{name}')\n    time.sleep(0.3)")
+    write_notebook(folder / "01_a.ipynb", parameters, draw, "for name in ('zeta', 'alpha', 'mid'):\n    draw(name)")
+    write_notebook(folder / "02_b.ipynb", parameters, draw, "for name in ('beta', 'omega'):\n    draw(name)")
+    result = report.run_report(tmp_path / "out", notebook_dir=folder, available=["01_a.ipynb", "02_b.ipynb"],
+                               progress=False)
+    assert result.ok, result.error
+    first, second = ([path.name for path in run.figures] for run in result.notebooks)
+    assert first == ["zeta.png", "zeta.svg", "alpha.png", "alpha.svg", "mid.png", "mid.svg"]
+    assert second == ["beta.png", "beta.svg", "omega.png", "omega.svg"]
+    markdown = (result.output_dir / "report.md").read_text(encoding="utf-8")
+    assert markdown.index("figures/zeta.png") < markdown.index("figures/alpha.png") < markdown.index("figures/beta.png")
 
 
 # --------------------------------------------------------------------------- unpinned datasets
@@ -454,10 +484,9 @@ def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_
     started = []
     original = WarmKernels._start
 
-    def recording(self):
-        manager = original(self)
-        if manager is not None:
-            started.append(manager)
+    def recording(self, plan):
+        manager = original(self, plan)
+        started.append(manager)
         return manager
 
     with pytest.MonkeyPatch.context() as patch:

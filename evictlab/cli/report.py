@@ -8,9 +8,9 @@ import textwrap
 from pathlib import Path
 
 from ..core.protocol import DEFAULT_PRESET, PRESETS
-from ..workbench.report import NOTEBOOKS, RESERVED_PARAMETERS, NotebookRun, parse_parameter_value, run_report
+from ..workbench.report import JOBS, NOTEBOOKS, RESERVED_PARAMETERS, NotebookRun, parse_parameter_value, run_report
 from . import summary
-from ._common import parse_csv
+from ._common import parse_csv, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="A,B,...",
         help="run only these notebooks, by number, stem or file name (e.g. 01,02)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=JOBS,
+        metavar="N",
+        help=f"notebooks executed at once, each in its own kernel (default: {JOBS}; 1 runs them one by one)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -84,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
     def finished(notebook: NotebookRun) -> None:
         # As each notebook ends, with or without the progress bar (tqdm.write keeps the bar intact).
-        took = "" if notebook.duration_seconds is None else f" ({notebook.duration_seconds:.1f} s)"
+        times = [f"{seconds:.1f} s{kind}" for seconds, kind in ((notebook.duration_seconds, ""),
+                                                                (notebook.cpu_seconds, " CPU")) if seconds is not None]
+        took = f" ({', '.join(times)})" if times else ""
         tqdm.write(f"{notebook.name}: {notebook.status}{took}", file=sys.stdout)
 
     result = run_report(
@@ -98,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         notebooks=args.notebooks,
         progress=not args.no_progress,
         on_finish=finished,
+        jobs=args.jobs,
     )
     if not result.ok:
         print(f"evictlab report: error: {result.error}", file=sys.stderr)

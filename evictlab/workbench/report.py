@@ -33,6 +33,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +49,7 @@ from ..core.protocol import DEFAULT_PRESET, preset_variant
 from ..errors import ContractError, OutputExistsError
 from ..resources import NOTEBOOK_DIR
 from . import loaders
+from .plots.saving import FIGURE_LOG_VARIABLE
 from .report_document import (
     NotebookView,
     build_context,
@@ -56,7 +59,7 @@ from .report_document import (
     render,
 )
 from .report_findings import Analysis, Finding, Table, analyse
-from .report_kernels import KERNEL_ARGUMENTS, WarmKernels
+from .report_kernels import KERNEL_ARGUMENTS, KernelPlan, WarmKernels, cpu_seconds, notebook_imports
 
 RESULTS_DIR = Path("results")  # relative to the working directory
 
@@ -75,6 +78,8 @@ NOTEBOOKS: list[str] = [
 ]
 
 KERNEL_NAME = "python3"
+#: Notebooks executed at once (each in its own kernel process): one per core of a 2-core machine.
+JOBS = 2
 KIND = REPORT_KIND = "report"
 MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
 LEGACY_MANIFEST, LEGACY_KIND = "report.json", "evictlab-report"  # before the run record
@@ -157,6 +162,7 @@ class NotebookRun:
     output_path: Path
     status: str = NOT_RUN
     duration_seconds: float | None = None
+    cpu_seconds: float | None = None  # its kernel's CPU time, start-up and warm imports included
     error: dict[str, Any] | None = None
     figures: list[Path] = field(default_factory=list)
     html_path: Path | None = None  # the executed copy exported to HTML, when that worked
@@ -169,6 +175,7 @@ class NotebookRun:
             "html": None if self.html_path is None else _relative(self.html_path, root),
             "status": self.status,
             "duration_seconds": None if self.duration_seconds is None else round(self.duration_seconds, 3),
+            "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "error": self.error,
             "figures": [_relative(path, root) for path in self.figures],
         }
@@ -218,6 +225,7 @@ def run_report(
     kernel_name: str = KERNEL_NAME,
     progress: bool = True,
     on_finish: Callable[[NotebookRun], None] | None = None,
+    jobs: int = JOBS,
 ) -> ReportResult:
     """Execute the notebooks and write the report folder; return what happened.
 
@@ -229,7 +237,8 @@ def run_report(
     recorded, not raised; invalid inputs (unknown preset or notebook, unreadable or unpinned
     dataset, a reserved parameter in ``parameters``, a foreign output folder) raise
     :class:`EvictlabError`, and a dataset that cannot be loaded leaves no folder behind.
-    ``on_finish`` is called with each notebook's run as soon as it has finished.
+    ``on_finish`` is called with each notebook's run as soon as it has finished; ``jobs``
+    notebooks run at once (:func:`execute_all`).
     """
     preset = preset or DEFAULT_PRESET
     preset_variant(preset)  # an unknown preset fails before anything is written
@@ -277,7 +286,7 @@ def run_report(
                                               allow_unpinned=allow_unpinned, parameters=parameters, smoke=smoke)
             try:
                 execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress,
-                            on_finish=on_finish)
+                            on_finish=on_finish, jobs=jobs)
             except BaseException:
                 analysis_future.cancel()
                 raise
@@ -325,17 +334,47 @@ def execute_all(
     kernel_name: str,
     progress: bool,
     on_finish: Callable[[NotebookRun], None] | None = None,
+    jobs: int = JOBS,
 ) -> None:
-    """Execute ``runs`` in order, each on a kernel warmed while the one before ran."""
+    """Execute ``runs``, ``jobs`` at a time in suite order, each on a kernel warmed beforehand.
+
+    Notebooks are independent, so on two cores two run at once. Each kernel appends the
+    figures its notebook saves to a log of its own (:data:`evictlab.plots.saving.FIGURE_LOG_VARIABLE`),
+    which tells the runs' figures apart whatever else is saving at the same time.
+    ``on_finish`` is called from one thread at a time.
+    """
     from tqdm.auto import tqdm
 
-    with WarmKernels(kernel_name, len(runs)) as kernels, \
-            tqdm(runs, desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-        for notebook in bar:
-            bar.set_postfix_str(notebook.name)
-            execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernels.take())
-            if on_finish is not None:
-                on_finish(notebook)
+    jobs = max(1, min(jobs, len(runs)))
+    finished = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="evictlab-report-") as scratch, \
+            tqdm(total=len(runs), desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+        logs = [Path(scratch) / f"{index}.figures" for index in range(len(runs))]
+        plans = [KernelPlan({FIGURE_LOG_VARIABLE: str(log)}, notebook_imports(run.input_path))
+                 for run, log in zip(runs, logs)]
+
+        def work(index: int) -> None:
+            notebook = runs[index]
+            kernel = kernels.take(index)
+            try:
+                execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernel, figure_log=logs[index])
+                notebook.cpu_seconds = cpu_seconds(kernel)
+            finally:
+                kernels.release(index)
+            with finished:
+                bar.update()
+                if on_finish is not None:
+                    on_finish(notebook)
+
+        with WarmKernels(kernel_name, plans, ahead=jobs) as kernels, \
+                ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="report-notebook") as pool:
+            futures = [pool.submit(work, index) for index in range(len(runs))]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
 
 
 def check_name(name: str) -> str:
@@ -412,6 +451,7 @@ def execute(
     *,
     kernel_name: str = KERNEL_NAME,
     km: Any = None,
+    figure_log: Path | None = None,
 ) -> NotebookRun:
     """Execute one notebook with papermill; record status, duration, error and new figures.
 
@@ -419,7 +459,9 @@ def execute(
     :class:`~evictlab.workbench.report_kernels.WarmKernels`); without one papermill starts its own
     kernel. papermill writes the executed copy cell by cell, so a failed notebook is kept up to
     and including the failing cell, with the exception in its output; the copy is also exported
-    to HTML beside it.
+    to HTML beside it. ``figure_log``: the file this notebook's kernel lists its saved figures
+    in (see :func:`execute_all`); without one, the figures are the files of ``figures_dir``
+    that changed while it ran, which holds only while no other notebook runs.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -459,11 +501,25 @@ def execute(
             run.html_path = export_notebook_html(run.output_path)
         except Exception:  # noqa: BLE001 - the .ipynb stays the record; the report links what exists
             run.html_path = None
+    if figure_log is not None:
+        run.figures = _logged_figures(figure_log)
+        return run
     after = _snapshot(figures_dir)
     # In the order the notebook saved them (modification time), which is its narrative order.
     changed = [path for path, stamp in after.items() if before.get(path) != stamp]
     run.figures = sorted(changed, key=lambda path: (after[path][1], path.name))
     return run
+
+
+def _logged_figures(log: Path) -> list[Path]:
+    """The figure files a kernel logged, in the order they were last saved, if they still exist."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:  # the notebook saved no figure
+        return []
+    last = {Path(line): index for index, line in enumerate(lines) if line}
+    return [path for path in sorted(last, key=last.__getitem__)
+            if path.suffix in FIGURE_SUFFIXES and path.is_file()]
 
 
 def describe_failure(run: NotebookRun) -> str:

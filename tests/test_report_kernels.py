@@ -1,0 +1,35 @@
+"""What a warm kernel imports before its notebook runs (the kernels themselves: test_report.py)."""
+
+from __future__ import annotations
+
+import json
+
+from evictlab.workbench.report_kernels import WARM_IMPORTS, notebook_imports, warm_code
+from evictlab.resources import NOTEBOOK_DIR
+
+
+def test_a_notebook_s_imports_are_warmed_and_its_magics_skipped(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    cells = [
+        {"cell_type": "markdown", "source": "import not_code"},
+        {"cell_type": "code", "source": ["import pandas as pd\n", "%matplotlib inline\n", "!ls\n"]},
+        {"cell_type": "code", "source": "from evictlab.sweep import make_grid, run_sweep\nfrom . import local"},
+        {"cell_type": "code", "source": "def f(:\n    import broken"},  # unparsable: skipped
+    ]
+    path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    modules = notebook_imports(path)
+    assert modules[: len(WARM_IMPORTS)] == WARM_IMPORTS
+    assert set(modules[len(WARM_IMPORTS):]) == {
+        "pandas", "evictlab.sweep", "evictlab.sweep.make_grid", "evictlab.sweep.run_sweep"}
+    assert notebook_imports(tmp_path / "missing.ipynb") == WARM_IMPORTS
+
+
+def test_the_suite_s_modules_are_named():
+    modules = notebook_imports(NOTEBOOK_DIR / "03_weight_sweep.ipynb")
+    assert {"pandas", "evictlab.workbench.plots", "evictlab.analysis.validation", "evictlab.analysis.sweep"} <= set(modules)
+
+
+def test_warming_imports_what_it_can_and_leaves_no_names():
+    namespace: dict = {}
+    exec(warm_code(["json", "json.decoder", "json.no_such_module", "no_such_package"]), namespace)
+    assert set(namespace) == {"__builtins__"}
