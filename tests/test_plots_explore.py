@@ -237,7 +237,7 @@ def test_the_live_overlay_draws_the_changing_artists_where_the_figure_has_them()
         assert float(rect.get("width")) == pytest.approx(extent.width, abs=0.02)
         assert float(rect.get("y")) == pytest.approx(height - extent.y1, abs=0.01)
     texts = [element.text for element in svg.findall(f"{SVG}text")]
-    assert texts == [*(label.get_text() for label in figure.bar_labels), "cut: ranks 1-7 kept",
+    assert texts == [*(label.get_text() for label in figure.bar_labels), "cut at capacity 7",
                      plots.figure_title(explorer.figure)]
     # One marker per finite point: 2 x 6 references, 45 supports, the selected case's ring.
     markers = svg.findall(f"{SVG}path")

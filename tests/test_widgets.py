@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from matplotlib.markers import MarkerStyle
 
 from evictlab.errors import ContractError, EvictlabError
 from evictlab.policies import PolicyParams, get_policy, known_policies, select
@@ -90,6 +91,10 @@ def assert_shows(explorer, pools):
         assert row["support_retained"] == (case.support_fact_ids[0] in decision.kept_ids)
         assert row["support_rank"] == decision.ranking.index(case.fact_ids.index(case.support_fact_ids[0])) + 1
         assert row["reserved_correction_slots"] == decision.reserved_correction_slots
+        support = explain(case.facts, explorer.capacity, policy=explorer.policy, usage=case.usage, now=now,
+                          params=explorer.params, support_fact_ids=case.support_fact_ids).fact(case.support_fact_ids[0])
+        assert row["support_status"] == support.status, case.case_id
+        assert row["kept_by_reservation"] == (support.status == "reserved")
     if explorer.policy in ("confidence", "hybrid-v1"):
         outcomes = engine_view(pools, explorer.preset, explorer.policy, explorer.params, explorer.capacity)
         assert [tuple(o.kept_fact_ids) for o in outcomes] == list(explorer.results["kept_fact_ids"])
@@ -115,6 +120,10 @@ def assert_figure_matches(explorer):
         f"{int(r)}/{int(c)}" for r, c in zip(summary["retained"], summary["cases"])
     ]
     assert np.array_equal(figure.points.get_offsets()[:, 0], explorer.results["support_rank"])
+    style = MarkerStyle("s")
+    square = style.get_path().transformed(style.get_transform()).vertices
+    squares = [np.array_equal(path.vertices, square) for path in figure.points.get_paths()]
+    assert squares == list(explorer.results["support_status"] == "reserved")
     assert figure.cut.get_xdata()[0] == explorer.capacity + 0.5
     title = plots.figure_title(explorer.figure)
     assert title.startswith(f"{explorer.policy} at capacity {explorer.capacity}, preset {explorer.preset};")

@@ -281,7 +281,8 @@ class ExplorerFigure:
             self.selected.set_offsets([[np.nan, np.nan]])
         self.cut.set_xdata([capacity + 0.5, capacity + 0.5])
         self.cut_label.set_position((capacity + 0.6, -0.6))
-        self.cut_label.set_text(f"cut: ranks 1-{capacity} kept")
+        # Not "ranks 1-k kept": a reserved slot can take a rank's place on either side of the line.
+        self.cut_label.set_text(f"cut at capacity {capacity}")
         self.title.set_text(subtitle)
 
     def background_png(self) -> bytes:
