@@ -16,7 +16,8 @@ from evictlab.core.dataset import (
     render_evidence,
     select_official,
 )
-from evictlab.core.protocol import DatasetPin, OfficialManifest, load_protocol, sha256_file
+from evictlab.core.manifests import OfficialManifest
+from evictlab.core.protocol import DatasetPin, load_protocol, sha256_file
 from evictlab.errors import DatasetError
 
 RULE = load_protocol().official.selection  # DeerFlow's values (spec 2.3)

@@ -39,8 +39,9 @@ from evictlab.analysis.diff import diff_pool_sets
 from evictlab.analysis.evaluate import evaluate
 from evictlab.analysis.qa.tasks import build_tasks
 from evictlab.core.dataset import load_dataset, render_evidence, select_official
+from evictlab.core.manifests import ELIGIBLE_TYPES
 from evictlab.core.pools import build_pools
-from evictlab.core.protocol import ELIGIBLE_TYPES, PRESETS, load_protocol
+from evictlab.core.protocol import PRESETS, load_protocol
 
 QA_CAPACITY = 7
 POLICIES = ("confidence", "hybrid-v1")

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 from ..core.pools import Case, PoolSet
-from ..core.protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 from ..errors import ContractError
 from ..intervals import wilson_interval
 from ..policies import BASELINE, BOUND, DEERMEM_POLICIES, PolicyParams, known_policies, policy_class

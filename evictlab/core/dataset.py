@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import DatasetError
 from ..readers import MAX_DATASET_BYTES, check_size, is_text, parse_json, read_bounded
-from .protocol import DatasetPin, OfficialManifest, PoolConfig, SelectionRule, sha256_bytes
+from .manifests import OfficialManifest, SelectionRule
+from .protocol import DatasetPin, PoolConfig, sha256_bytes
 
 HAYSTACK_FIELDS = ("haystack_session_ids", "haystack_dates", "haystack_sessions")
 HEADERS = {

@@ -1,25 +1,21 @@
 """A graded QA run as tidy tables: accuracy with intervals, paired statistics, discordant cases, tokens.
 
-A *QA run folder* holds ``qa.rows.jsonl`` (the graded rows) and, when the run was finished
-by a grading step, ``qa.summary.json``, ``qa.stats.json`` and the run marker ``qa_run.json``.
-DeerFlow's three published runs (PR #4810) ship in ``evictlab/data/reference/deerflow-pr4810/`` in
-that layout; :func:`load_reference_run` reads them, and :func:`load_qa_run` reads any folder.
-
-Everything here reads files and returns DataFrames or dataclasses; nothing is written.
+The run comes from :mod:`evictlab.analysis.qa.runs` (:func:`load_reference_run` for DeerFlow's
+published runs, :func:`load_qa_run` for any folder; both are importable from here too, as the
+notebooks do). Everything here returns DataFrames or dataclasses; nothing is written.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from ...core.protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO, sha256_bytes
+from ...core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ...core.protocol import sha256_bytes
 from ...errors import ContractError
 from ...intervals import (
     POWER,
@@ -29,13 +25,23 @@ from ...intervals import (
     small_sample_warning,
     wilson_interval,
 )
-from ...readers import MAX_PROTOCOL_FILE_BYTES, parse_json, read_bounded
-from ...resources import DATA_DIR
 from ...results import json_document
+
+# The run loaders live in .runs; notebooks read runs and their tables from this one module.
+from .runs import (  # noqa: F401
+    DEFAULT_REFERENCE_VERSION,
+    REFERENCE_DIR,
+    REFERENCE_VERSIONS,
+    ROWS_FILE,
+    RUN_FILE,
+    QARun,
+    load_qa_run,
+    load_reference_run,
+    reference_run_dir,
+)
 from .stats import (
     ALPHA,
     FIRST_POLICY,
-    GRADED_ROW_FIELDS,
     POLICIES,
     SECOND_POLICY,
     STATS_FILE,
@@ -44,143 +50,13 @@ from .stats import (
     SUMMARY_FILE,
     build_stats,
     build_summary,
-    load_graded_rows,
 )
 
-ROWS_FILE = "qa.rows.jsonl"
-RUN_FILE = "qa_run.json"
-REFERENCE_DIR = DATA_DIR / "reference" / "deerflow-pr4810"
-REFERENCE_VERSIONS = ("v1", "v2", "v3")
-DEFAULT_REFERENCE_VERSION = "v3"
-
-#: Fields the report reads from every row, on top of those the statistics need.
-REPORT_ROW_FIELDS = {
-    **GRADED_ROW_FIELDS,
-    "row_id": str,
-    "question_type": str,
-    "prediction": str,
-    "grade_rule": str,
-    "support_all_retained": bool,
-}
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 #: Binomial interval methods and their names in titles.
 INTERVAL_METHODS = {"wilson": "Wilson", "clopper-pearson": "exact Clopper-Pearson"}
 #: Every scenario in display order: the protocol's official ones, then the synthetic one.
 SCENARIOS = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
-
-
-# --------------------------------------------------------------------------- loading
-
-
-@dataclass(frozen=True)
-class QARun:
-    """One QA run folder: its graded rows and whichever result files it holds (else ``None``)."""
-
-    path: Path
-    rows: tuple[dict[str, Any], ...] = field(repr=False)
-    summary: dict[str, Any] | None = field(repr=False)
-    stats: dict[str, Any] | None = field(repr=False)
-    marker: dict[str, Any] | None = field(repr=False)
-
-    @property
-    def protocol_id(self) -> str | None:
-        for document in (self.stats, self.summary, self.marker):
-            if document and isinstance(document.get("protocol_id"), str):
-                return document["protocol_id"]
-        return None
-
-    @property
-    def grader_version(self) -> str | None:
-        versions = {row["grader_version"] for row in self.rows if "grader_version" in row}
-        if len(versions) == 1:
-            return versions.pop()
-        for document in (self.stats, self.summary):
-            if document and isinstance(document.get("grader_version"), str):
-                return document["grader_version"]
-        return None
-
-    @property
-    def label(self) -> str:
-        """A short name for titles: DeerFlow's published runs by version, other runs by folder."""
-        if self.path.resolve().parent == REFERENCE_DIR.resolve():
-            return f"DeerFlow's published run {self.path.name} (PR #4810, real LongMemEval file)"
-        return f"QA run {self.path.resolve().name}"
-
-    @property
-    def source(self) -> str:
-        """Where the rows come from, in words: DeerFlow's published run on the real LongMemEval
-        file with its model, or a graded run of the given folder (with its model when known)."""
-        model = self.info().get("model")
-        answered = f", answered by {model}" if model else ""
-        if self.path.resolve().parent == REFERENCE_DIR.resolve():
-            return (
-                f"DeerFlow's published run {self.path.name} (PR #4810): the real LongMemEval oracle file"
-                f"{answered}; not evictlab's demo data"
-            )
-        return f"graded QA run {self.path}{answered}"
-
-    def info(self) -> dict[str, Any]:
-        """What identifies the run: folder, rows, protocol, model, git head and creation time."""
-        marker = self.marker or {}
-        qa = marker.get("qa")
-        qa = qa if isinstance(qa, Mapping) else {}
-        git = marker.get("git")
-        git = git if isinstance(git, Mapping) else {}
-        return {
-            "folder": str(self.path),
-            "rows": len(self.rows),
-            "cases": len({row["case_id"] for row in self.rows}),
-            "protocol_id": self.protocol_id,
-            "grader_version": self.grader_version,
-            "model": qa.get("model"),
-            "capacity": qa.get("capacity"),
-            "created_at": marker.get("created_at"),
-            "git_head": git.get("head"),
-            "git_dirty": git.get("dirty"),
-            "marker_schema_version": marker.get("schema_version"),
-        }
-
-
-def reference_run_dir(version: str = DEFAULT_REFERENCE_VERSION) -> Path:
-    """The folder of DeerFlow's published run ``v1``, ``v2`` or ``v3``."""
-    if version not in REFERENCE_VERSIONS:
-        raise ContractError(
-            f"unknown published run {version!r}; known: {', '.join(REFERENCE_VERSIONS)}"
-        )
-    return REFERENCE_DIR / version
-
-
-def load_reference_run(version: str = DEFAULT_REFERENCE_VERSION) -> QARun:
-    return load_qa_run(reference_run_dir(version))
-
-
-def load_qa_run(folder: str | os.PathLike) -> QARun:
-    """Read a QA run folder; ``qa.rows.jsonl`` is required, the three JSON files are optional."""
-    path = Path(folder)
-    if not path.is_dir():
-        raise ContractError(f"{path}: QA run folder not found")
-    rows_path = path / ROWS_FILE
-    if not rows_path.is_file():
-        raise ContractError(f"{path}: no {ROWS_FILE}; a QA run folder holds the graded rows")
-    rows = load_graded_rows(rows_path, REPORT_ROW_FIELDS)
-    if not rows:
-        raise ContractError(f"{rows_path}: no graded rows")
-    return QARun(
-        path=path,
-        rows=tuple(rows),
-        summary=_optional_json(path / SUMMARY_FILE),
-        stats=_optional_json(path / STATS_FILE),
-        marker=_optional_json(path / RUN_FILE),
-    )
-
-
-def _optional_json(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    document = parse_json(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), where=str(path))
-    if not isinstance(document, dict):
-        raise ContractError(f"{path}: expected a JSON object, got {type(document).__name__}")
-    return document
 
 
 # --------------------------------------------------------------------------- rows

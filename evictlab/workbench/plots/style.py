@@ -25,7 +25,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ...core.protocol import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ...core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 from ...palette import OKABE_ITO
 from ...policies import known_policies, policy_class
 
