@@ -94,7 +94,8 @@ class PolicyParams:
 
 def _require_real(name: str, value: Any) -> int | float:
     """A finite real number as a plain Python ``int`` or ``float`` (numpy scalars included)."""
-    if type(value) is float and math.isfinite(value):  # the common case, without the ABC checks
+    # The common cases first, without the ABC checks (an int of any size but finite as a float).
+    if (type(value) is float and math.isfinite(value)) or (type(value) is int and abs(value) < 1 << 1000):
         return value
     if not isinstance(value, bool) and isinstance(value, numbers.Real):
         try:
@@ -108,6 +109,8 @@ def _require_real(name: str, value: Any) -> int | float:
 
 def _require_count(name: str, value: Any) -> int:
     """A non-negative integer as a plain Python ``int`` (numpy integers included, booleans not)."""
+    if type(value) is int and value >= 0:
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ContractError(f"{name} must be an integer >= 0, got {value!r}")
     return int(value)

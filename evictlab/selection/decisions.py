@@ -55,6 +55,7 @@ the report's) is a view of this frame through :func:`retention_counts` and
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -74,6 +75,7 @@ from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 
 #: The seven :class:`~evictlab.policies.PolicyParams` fields, in their order.
 SETTING_COLUMNS = tuple(field.name for field in fields(PolicyParams))
+_PARAMETERS = operator.attrgetter(*SETTING_COLUMNS)
 #: The array type of each engine output (:data:`~evictlab.selection.engine.OUTPUTS`) in the frame.
 OUTPUT_DTYPES: dict[str, Any] = {
     "support_retained": bool,
@@ -355,13 +357,10 @@ def settings_frame(settings: Sequence[PolicyParams]) -> pd.DataFrame:
 def setting_arrays(settings: Sequence[PolicyParams]) -> dict[str, np.ndarray]:
     """The seven parameters of each setting, one array per :data:`SETTING_COLUMNS` name
     (float64; ``correction_reserved_max`` int64)."""
-    return {
-        name: np.array(
-            [getattr(setting, name) for setting in settings],
-            dtype=np.int64 if name == "correction_reserved_max" else np.float64,
-        )
-        for name in SETTING_COLUMNS
-    }
+    values = np.array([_PARAMETERS(setting) for setting in settings], dtype=np.float64).reshape(-1, 7)
+    columns = {name: values[:, at] for at, name in enumerate(SETTING_COLUMNS)}
+    columns["correction_reserved_max"] = np.array([s.correction_reserved_max for s in settings], dtype=np.int64)
+    return columns
 
 
 def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:
