@@ -12,7 +12,8 @@ from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.memory import FastMemory, ReferenceMemory, replayable, uncapped
 from evictlab.analysis.traces.metrics import default_policies, role_of, uncapped_bounds
 from evictlab.analysis.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
-from evictlab.analysis.traces.schema import chunk_from_rows, time_us
+from evictlab.analysis.traces.schema import chunk_from_rows, rows, time_us
+from evictlab.analysis.traces.zoo_memory import ZooMemory
 from evictlab.errors import ContractError
 from evictlab.policies import BOUND, PolicyParams, register, registry
 from evictlab.policies.fifo import FifoPolicy
@@ -75,6 +76,10 @@ def test_usage_vector_through_the_replayer():
     fast = FastMemory("hybrid-v1", 5)
     replay([chunk], fast)
     assert fast.heat[fast.index["f"]] == 1.5
+    zoo = ZooMemory("lfu-aging", 5)  # the zoo's memory counts the same accesses
+    replay([chunk], zoo)
+    assert zoo.columns["access_count"][zoo.index["f"]] == 2
+    assert zoo.columns["accessed"][zoo.index["f"]] == at("2026-08-31T00:00:00")
 
 
 def test_reinforcement_gate_and_stamping_order():
@@ -95,6 +100,18 @@ def test_reinforcement_gate_and_stamping_order():
     assert facts["other"]["lastConfirmedAt"] == "2026-03-01T00:00:00Z"
     assert facts["other"]["confirmationCount"] == 1
     assert "lastConfirmedAt" not in facts["new"] and "lastConfirmedAt" not in facts["old"]
+    # confirmationCount vectors 0 -> 1 and 3 -> 4: three more confirmations of "other".
+    again = [{"time": at(f"2026-04-0{day}T00:00:00"), "event": "confirm", "fact_ids": ["other"], "reinforcement": True}
+             for day in (1, 2, 3)]
+    longer = chunk_from_rows([*rows(chunk), *again])
+    counts = []
+    replay([longer], ReferenceMemory("hybrid-v1", 10), on_write=lambda index, memory: counts.append(
+        next(fact.get("confirmationCount") for fact in memory.facts if fact["id"] == "other")))
+    assert counts[:2] == [None, 1] and counts[-2:] == [3, 4]
+    zoo = ZooMemory("memoryos-heat", 10)
+    replay([longer], zoo)
+    assert zoo.columns["confirmation_count"][zoo.index["other"]] == 4
+    assert zoo.columns["confirmed"][zoo.index["other"]] == at("2026-04-03T00:00:00")
 
 
 def test_confirmed_fact_survives_hybrid_but_not_confidence_and_the_shadow_disagrees():
