@@ -12,8 +12,11 @@ Every memory decides exactly as the spec says; they differ in speed only:
   differ from Python's in the last bits, which decides only such near-ties). So its kept lists
   are the reference's, in the same order, ties included; the tests and the benchmark check it
   step by step.
+* :class:`~.zoo_memory.ZooMemory` does the same for every other registered policy (and a
+  ``reserve`` modifier over one), on the shared row bookkeeping of :class:`RowMemory`.
 
-The rules they apply (update order, usage, reinforcement) are in :mod:`.replay`.
+Which memory a policy gets is :func:`.replay.make_memory`'s choice. The rules they apply
+(update order, usage, reinforcement) are in :mod:`.replay`.
 """
 
 from __future__ import annotations
