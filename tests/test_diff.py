@@ -22,7 +22,7 @@ from evictlab.analysis.evaluate import decide
 from evictlab.cli import main
 from evictlab.core.demo import DEMO_DATASET
 from evictlab.core.pools import open_pools
-from evictlab.core.protocol import DEFAULT_CONFIG, load_protocol
+from evictlab.core.protocol import DEFAULT_CONFIG, load_protocol, sha256_file
 from evictlab.core.runspec import parse_spec
 from evictlab.errors import ContractError, DatasetError
 
@@ -325,3 +325,24 @@ def test_kept_frame_is_tidy(diffs):
     assert len(frame) == 270
     assert set(frame["capacity"]) == {5, 7, 9} and set(frame["policy"]) == set(POLICIES)
     assert int(frame.loc[frame["capacity"] == 7, "kept_changed"].sum()) == 2
+
+
+def test_a_dataset_named_in_a_spec_is_the_diffs_dataset(tmp_path, capsys):
+    copy = tmp_path / "demo-copy.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")
+    named = f"pr4810-run2:dataset={copy}"
+    # Named by one side only, the file applies to both; it is checked against the pin ...
+    with pytest.raises(DatasetError, match="demo-copy.json.*is not the pinned"):
+        diff_specs(parse_spec("pr4810-final"), parse_spec(named))
+    # ... and --dataset wins over the specs.
+    assert diff_specs(parse_spec("pr4810-final"), parse_spec(named), DEMO_DATASET).summary["pools_total"] == 45
+    out = tmp_path / "out"
+    assert main(["diff", "--from", f"pr4810-run2:dataset={DEMO_DATASET}", "--to", "pr4810-final",
+                 "--output-dir", str(out)]) == 0
+    assert json.loads((out / SUMMARY_FILE).read_text())["dataset"]["sha256"] == sha256_file(DEMO_DATASET)
+    assert "using the embedded demo dataset" not in capsys.readouterr().err  # a named file is no default
+    # Two files named by the two sides are refused before the folder is made.
+    refused = tmp_path / "refused"
+    assert main(["diff", "--from", named, "--to", f"pr4810-final:dataset={DEMO_DATASET}",
+                 "--output-dir", str(refused)]) == 2
+    assert "a comparison needs one dataset" in capsys.readouterr().err and not refused.exists()

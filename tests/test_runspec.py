@@ -19,7 +19,7 @@ from evictlab.core.protocol import (
     Variant,
     load_protocol,
 )
-from evictlab.core.runspec import RunSpec, check_same_dataset, load_spec_file, parse_spec
+from evictlab.core.runspec import RunSpec, check_same_dataset, load_spec_file, parse_spec, resolve
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
 
@@ -351,3 +351,64 @@ def test_inline_yaml_and_keyword_forms_resolve_alike(tmp_path_factory, preset, o
     # The same overrides in reverse order give the same spec (distinct keys do not interact).
     reverse = RunSpec.from_preset(preset, **dict(reversed(list(overrides.items()))))
     assert reverse == keywords
+
+
+# --------------------------------------------------------------------------- description and resolution
+
+
+def test_the_identities_of_published_specs_are_unchanged():
+    # Run files written before resolve() was split from RunSpec carry these identities.
+    assert parse_spec("pr4810-final").identity == "98ace38b1e9163a0da0dab3793225d836eb5336bd57bccad4b90394b8ddf1054"
+    assert parse_spec("pr4810-run1").identity == "5f22c11c77bd8d6b634fd656466928eda575877a6579078731ba29dbffe1d8d8"
+    assert parse_spec("pr4810-final:confidence_weight=0.55,confirmation_weight=0.35").identity == (
+        "ef66f1b65c1526885806787403b2add8abab6257813535af1d402e5191917b33"
+    )
+
+
+def test_making_a_spec_reads_no_file_and_resolve_reads_them(tmp_path):
+    config = tmp_path / "configs" / "later.yaml"
+    spec = RunSpec("pr4810-final", (("config", config),))  # the file does not exist yet: no error
+    with pytest.raises(ContractError, match="later.yaml: cannot read"):
+        resolve(spec)
+    copy_protocol(tmp_path)
+    shutil.copy(DEFAULT_CONFIG, config)
+    resolved = resolve(spec)
+    assert resolved.files["config"] == config and resolved.identity == parse_spec("pr4810-final").identity
+    assert resolve(spec) == resolved  # a function of the spec and the files' contents
+    # A spec resolves once: the files it was resolved from are the ones its runs use.
+    assert spec.resolved is spec.resolved and spec.identity == resolved.identity
+
+
+def test_type_errors_are_found_when_a_spec_is_made_value_errors_when_it_resolves():
+    with pytest.raises(ContractError, match="confidence_weight must be a number"):
+        RunSpec("pr4810-final", (("confidence_weight", "heavy"),))
+    off_one = RunSpec("pr4810-final", (("confidence_weight", 0.5),))
+    with pytest.raises(ContractError, match="spec 'pr4810-final': weights must sum to 1.0"):
+        resolve(off_one)
+
+
+def test_a_spec_text_and_a_spec_file_carry_the_dataset(tmp_path):
+    spec = parse_spec(f"pr4810-run2:dataset={tmp_path / 'oracle.json'},allow_unpinned=true,fact_ids=protocol")
+    assert spec.dataset == tmp_path / "oracle.json" and spec.allow_unpinned is True
+    assert spec.settings == {"fact_ids": "protocol"}  # the dataset keys are no overrides ...
+    assert spec == parse_spec("pr4810-run2:fact_ids=protocol")  # ... and take no part in the identity
+    (tmp_path / "data").mkdir()
+    path = write_yaml(tmp_path / "data" / "s.yaml", {"preset": "pr4810-run1", "dataset": "oracle.json"})
+    from_file = parse_spec(str(path))
+    assert from_file.dataset == tmp_path / "data" / "oracle.json"  # relative to the spec file
+    assert from_file.allow_unpinned is False
+    assert parse_spec(f"{path}:allow_unpinned=True").dataset == from_file.dataset  # inline keys add to the file's
+    moved = from_file.on_dataset(None)
+    assert moved.dataset is None and moved == from_file and moved.resolved is from_file.resolved
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("pr4810-final:allow_unpinned=maybe", "allow_unpinned must be true or false, got 'maybe'"),
+        ("pr4810-final:dataset=", "dataset must be a file path, got ''"),
+    ],
+)
+def test_bad_dataset_keys_are_clear_errors(text, message):
+    with pytest.raises(ContractError, match=re.escape(message)):
+        parse_spec(text)

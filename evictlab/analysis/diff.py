@@ -93,15 +93,32 @@ def diff_specs(
     *,
     allow_unpinned: bool = False,
 ) -> DiffResult:
-    """Build both specs' pools on one dataset (the demo when ``dataset_path`` is None) and diff them.
+    """Build both specs' pools on one dataset (:func:`diff_dataset`) and diff them.
 
     The specs' configs must pin the same dataset; otherwise a :class:`ContractError` says so
     before any dataset is read.
     """
     check_same_dataset([a, b])
+    dataset_path, allow_unpinned = diff_dataset(a, b, dataset_path, allow_unpinned)
     pools_a = open_pools(a.on_dataset(dataset_path, allow_unpinned=allow_unpinned))
     pools_b = open_pools(b.on_dataset(dataset_path, allow_unpinned=allow_unpinned))
     return diff_pool_sets(pools_a, pools_b, specs=(a, b))
+
+
+def diff_dataset(
+    a: RunSpec, b: RunSpec, dataset_path: str | Path | None = None, allow_unpinned: bool = False
+) -> tuple[str | Path | None, bool]:
+    """The dataset of a diff: ``dataset_path`` when given, else the one the specs name (a spec
+    naming none takes the other's; None, the demo, when neither does). Two specs naming two
+    files are a :class:`ContractError`."""
+    if dataset_path is not None:
+        return dataset_path, allow_unpinned
+    named = {spec.dataset for spec in (a, b) if spec.dataset is not None}
+    if len(named) > 1:
+        raise ContractError(
+            f"{a.where} names dataset {a.dataset} and {b.where} names {b.dataset}; a comparison needs one dataset"
+        )
+    return (named.pop() if named else None), allow_unpinned or a.allow_unpinned or b.allow_unpinned
 
 
 def diff_pool_sets(

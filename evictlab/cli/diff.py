@@ -14,13 +14,14 @@ from ..analysis.diff import (
     OUTPUT_FILES,
     RUN_FILE,
     SUMMARY_FILE,
+    diff_dataset,
     diff_specs,
     run_parameters,
     summary_lines,
     write_diff_files,
 )
 from ..core.protocol import PRESETS
-from ..core.runspec import CLOCK_KEY, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
+from ..core.runspec import CLOCK_KEY, DATASET_KEYS, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
 from ..results import check_output
 from . import summary
 from ._common import DEMO_NOTICE, add_dataset_options
@@ -47,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"               {', '.join(PARAM_KEYS[3:5])},\n"
             f"               {', '.join(PARAM_KEYS[5:])}\n"
             f"  clock:       {CLOCK_KEY}\n"
+            f"  dataset:     {', '.join(DATASET_KEYS)} (--dataset, when given, wins)\n"
             "examples:\n"
             "  pr4810-final:confidence_weight=0.55,confirmation_weight=0.35\n"
             "  pr4810-run2:fact_ids=protocol\n"
@@ -67,17 +69,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     check_output(args.output_dir, KIND, OUTPUT_FILES)  # before any work
     before, after = parse_spec(args.from_spec), parse_spec(args.to_spec)
-    check_same_dataset([before, after])  # before the folder is made
+    # Before the folder is made:
+    check_same_dataset([before, after])
+    dataset_path, allow_unpinned = diff_dataset(before, after, args.dataset, args.allow_unpinned)
     parameters = run_parameters({"from": before, "to": after})
     # The folder is locked from here on: a second run into it is refused at once.
     with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as current:
-        if args.dataset is None:
+        if dataset_path is None:
             print(DEMO_NOTICE, file=sys.stderr)
-        result = diff_specs(before, after, args.dataset, allow_unpinned=args.allow_unpinned)
+        result = diff_specs(before, after, dataset_path, allow_unpinned=allow_unpinned)
         dataset = result.summary["dataset"]
         if dataset.get("pinned") is False:
             print(
-                f"warning: {args.dataset} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
+                f"warning: {dataset_path} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
                 " because of --allow-unpinned (recorded as \"pinned\": false)",
                 file=sys.stderr,
             )

@@ -287,19 +287,21 @@ def synthetic_sources(protocol: Protocol) -> list[CaseSource]:
 def open_pools(spec: RunSpec, *, notice: Callable[[Dataset, Protocol], None] | None = None) -> PoolSet:
     """The 45 pools a run spec describes: the one way from a spec to pools.
 
-    The spec's protocol (its parameters and clock in the config), its dataset (the embedded
-    demo, with the demo's own official manifest unless the spec names one, when the spec has
-    none) and its variant. The command line builds a :class:`~evictlab.core.runspec.RunSpec` from
-    its flags, the notebooks and the explorer from a preset, ``diff`` from two SPEC strings.
-    ``notice`` is told which dataset was opened before the pools are built (the command
-    line names the demo or warns about an unpinned file there).
+    The spec is resolved (:func:`~evictlab.core.runspec.resolve`, once per spec), then its
+    protocol (its parameters and clock in the config), its dataset (the embedded demo, with the
+    demo's own official manifest unless the spec names one, when the spec has none) and its
+    variant make the pools. The command line builds a :class:`~evictlab.core.runspec.RunSpec`
+    from its flags, the notebooks from their ``spec`` parameter, ``diff`` from two SPEC
+    strings. ``notice`` is told which dataset was opened before the pools are built (the
+    command line names the demo or warns about an unpinned file there).
     """
+    resolved = spec.resolved
     protocol, dataset = open_dataset(
-        spec.load_protocol(),
+        resolved.load_protocol(),
         spec.dataset,
         allow_unpinned=spec.allow_unpinned,
         keep_official_manifest=spec.names_official_manifest,
     )
     if notice is not None:
         notice(dataset, protocol)
-    return build_pools(protocol, dataset, spec.variant)
+    return build_pools(protocol, dataset, resolved.variant)

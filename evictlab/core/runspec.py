@@ -1,21 +1,28 @@
-"""Run specifications: everything besides the dataset that decides a run's pools and requests.
+"""Run specifications: what a run reads (protocol files, variant, parameters, clock, dataset).
 
-A :class:`RunSpec` names the four protocol files (evictlab's own by default), the protocol
-variant (``evidence_header``, ``fact_ids``, ``memory_joiner``), the hybrid-v1 parameters
-(the :class:`~evictlab.policies.PolicyParams` field names) and the clock
-(``evaluation_time``). It starts from a preset and applies overrides key by key; parameters
-and clock default to the config's values.
+A :class:`RunSpec` is a plain description: a preset, overrides applied key by key, and the
+dataset (None: the embedded demo). The overrides name the four protocol files (evictlab's own
+by default), the protocol variant (``evidence_header``, ``fact_ids``, ``memory_joiner``), the
+hybrid-v1 parameters (the :class:`~evictlab.policies.PolicyParams` field names) and the clock
+(``evaluation_time``); parameters and clock default to the config's values. Making a spec
+checks its keys and value types and reads no file.
 
-A spec is resolved when it is made: its protocol files are read and checked, every value is
-type-checked and the parameters are validated, so an invalid spec never exists. Its
-``identity`` is the SHA-256 of a canonical JSON of the resolved values, with the protocol
-files identified by their content hashes (never their paths): two specs that resolve to the
-same values are equal however they were written.
+:func:`resolve` reads and checks the protocol files, applies the overrides and validates the
+parameters, giving a :class:`ResolvedSpec`: the variant, parameters, clock and protocol that
+runs use, and the spec's ``identity``, the SHA-256 of a canonical JSON of the resolved values
+with the protocol files identified by their content hashes (never their paths). Two specs that
+resolve to the same values are equal however they were written; the dataset is not part of
+the identity (every run file identifies it by its own SHA-256). A spec resolves once
+(:attr:`RunSpec.resolved`); :func:`parse_spec` and :func:`load_spec_file` resolve the spec
+they return, so an invalid SPEC text or file fails where it is read, and
+:func:`~evictlab.core.pools.open_pools` resolves the spec it opens.
 
 A SPEC string is ``BASE`` or ``BASE:KEY=VALUE,KEY=VALUE``, where ``BASE`` is a preset name
 (``pr4810-final``, ``pr4810-run2``, ``pr4810-run1``) or the path of a small YAML file
 (``.yaml``/``.yml``) holding an optional ``preset:`` and any spec keys. Later values win.
-Paths inside a YAML file are relative to that file's folder.
+Besides the keys above, ``dataset`` (a LongMemEval file; a path holding no comma) and
+``allow_unpinned`` (``true``/``false``) choose the dataset. Paths inside a YAML file are
+relative to that file's folder.
 """
 
 from __future__ import annotations
@@ -50,57 +57,43 @@ VARIANT_KEYS = tuple(VARIANT_VALUES)
 PARAM_KEYS = tuple(f.name for f in fields(PolicyParams))
 INTEGER_PARAM_KEYS = ("correction_reserved_max",)
 CLOCK_KEY = "evaluation_time"
-SPEC_KEYS = FILE_KEYS + VARIANT_KEYS + PARAM_KEYS + (CLOCK_KEY,)
+DATASET_KEYS = ("dataset", "allow_unpinned")  # set the spec's dataset fields, outside the identity
+SPEC_KEYS = FILE_KEYS + VARIANT_KEYS + PARAM_KEYS + (CLOCK_KEY,) + DATASET_KEYS
+PATH_KEYS = (*FILE_KEYS, "dataset")  # relative to a spec file's folder when written in one
 SPEC_FILE_SUFFIXES = (".yaml", ".yml")
 IDENTITY_SCHEMA = "evictlab-runspec-1"
 
 
 @dataclass(frozen=True, eq=False)
 class RunSpec:
-    """A resolved run specification: a preset plus ``(key, value)`` overrides, applied in order.
+    """A run specification: a preset plus ``(key, value)`` overrides, applied in order, and a dataset.
 
     Construct it with :meth:`from_preset`, :func:`parse_spec` or :meth:`override`; building
     one directly works too (``RunSpec("pr4810-run2", (("fact_ids", "protocol"),))``) but skips
-    the string parsing, so values must already have their types. Two specs are equal when
-    their ``identity`` is.
+    the string parsing, so values must already have their types. The dataset keys among the
+    overrides set :attr:`dataset` and :attr:`allow_unpinned`. Two specs are equal when their
+    ``identity`` is.
     """
 
     preset: str = DEFAULT_PRESET
     overrides: tuple[tuple[str, Any], ...] = ()
     origin: str = ""  # how the user wrote it (SPEC text or file path); for messages only
-    # The dataset to run on (None: the embedded demo). Not part of the identity: the dataset
-    # is identified by its own SHA-256 in every run file.
-    dataset: Path | None = None
+    dataset: Path | None = None  # None: the embedded demo
     allow_unpinned: bool = False
-
-    # Resolved in __post_init__.
-    variant: Variant = field(init=False)
-    params: PolicyParams = field(init=False)
-    evaluation_time: _dt.datetime = field(init=False)
-    identity: str = field(init=False)
-    _protocol: Protocol = field(init=False, repr=False)
+    _resolved: ResolvedSpec | None = field(default=None, init=False, repr=False)  # resolve(self), once
 
     def __post_init__(self) -> None:
-        where = _where(self.origin or self.preset)
+        where = self.where
         if self.preset not in PRESETS:
             raise ContractError(f"{where}: unknown preset {self.preset!r}; known presets: {', '.join(PRESETS)}")
         pairs = self.overrides.items() if isinstance(self.overrides, Mapping) else self.overrides
-        overrides = tuple((key, coerce_value(key, value, where=where)) for key, value in pairs)
-        object.__setattr__(self, "overrides", overrides)
-        settings = dict(overrides)
-        files = {key: settings[key] for key in FILE_KEYS if key in settings}
-        protocol = load_protocol(**files)
-        variant = replace(PRESETS[self.preset], **{k: settings[k] for k in VARIANT_KEYS if k in settings})
-        try:
-            params = protocol.config.hybrid.replace(**{k: settings[k] for k in PARAM_KEYS if k in settings})
-        except ContractError as error:
-            raise ContractError(f"{where}: {error}") from None
-        clock = settings.get(CLOCK_KEY, protocol.evaluation_time)
-        object.__setattr__(self, "variant", variant)
-        object.__setattr__(self, "params", params)
-        object.__setattr__(self, "evaluation_time", clock)
-        object.__setattr__(self, "_protocol", protocol)
-        object.__setattr__(self, "identity", sha256_bytes(canonical_json(self.identity_record()).encode("utf-8")))
+        coerced = [(key, coerce_value(key, value, where=where)) for key, value in pairs]
+        dataset_settings = {key: value for key, value in coerced if key in DATASET_KEYS}
+        object.__setattr__(self, "overrides", tuple(pair for pair in coerced if pair[0] not in DATASET_KEYS))
+        if self.dataset is not None:
+            object.__setattr__(self, "dataset", Path(self.dataset))
+        for key, value in dataset_settings.items():
+            object.__setattr__(self, key, value)
 
     # ------------------------------------------------------------------ construction
 
@@ -114,31 +107,22 @@ class RunSpec:
         return RunSpec(self.preset, self.overrides + tuple(changes.items()), "", self.dataset, self.allow_unpinned)
 
     def on_dataset(self, dataset: str | os.PathLike | None, *, allow_unpinned: bool = False) -> RunSpec:
-        """This spec on ``dataset`` (None: the embedded demo)."""
-        return replace(self, dataset=None if dataset is None else Path(dataset), allow_unpinned=allow_unpinned)
+        """This spec on ``dataset`` (None: the embedded demo); it resolves as this spec does."""
+        moved = replace(self, dataset=None if dataset is None else Path(dataset), allow_unpinned=allow_unpinned)
+        object.__setattr__(moved, "_resolved", self._resolved)  # the dataset takes no part in resolving
+        return moved
 
-    # ------------------------------------------------------------------ resolved values
+    # ------------------------------------------------------------------ the description
+
+    @property
+    def where(self) -> str:
+        """How messages name the spec: a spec file by its path, anything else as quoted SPEC text."""
+        return _where(self.origin or self.preset)
 
     @property
     def settings(self) -> dict[str, Any]:
         """The effective overrides, one per key (the last one written wins)."""
         return dict(self.overrides)
-
-    @property
-    def files(self) -> dict[str, Path]:
-        """The protocol files this spec reads, defaults included."""
-        paths = self._protocol.files
-        return {name: getattr(paths, name) for name in FILE_KEYS}
-
-    @property
-    def artifact_hashes(self) -> dict[str, str]:
-        """SHA-256 of each protocol file: ``{config_sha256, ..., answer_prompt_sha256}``."""
-        return self._protocol.artifact_hashes()
-
-    @property
-    def dataset_pin(self) -> DatasetPin:
-        """The dataset the spec's config pins (repository, revision, filename, SHA-256)."""
-        return self._protocol.config.dataset
 
     @property
     def names_official_manifest(self) -> bool:
@@ -155,6 +139,95 @@ class RunSpec:
         pairs = (f"{key}={_format_value(value)}" for key, value in self.settings.items())
         return self.preset + ":" + ",".join(pairs)
 
+    # ------------------------------------------------------------------ resolved values
+
+    @property
+    def resolved(self) -> ResolvedSpec:
+        """:func:`resolve` of this spec, computed on first use and kept."""
+        resolved = self._resolved
+        if resolved is None:
+            resolved = resolve(self)
+            object.__setattr__(self, "_resolved", resolved)
+        return resolved
+
+    # What runs read, from the resolved spec (ResolvedSpec documents each).
+
+    @property
+    def variant(self) -> Variant:
+        return self.resolved.variant
+
+    @property
+    def params(self) -> PolicyParams:
+        return self.resolved.params
+
+    @property
+    def evaluation_time(self) -> _dt.datetime:
+        return self.resolved.evaluation_time
+
+    @property
+    def identity(self) -> str:
+        return self.resolved.identity
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return self.resolved.files
+
+    @property
+    def artifact_hashes(self) -> dict[str, str]:
+        return self.resolved.artifact_hashes
+
+    @property
+    def dataset_pin(self) -> DatasetPin:
+        return self.resolved.dataset_pin
+
+    def load_protocol(self) -> Protocol:
+        return self.resolved.load_protocol()
+
+    def identity_record(self) -> dict[str, Any]:
+        return self.resolved.identity_record()
+
+    def describe(self) -> str:
+        return self.resolved.describe()
+
+    def as_record(self) -> dict[str, Any]:
+        return self.resolved.as_record()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RunSpec):
+            return NotImplemented
+        return self.identity == other.identity
+
+    def __hash__(self) -> int:
+        return hash(self.identity)
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """A spec with its protocol files read and checked and its overrides applied (:func:`resolve`)."""
+
+    spec: RunSpec
+    protocol: Protocol  # as read: the config still holds the file's own parameters and clock
+    variant: Variant
+    params: PolicyParams
+    evaluation_time: _dt.datetime
+    identity: str
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """The protocol files this spec reads, defaults included."""
+        paths = self.protocol.files
+        return {name: getattr(paths, name) for name in FILE_KEYS}
+
+    @property
+    def artifact_hashes(self) -> dict[str, str]:
+        """SHA-256 of each protocol file: ``{config_sha256, ..., answer_prompt_sha256}``."""
+        return self.protocol.artifact_hashes()
+
+    @property
+    def dataset_pin(self) -> DatasetPin:
+        """The dataset the spec's config pins (repository, revision, filename, SHA-256)."""
+        return self.protocol.config.dataset
+
     def load_protocol(self) -> Protocol:
         """The protocol with this spec's parameters and clock in its config.
 
@@ -162,26 +235,19 @@ class RunSpec:
         ``config.evaluation_time``, so handing them this protocol applies the spec. The file
         hashes still identify the files as read; :attr:`identity` identifies the whole spec.
         """
-        protocol = self._protocol
-        config = replace(protocol.config, hybrid=self.params, evaluation_time=self.evaluation_time)
-        return replace(protocol, config=config)
+        config = replace(self.protocol.config, hybrid=self.params, evaluation_time=self.evaluation_time)
+        return replace(self.protocol, config=config)
 
     def identity_record(self) -> dict[str, Any]:
         """The resolved values that :attr:`identity` hashes."""
-        return {
-            "schema": IDENTITY_SCHEMA,
-            "artifacts": self.artifact_hashes,
-            "variant": self.variant.as_dict(),
-            "policy_parameters": canonical_params(self.params),
-            "evaluation_time": iso_utc(self.evaluation_time),
-        }
+        return _identity_record(self.artifact_hashes, self.variant, self.params, self.evaluation_time)
 
     def describe(self) -> str:
         """One line for people: label, variant, parameters, clock and a short identity."""
         p = self.params
         variant = "/".join(self.variant.as_dict().values())
         return (
-            f"{self.label} [{variant}; weights {p.confidence_weight:g}/{p.confirmation_weight:g}"
+            f"{self.spec.label} [{variant}; weights {p.confidence_weight:g}/{p.confirmation_weight:g}"
             f"/{p.access_weight:g}, half-lives {p.confirmation_half_life_days:g}/"
             f"{p.access_half_life_days:g} d, reserve {p.correction_reserved_fraction:g}"
             f" max {p.correction_reserved_max}; clock {iso_utc(self.evaluation_time)};"
@@ -191,22 +257,45 @@ class RunSpec:
     def as_record(self) -> dict[str, Any]:
         """The spec for run files: label, preset, overrides, resolved values, files and identity."""
         return {
-            "label": self.label,
+            "label": self.spec.label,
             "description": self.describe(),
-            "preset": self.preset,
-            "overrides": {key: _json_value(value) for key, value in self.settings.items()},
+            "preset": self.spec.preset,
+            "overrides": {key: _json_value(value) for key, value in self.spec.settings.items()},
             "files": {name: str(path) for name, path in self.files.items()},
             **self.identity_record(),
             "identity": self.identity,
         }
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RunSpec):
-            return NotImplemented
-        return self.identity == other.identity
 
-    def __hash__(self) -> int:
-        return hash(self.identity)
+def resolve(spec: RunSpec) -> ResolvedSpec:
+    """Read and check ``spec``'s protocol files, apply its overrides and validate the parameters.
+
+    A function of the spec and the files' contents alone; errors name the spec (or its file)
+    and the offending file or key. :attr:`RunSpec.resolved` keeps the result.
+    """
+    settings = spec.settings
+    protocol = load_protocol(**{key: settings[key] for key in FILE_KEYS if key in settings})
+    variant = replace(PRESETS[spec.preset], **{k: settings[k] for k in VARIANT_KEYS if k in settings})
+    try:
+        params = protocol.config.hybrid.replace(**{k: settings[k] for k in PARAM_KEYS if k in settings})
+    except ContractError as error:
+        raise ContractError(f"{spec.where}: {error}") from None
+    clock = settings.get(CLOCK_KEY, protocol.evaluation_time)
+    record = _identity_record(protocol.artifact_hashes(), variant, params, clock)
+    identity = sha256_bytes(canonical_json(record).encode("utf-8"))
+    return ResolvedSpec(spec, protocol, variant, params, clock, identity)
+
+
+def _identity_record(
+    artifacts: dict[str, str], variant: Variant, params: PolicyParams, clock: _dt.datetime
+) -> dict[str, Any]:
+    return {
+        "schema": IDENTITY_SCHEMA,
+        "artifacts": artifacts,
+        "variant": variant.as_dict(),
+        "policy_parameters": canonical_params(params),
+        "evaluation_time": iso_utc(clock),
+    }
 
 
 # --------------------------------------------------------------------------- parsing
@@ -232,19 +321,28 @@ def parse_spec(text: str) -> RunSpec:
             _check_key(key, _where(text))
             overrides.append((key, value))
     if base in PRESETS:
-        return RunSpec(base, tuple(overrides), text)
-    if _looks_like_file(base):
-        spec = load_spec_file(base)
-        return RunSpec(spec.preset, spec.overrides + tuple(overrides), text)
-    raise ContractError(
-        f"{_where(text)}: unknown preset {base!r}; known presets: {', '.join(PRESETS)}"
-        f" (or give the path of a {'/'.join(SPEC_FILE_SUFFIXES)} spec file)"
-    )
+        spec = RunSpec(base, tuple(overrides), text)
+    elif _looks_like_file(base):
+        written = _read_spec_file(Path(base))
+        spec = RunSpec(written.preset, written.overrides + tuple(overrides), text, written.dataset,
+                       written.allow_unpinned)
+    else:
+        raise ContractError(
+            f"{_where(text)}: unknown preset {base!r}; known presets: {', '.join(PRESETS)}"
+            f" (or give the path of a {'/'.join(SPEC_FILE_SUFFIXES)} spec file)"
+        )
+    spec.resolved  # noqa: B018 - an invalid spec fails here, naming the text
+    return spec
 
 
 def load_spec_file(path: str | Path) -> RunSpec:
-    """A spec from a YAML mapping with an optional ``preset`` and any spec keys."""
-    path = Path(path)
+    """A spec from a YAML mapping with an optional ``preset`` and any spec keys, resolved."""
+    spec = _read_spec_file(Path(path))
+    spec.resolved  # noqa: B018 - an invalid spec fails here, naming the file
+    return spec
+
+
+def _read_spec_file(path: Path) -> RunSpec:
     data = parse_yaml(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="spec file"), where=str(path))
     if not isinstance(data, Mapping):
         raise ContractError(f"{path}: a spec file must be a mapping of spec keys, got {type(data).__name__}")
@@ -256,7 +354,7 @@ def load_spec_file(path: str | Path) -> RunSpec:
         if key == "preset":
             continue
         _check_key(key, str(path))
-        if key in FILE_KEYS and isinstance(value, str) and value.strip():
+        if key in PATH_KEYS and isinstance(value, str) and value.strip():
             value = path.parent / value.strip()  # relative to the spec file, not the working folder
         overrides.append((key, value))
     return RunSpec(preset, tuple(overrides), str(path))
@@ -279,16 +377,23 @@ def _check_key(key: Any, where: str) -> None:
 def coerce_value(key: str, value: Any, *, where: str = "spec") -> Any:
     """``value`` for ``key`` with its type checked (strings from a SPEC text are parsed).
 
-    File keys give a :class:`Path`, variant keys one of their allowed strings, integer
-    parameters an ``int``, the other parameters a finite ``float``, the clock an aware UTC
-    datetime (a naive time is taken as UTC).
+    File keys and ``dataset`` give a :class:`Path`, variant keys one of their allowed strings,
+    integer parameters an ``int``, the other parameters a finite ``float``, the clock an aware
+    UTC datetime (a naive time is taken as UTC), ``allow_unpinned`` a ``bool``.
     """
     _check_key(key, where)
 
     def bad(expected: str) -> ContractError:
         return ContractError(f"{where}: {key} must be {expected}, got {value!r}")
 
-    if key in FILE_KEYS:
+    if key == "allow_unpinned":
+        flags = {"true": True, "false": False}
+        if isinstance(value, str) and value.strip().lower() in flags:
+            return flags[value.strip().lower()]
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if key in PATH_KEYS:
         if isinstance(value, Path):
             return value
         if isinstance(value, str) and value.strip():
