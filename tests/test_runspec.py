@@ -163,22 +163,28 @@ def test_describe_and_record():
     [
         ("2026-09-01T00:00:00Z", dt.datetime(2026, 9, 1, tzinfo=UTC)),
         ("2026-09-01T12:00:00+02:00", dt.datetime(2026, 9, 1, 10, tzinfo=UTC)),
-        ("2026-09-01T12:00:00", dt.datetime(2026, 9, 1, 12, tzinfo=UTC)),  # naive is UTC
-        ("2026-09-01", dt.datetime(2026, 9, 1, tzinfo=UTC)),
     ],
 )
 def test_clock_overrides(text, expected):
     assert parse_spec(f"pr4810-final:evaluation_time={text}").evaluation_time == expected
 
 
-def test_yaml_timestamps_and_dates_are_clocks(tmp_path):
-    # YAML turns unquoted timestamps and dates into datetime/date objects.
+@pytest.mark.parametrize("text", ["2026-09-01T12:00:00", "2026-09-01"])
+def test_a_clock_without_a_zone_is_refused(text):
+    # spec 0.5: protocol clocks are timezone-aware; a naive time would depend on the host
+    with pytest.raises(ContractError, match="evaluation_time must be a timezone-aware ISO-8601 time"):
+        parse_spec(f"pr4810-final:evaluation_time={text}")
+
+
+def test_yaml_timestamps_are_clocks_and_dates_are_refused(tmp_path):
+    # YAML turns unquoted timestamps and dates into datetime/date objects; a date has no zone.
     stamp = tmp_path / "stamp.yaml"
     stamp.write_text("evaluation_time: 2026-09-01 12:00:00+02:00\n", encoding="utf-8")
     day = tmp_path / "day.yaml"
     day.write_text("evaluation_time: 2026-09-01\n", encoding="utf-8")
     assert load_spec_file(stamp).evaluation_time == dt.datetime(2026, 9, 1, 10, tzinfo=UTC)
-    assert load_spec_file(day).evaluation_time == dt.datetime(2026, 9, 1, tzinfo=UTC)
+    with pytest.raises(ContractError, match=r"day\.yaml.*timezone-aware"):
+        load_spec_file(day)
 
 
 # --------------------------------------------------------------------------- YAML files
@@ -243,7 +249,7 @@ def test_the_committed_example_specs_parse():
         ("pr4810-final:access_half_life_days=nan", "access_half_life_days must be a finite number, got 'nan'"),
         ("pr4810-final:correction_reserved_max=1.5", "correction_reserved_max must be an integer, got '1.5'"),
         ("pr4810-final:fact_ids=gold", "fact_ids must be one of protocol, raw, got 'gold'"),
-        ("pr4810-final:evaluation_time=soon", "evaluation_time must be an ISO-8601 time such as 2026-08-13T00:00:00Z, got 'soon'"),
+        ("pr4810-final:evaluation_time=soon", "evaluation_time must be a timezone-aware ISO-8601 time such as 2026-08-13T00:00:00Z, got 'soon'"),
         ("pr4810-final:confidence_weight", "spec 'pr4810-final:confidence_weight': expected KEY=VALUE, got 'confidence_weight'"),
         ("pr4810-final:", "expected KEY=VALUE, got ''"),
         ("", "empty spec"),

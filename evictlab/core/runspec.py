@@ -379,7 +379,7 @@ def coerce_value(key: str, value: Any, *, where: str = "spec") -> Any:
 
     File keys and ``dataset`` give a :class:`Path`, variant keys one of their allowed strings,
     integer parameters an ``int``, the other parameters a finite ``float``, the clock an aware
-    UTC datetime (a naive time is taken as UTC), ``allow_unpinned`` a ``bool``.
+    UTC datetime (a time without a zone is refused, spec 0.5), ``allow_unpinned`` a ``bool``.
     """
     _check_key(key, where)
 
@@ -433,17 +433,18 @@ def coerce_value(key: str, value: Any, *, where: str = "spec") -> Any:
 
 
 def _coerce_clock(value: Any, bad: Any) -> _dt.datetime:
+    # Spec 0.5: every protocol clock is timezone-aware. A time without a zone (or a bare date)
+    # would be read differently by different hosts, so it is refused rather than guessed.
+    aware = "a timezone-aware ISO-8601 time such as 2026-08-13T00:00:00Z"
     if isinstance(value, str):
         try:
             value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z") from None
-    elif isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
-        value = _dt.datetime(value.year, value.month, value.day)  # YAML reads 2026-08-13 as a date
-    if not isinstance(value, _dt.datetime):
-        raise bad("an ISO-8601 time such as 2026-08-13T00:00:00Z")
+            raise bad(aware) from None
+    if not isinstance(value, _dt.datetime) or value.tzinfo is None:
+        raise bad(aware)
     try:
-        return as_utc(value)  # project decision: naive times are UTC
+        return as_utc(value)
     except OverflowError:
         raise bad("a time within the years 1-9999 in UTC") from None
 
