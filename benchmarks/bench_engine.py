@@ -57,6 +57,8 @@ TARGET_RATIO = 100
 FLOOR_TARGET = 3
 POOL_SIZES = (10, 100, 1000)
 FLOOR_CASES = 45
+# Scores per block of the floor (the engine uses the same budget, CHUNK_ELEMENTS).
+FLOOR_BLOCK = 1 << 19
 # The synthetic grid: weights at step 0.05 x confirmation half-lives x access half-lives.
 FLOOR_GRID = {
     "weights": simplex_weights(0.05),
@@ -196,7 +198,7 @@ def floor_decisions(signals, grid, capacities):
     higher score or an equal one earlier in the pool, and the correction reservation of spec
     1.4, with no ranking built. Returns three (settings, cases, capacities) arrays in the
     grid's setting order (weights outermost, then the half-lives), processed in blocks of
-    at most about 2 million scores.
+    at most FLOOR_BLOCK scores (the budget of the engine's chunks).
     """
     conf, corr, support = signals["confidence"], signals["correction"], signals["support"]
     n_cases, n_facts = conf.shape
@@ -209,7 +211,7 @@ def floor_decisions(signals, grid, capacities):
     before = np.arange(n_facts) < support[:, None]
     cases = np.arange(n_cases)
     is_correction = corr[cases, support][:, None]
-    block = max(1, 2_000_000 // conf.size)
+    block = max(1, FLOOR_BLOCK // conf.size)
     retained = np.empty((len(weights), len(pairs), n_cases, len(caps)), dtype=bool)
     rank = np.empty((len(weights), len(pairs), n_cases), dtype=np.int64)
     for j, (confirm, access) in enumerate(pairs):

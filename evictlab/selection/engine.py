@@ -78,9 +78,10 @@ OUTPUTS = (
     "support_expected", "support_tied", "support_near_tie",
 )  # fmt: skip
 
-#: Budget, in elements, of the largest intermediate array (settings x cases x capacities x
-#: facts) of one chunk; a batch of settings is processed in chunks that fit it.
-CHUNK_ELEMENTS = 1 << 21
+#: Budget, in elements, of the largest intermediate array of one chunk (settings x cases x
+#: facts; with details, x capacities too); a batch of settings is processed in chunks that
+#: fit it. Half a million keeps a chunk's arrays near the caches and is faster than larger.
+CHUNK_ELEMENTS = 1 << 19
 
 # Decay tables kept per half-life; a slider sweeping many values must not grow them forever.
 _MAX_CACHED_HALF_LIVES = 256

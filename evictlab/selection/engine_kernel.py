@@ -25,9 +25,10 @@ patterns read as int64 order exactly as the scores do (``+0.0`` is the smallest;
 never produces ``-0.0``), and bit 62 added to the corrections' keys sorts them above every
 other fact (a score's bits stay below 2**62 while it is below 2.0). Ascending, each row is
 then: padding (``-inf`` reads as a negative int64), the other facts, the corrections. Counts
-against a score are binary searches in that row; only the ties before the support need a
-pass over the positions. The scores themselves are compared exactly as the selector compares
-them: nothing here rounds.
+against the support's score are binary searches in that row, and the ties before the support
+a pass over the rows that have ties; in pools of up to 32 facts two passes over every row and
+a matrix product per case are faster. The scores are compared exactly as the selector
+compares them: nothing here rounds, and counts summed in float64 are exact integers.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ import numpy as np
 from ..errors import ContractError
 from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
 
-#: The largest pool the kernel decides: two counts are packed into each float64 sum.
+#: The largest pool the kernel decides: two counts are packed into one float64 sum.
 _FIELD_BITS = 26
 _FIELD_INT = 1 << _FIELD_BITS
 _FIELD = float(_FIELD_INT)
 MAX_WIDTH = _FIELD_INT - 1
+#: Up to this pool width, counting over whole rows beats binary searches in the sorted rows.
+_COUNT_BY_PASSES = 32
 
 #: Added to a correction's key so that corrections sort above every other fact.
 _CORRECTION_BIT = np.int64(1 << 62)
@@ -73,11 +76,19 @@ class _SortedRows:
         self.starts = (np.arange(n_settings * n_cases, dtype=np.int64) * (width + 1)).reshape(n_settings, n_cases)
         self.corrections = corrections
 
-    def lookups(self, shape: tuple[int, ...]) -> _Lookups:
-        """Look-ups for queries of ``shape`` (S, C, K)."""
-        last = np.broadcast_to((self.starts + self.width)[..., None], shape)
-        corrections = np.broadcast_to(self.corrections[None, :, None], shape)
-        return _Lookups(self.flat, self.starts[..., None], last, corrections)
+    def count_above(self, key: np.ndarray) -> np.ndarray:
+        """How many keys of each row exceed ``key`` (shape (S, C)), by a binary search."""
+        at_most = np.zeros(key.shape, dtype=np.int64)  # keys after the sentinel that are <= key
+        step = 1 << (self.width.bit_length() - 1)
+        while step:
+            candidate = np.minimum(at_most + step, self.width)
+            np.copyto(at_most, candidate, where=self.flat[self.starts + candidate] <= key)
+            step >>= 1
+        return self.width - at_most
+
+    def lookups(self) -> _Lookups:
+        """Look-ups for queries shaped (K, S, C): capacities outermost."""
+        return _Lookups(self.flat, self.starts[None], (self.starts + self.width)[None], self.corrections[None, None])
 
 
 @dataclass(frozen=True)
@@ -90,12 +101,10 @@ class _Lookups:
     corrections: np.ndarray
 
     def subset(self, mask: np.ndarray) -> _Lookups:
-        return _Lookups(
-            self.flat,
-            np.broadcast_to(self.first, mask.shape)[mask],
-            self.last[mask],
-            self.corrections[mask],
-        )
+        def pick(array: np.ndarray) -> np.ndarray:
+            return np.broadcast_to(array, mask.shape)[mask]
+
+        return _Lookups(self.flat, pick(self.first), pick(self.last), pick(self.corrections))
 
     def correction_at(self, rank: np.ndarray) -> np.ndarray:
         """Key (flag removed) of the ``rank``-th best correction (0-based; the caller keeps it in range)."""
@@ -105,21 +114,20 @@ class _Lookups:
         """Key of the ``rank``-th best fact that is not a correction; negative past the last."""
         return self.flat[np.maximum(self.last - self.corrections - rank, self.first)]
 
-    def open_pair(self, rank: np.ndarray, reserved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Keys of the ``rank``-th and ``(rank-1)``-th best open facts; negative where there is none.
+    def open_at(self, rank: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+        """Key of the ``rank``-th best open fact (0-based); negative where there is none.
 
         The open facts are the other facts and the corrections after the ``reserved`` best.
         ``taken`` of the top ``rank + 1`` come from those corrections: the largest count whose
         last correction still beats the other fact it displaces (a monotone test, so a binary
-        search). The ``rank``-th open fact is the lower of the last ones taken from each list;
-        the one before it is the lower of what remains once that one is removed. Only queries
-        with unreserved corrections to consider run the search.
+        search), and the ``rank``-th is the lower of the last ones taken from each list. Only
+        queries with unreserved corrections to consider run the search.
         """
         limit = np.minimum(rank + 1, self.corrections - reserved)
-        nth, previous = self.other_at(rank), np.where(rank >= 1, self.other_at(np.maximum(rank - 1, 0)), _NONE)
+        found = self.other_at(rank)
         search = limit > 0
         if not search.any():
-            return nth, previous
+            return found
         part = self.subset(search)
         rank, reserved, limit = rank[search], reserved[search], limit[search]
         taken = np.zeros(rank.shape, dtype=np.int64)
@@ -127,21 +135,14 @@ class _Lookups:
         while step:
             candidate = np.minimum(taken + step, limit)
             beats = part.correction_at(reserved + candidate - 1) > part.other_at(rank - candidate + 1)
-            taken = np.where(beats, candidate, taken)
+            np.copyto(taken, candidate, where=beats)
             step >>= 1
-        # The last correction and the last other fact taken, and the ones just before them.
-        last_correction = np.where(taken >= 1, part.correction_at(reserved + np.maximum(taken, 1) - 1), _ANY)
-        before_correction = np.where(taken >= 2, part.correction_at(reserved + np.maximum(taken, 2) - 2), _ANY)
-        last_other = np.where(rank >= taken, part.other_at(np.maximum(rank - taken, 0)), _ANY)
-        before_other = np.where(rank - 1 >= taken, part.other_at(np.maximum(rank - taken - 1, 0)), _ANY)
-        correction_last = last_correction <= last_other
-        nth[search] = np.minimum(last_correction, last_other)
-        previous[search] = np.where(
-            correction_last,
-            np.minimum(before_correction, last_other),
-            np.minimum(last_correction, before_other),
-        )
-        return nth, previous
+        last_correction = part.correction_at(reserved + np.maximum(taken, 1) - 1)
+        last_correction[taken == 0] = _ANY
+        last_other = part.other_at(np.maximum(rank - taken, 0))
+        last_other[rank < taken] = _ANY
+        found[search] = np.minimum(last_correction, last_other)
+        return found
 
 
 def decide(
@@ -153,78 +154,92 @@ def decide(
     capacities: Sequence[int],
     slots: np.ndarray | None,
 ) -> dict[str, np.ndarray]:
-    """The outputs for one chunk of scores (S, C, P); ``slots`` (S, K) or ``None`` (no reservation)."""
+    """The outputs for one chunk of scores (S, C, P); ``slots`` (S, K) or ``None`` (no reservation).
+
+    Inside, arrays per decision are shaped (K, S, C), capacities outermost, so that numpy's
+    loops run over settings x cases; the outputs are (S, C, K) views of them.
+    """
     n_settings, n_cases, width = values.shape
     if width > MAX_WIDTH:
         raise ContractError(f"the engine decides pools of at most {MAX_WIDTH:,} facts, got {width:,}")
     cases = np.arange(n_cases)
-    caps = np.asarray(capacities, dtype=np.int64)
+    caps = np.asarray(capacities, dtype=np.int64)[:, None, None]
     corrections = correction.sum(axis=1)
     support_value = values[:, cases, support_positions]  # (S, C)
 
-    # Counts over the facts scoring above / the same as the support: all of them, the
-    # corrections, and (for ties) those before the support in input order, which outrank it.
-    counted = np.empty_like(values)
-    weights = _count_weights(correction, support_positions)
-    greater = _counts(np.greater(values, support_value[..., None], out=counted, casting="unsafe"), weights)
-    equal = _counts(np.equal(values, support_value[..., None], out=counted, casting="unsafe"), weights)
-    above, corrections_above = greater[0], greater[1]
-    tied, tied_corrections = equal[0], equal[1]
-    rank = above + equal[2]  # 0-based
-    outranking_corrections = (corrections_above + equal[3])[..., None]
+    rows = _SortedRows(values, correction, corrections)
+    # Facts scoring above / the same as the support, all and corrections alone, and the ties
+    # before the support in input order (which outrank it).
+    if width <= _COUNT_BY_PASSES:
+        counted = np.empty_like(values)
+        weights = _count_weights(correction, support_positions)
+        greater = np.greater(values, support_value[..., None], out=counted, casting="unsafe")
+        above, corrections_above = _counts(greater, weights)[:2]
+        equal = np.equal(values, support_value[..., None], out=counted, casting="unsafe")
+        tied, tied_corrections, tied_before, corrections_before = _counts(equal, weights)
+        others_above = above - corrections_above
+    else:
+        # Binary searches in the sorted rows (a correction's key exceeds every unflagged key);
+        # the ties before the support are counted only where there are ties.
+        support_key = support_value.view(np.int64)
+        corrections_above = rows.count_above(support_key + _CORRECTION_BIT)
+        tied_corrections = rows.count_above(support_key + _CORRECTION_BIT - 1) - corrections_above
+        others_above = rows.count_above(support_key) - corrections
+        tied = rows.count_above(support_key - 1) - corrections - others_above + tied_corrections
+        tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
+    rank = others_above + corrections_above + tied_before  # 0-based
+    outranking_corrections = corrections_above + corrections_before
 
-    over = (sizes[:, None] > caps)[None]  # (1, C, K): only then does anything go
-    support_is_correction = correction[cases, support_positions][None, :, None]
+    over = sizes > caps  # (K, 1, C): only then does anything go
+    support_is_correction = correction[cases, support_positions]
     if slots is None:
-        reserved = np.zeros((n_settings, n_cases, len(caps)), dtype=np.int64)
+        reserved = np.zeros((len(caps), n_settings, n_cases), dtype=np.int64)
     else:
         # min(slots, corrections, capacity), so capacity 0 reserves nothing (spec 1.4).
-        reserved = np.minimum(np.minimum(slots[:, None, :], corrections[None, :, None]), caps)
-        reserved = np.where(over, reserved, 0)
+        reserved = np.minimum(np.minimum(slots.T[:, :, None], corrections), caps) * over
     fill = caps - reserved  # open facts kept
-    open_above = rank[..., None] - np.minimum(reserved, outranking_corrections)
-    retained = ~over | (open_above < fill)
+    retained = (rank - np.minimum(reserved, outranking_corrections) < fill) | ~over
     if slots is not None:
         retained |= support_is_correction & (outranking_corrections < reserved)
 
-    # The fact the margin is measured against, as a key (negative: none): the best evicted
-    # one for a kept support, else its displacer (see the module docstring of evictlab.selection.engine).
-    lookups = _SortedRows(values, correction, corrections).lookups(reserved.shape)
-    best_evicted, lowest_filled = lookups.open_pair(fill, reserved)
-    other = np.where(over, best_evicted, _NONE)
-    displacer = np.where(fill >= 1, lowest_filled, _NONE)
+    # The fact the margin is measured against, as a key: the best evicted fact for a kept
+    # support, else its displacer (see the module docstring of evictlab.selection.engine).
+    lookups = rows.lookups()
+    other = lookups.open_at(np.maximum(fill - 1 + retained, 0), reserved)
+    exists = over & (retained | (fill >= 1))
     if slots is not None:
         # An evicted correction could have taken a reserved slot: its displacer is the
         # lowest-ranked kept fact of all, the lower of the last filled and the last reserved.
-        lowest_reserved = np.where(reserved >= 1, lookups.correction_at(np.maximum(reserved - 1, 0)), _ANY)
-        lowest_kept = np.minimum(np.where(fill >= 1, displacer, _ANY), lowest_reserved)
-        displacer = np.where(support_is_correction & (lowest_kept != _ANY), lowest_kept, displacer)
-    np.copyto(other, displacer, where=~retained)
-    support = support_value[..., None]
+        lowest_reserved = lookups.correction_at(np.maximum(reserved - 1, 0))
+        takes_reserved = ~retained & support_is_correction & (reserved >= 1)
+        np.copyto(other, np.where(fill >= 1, np.minimum(other, lowest_reserved), lowest_reserved), where=takes_reserved)
+        exists |= takes_reserved
     other_value = other.view(np.float64)
-    margin = np.where(other >= 0, support - other_value, np.nan)
+    margin = np.full(other.shape, np.nan)
+    np.subtract(support_value, other_value, out=margin, where=exists)
     # Scores are >= 0, so max(|support|, |other|) is the larger score; NaN compares false.
-    near = (margin != 0) & (np.abs(margin) <= NEAR_TIE_RELATIVE * np.maximum(support, other_value))
+    near = (margin != 0) & (np.abs(margin) <= NEAR_TIE_RELATIVE * np.maximum(support_value, other_value))
     expected = _expected(
         caps,
         reserved,
         over,
         retained,
-        size=tied[..., None],
-        tied_reserved=tied_corrections[..., None],
-        better_reserved=corrections_above[..., None],
-        better_other=(above - corrections_above)[..., None],
-        reserved_member=support_is_correction[0, :, 0],
+        size=tied,
+        tied_reserved=tied_corrections,
+        better_reserved=corrections_above,
+        better_other=others_above,
+        reserved_member=support_is_correction,
     )
-    return {
+    by_decision = {
         "support_retained": retained,
-        "support_rank": np.broadcast_to(rank[..., None] + 1, reserved.shape).copy(),
+        "support_rank": np.broadcast_to(rank + 1, reserved.shape),
         "reserved_correction_slots": reserved,
         "support_margin": margin,
         "support_expected": expected,
         "support_tied": (expected > 0) & (expected < 1),
         "support_near_tie": near,
     }
+    return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
 
 
 def _count_weights(correction: np.ndarray, support_positions: np.ndarray) -> np.ndarray:
@@ -244,6 +259,32 @@ def _counts(mask: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
     return low[..., 0], low[..., 1], high[..., 0], high[..., 1]
 
 
+def _ties_before(
+    values: np.ndarray,
+    support_value: np.ndarray,
+    rows: np.ndarray,
+    correction: np.ndarray,
+    support_positions: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Facts tied with the support and before it in input order, and the corrections among
+    them, shape (S, C); counted only in the (setting, case) ``rows`` marked, 0 elsewhere.
+
+    One matrix product per case over the rows' 0/1 tie masks; the weights pack both counts
+    into one float64 (``1 + correction * 2**26``), whose integer sums stay exact.
+    """
+    before = np.zeros(rows.shape, dtype=np.int64), np.zeros(rows.shape, dtype=np.int64)
+    if not rows.any():
+        return before
+    earlier = np.arange(values.shape[-1]) < support_positions[:, None]
+    weights = (earlier * (1.0 + correction * _FIELD))[..., None]  # (C, P, 1)
+    for c in np.flatnonzero(rows.any(axis=0)):
+        s = np.flatnonzero(rows[:, c])
+        packed = (values[s, c] == support_value[s, c, None]).astype(np.float64) @ weights[c]
+        packed = packed[:, 0].astype(np.int64)
+        before[0][s, c], before[1][s, c] = packed & (_FIELD_INT - 1), packed >> _FIELD_BITS
+    return before
+
+
 def _expected(
     caps: np.ndarray,
     reserved: np.ndarray,
@@ -256,7 +297,7 @@ def _expected(
     better_other: np.ndarray,
     reserved_member: np.ndarray,
 ) -> np.ndarray:
-    """P(support kept) over random orders of the facts tied with it, shape (S, C, K).
+    """P(support kept) over random orders of the facts tied with it, shape (K, S, C).
 
     The counts of :func:`~evictlab.policies.ties.keep_probability`, vectorised over the
     decisions whose support shares its score with another fact (elsewhere it is kept or
@@ -264,20 +305,20 @@ def _expected(
     and holds reserved corrections (without them, the group keeps ``filled / size``).
     """
     expected = retained.astype(np.float64)
-    tied = np.broadcast_to(size > 1, reserved.shape) & over
+    tied = (size > 1) & over
     if not tied.any():
         return expected
-    s, c, k = np.nonzero(tied)
-    size, tied_reserved = size[s, c, 0], tied_reserved[s, c, 0]
-    better_reserved, better_other = better_reserved[s, c, 0], better_other[s, c, 0]
-    reserved, capacity = reserved[s, c, k], caps[k]
+    k, s, c = np.nonzero(tied)
+    size, tied_reserved = size[s, c], tied_reserved[s, c]
+    better_reserved, better_other = better_reserved[s, c], better_other[s, c]
+    reserved, capacity = reserved[k, s, c], caps[k, 0, 0]
     taken = np.minimum(tied_reserved, np.maximum(0, reserved - better_reserved))
     open_above = better_other + np.maximum(0, better_reserved - reserved)
     filled = np.clip(capacity - reserved - open_above, 0, size - taken)
     straddles = (taken + filled > 0) & (taken + filled < size)
-    expected[s[straddles], c[straddles], k[straddles]] = filled[straddles] / size[straddles]
+    expected[k[straddles], s[straddles], c[straddles]] = filled[straddles] / size[straddles]
     for i in np.flatnonzero(straddles & (taken > 0)):
-        expected[s[i], c[i], k[i]] = _keep_probability(
+        expected[k[i], s[i], c[i]] = _keep_probability(
             capacity=int(capacity[i]),
             reserved_slots=int(reserved[i]),
             better_reserved=int(better_reserved[i]),
