@@ -34,9 +34,9 @@ def test_settings_are_built_by_index_in_grid_order():
 
 
 def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
-    # 1,000 rows a chunk: 7 settings of 135 rows, so chunks end inside every preset x policy.
-    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=1000)
-    assert written.chunks == 2 * 2 * 9 and written.reused_chunks == 0
+    # 2,000 rows a chunk: 14 settings of 135 rows, so chunks end inside every preset x policy.
+    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=2000)
+    assert written.chunks == 2 * 2 * 5 and written.reused_chunks == 0
     expected = run_sweep(TWO_PRESETS, GRID, progress=False)
     loaded = sweep_output.load_sweep(tmp_path)
     pd.testing.assert_frame_equal(loaded.rows, expected.rows)
@@ -47,7 +47,7 @@ def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
     pd.testing.assert_frame_equal(on_file, extremes.astype({"preset": str, "policy": str, "scenario": str}),
                                   check_dtype=False)  # fmt: skip
     assert written.defaults.empty  # DeerMem's weights are off this grid
-    assert len(pd.read_parquet(tmp_path / ROWS_FILE / "part-000001.parquet")) == 7 * 45 * 3
+    assert len(pd.read_parquet(tmp_path / ROWS_FILE / "part-000001.parquet")) == 14 * 45 * 3
 
 
 def test_a_scalar_policy_is_chunked_too(tmp_path):
