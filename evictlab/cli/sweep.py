@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def pools_from(args: argparse.Namespace, presets: tuple[str, ...]) -> dict[str, PoolSet]:
-    """Each preset's pools through :func:`evictlab.pools.open_pools`, from the run spec of the
+    """Each preset's pools through :func:`evictlab.core.pools.open_pools`, from the run spec of the
     options with that preset (``--variant`` overrides apply to every preset)."""
     pools: dict[str, PoolSet] = {}
     for preset in presets:
