@@ -32,6 +32,7 @@ from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from ..policies.base import WEIGHT_TOLERANCE
 from ..selection.decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
 from ..selection.engine import PreparedCases
+from ..selection.engine_settings import SettingColumns
 
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
 ROW_COLUMNS = (
@@ -168,26 +169,24 @@ class SweepGrid:
 
     @cached_property
     def settings(self) -> tuple[PolicyParams, ...]:
-        """Every setting, weights outermost and reservation maximum innermost."""
-        return self.settings_between(0, self.size)
+        """Every setting, weights outermost and reservation maximum innermost (for a grid of
+        millions, :meth:`settings_between` gives a part as columns, without an object per setting)."""
+        return tuple(self.settings_between(0, self.size))
 
     @property
     def size(self) -> int:
         """How many settings the grid has (without building them)."""
         return math.prod(len(values) for values in self._axes)
 
-    def settings_between(self, start: int, stop: int) -> tuple[PolicyParams, ...]:
-        """Settings ``start`` to ``stop - 1`` in grid order, built without the others."""
-        axes = self._axes
-        settings = []
-        for index in range(max(start, 0), min(stop, self.size)):
-            position = []
-            for values in reversed(axes):
-                index, at = divmod(index, len(values))
-                position.append(values[at])
-            maximum, fraction, access, confirm, (w_conf, w_confirm, w_access) = position
-            settings.append(PolicyParams(w_conf, w_confirm, w_access, confirm, access, fraction, maximum))
-        return tuple(settings)
+    def settings_between(self, start: int, stop: int) -> SettingColumns:
+        """Settings ``start`` to ``stop - 1`` in grid order, as columns, built without the others."""
+        start, stop = max(start, 0), min(stop, self.size)
+        if start >= stop:
+            return SettingColumns.of(())
+        per_triple = self.size // len(self.weights)
+        first, last = start // per_triple, (stop - 1) // per_triple + 1
+        block = SettingColumns.product(self.weights[first:last], *self._axes[1:])
+        return block[start - first * per_triple : stop - first * per_triple]
 
     @property
     def _axes(self) -> tuple[tuple[Any, ...], ...]:

@@ -222,16 +222,16 @@ def chunk_summary(columns: Mapping[str, np.ndarray], cases: int, capacities: int
         values = np.ascontiguousarray(columns[name].reshape(settings, cases, capacities).transpose(1, 0, 2))
         block = (len(groups), settings, capacities)
         if values.dtype == bool or values.dtype.kind == "i":
-            out = np.zeros(block, dtype=np.int64)
+            counts = np.zeros(block, dtype=np.int64)
             for case, group in enumerate(group_of):
-                out[group] += values[case]
-        else:
-            out, compensation = np.zeros(block), np.zeros(block)
-            for case, group in enumerate(group_of):
-                term = values[case] - compensation[group]
-                running = out[group] + term
-                compensation[group] = (running - out[group]) - term
-                out[group] = running
+                counts[group] += values[case]
+            return counts.transpose(1, 0, 2)
+        out, compensation = np.zeros(block), np.zeros(block)
+        for case, group in enumerate(group_of):
+            term = values[case] - compensation[group]
+            running = out[group] + term
+            compensation[group] = (running - out[group]) - term
+            out[group] = running
         return out.transpose(1, 0, 2)
 
     summary = {name: total(name).reshape(-1) for name in ("support_retained", "support_expected", "retention")}

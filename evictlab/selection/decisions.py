@@ -72,6 +72,7 @@ from ..intervals import wilson_interval
 from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from ..policies.ties import EXPECTED, TIE_BREAKS, check_tie_break
 from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
+from .engine_settings import SettingColumns
 
 #: The seven :class:`~evictlab.policies.PolicyParams` fields, in their order.
 SETTING_COLUMNS = tuple(field.name for field in fields(PolicyParams))
@@ -254,7 +255,7 @@ class DecisionRows:
         self.labels = list(prepared)
         self.policies = list(policies)
         self.tie_breaks = {p: (tie_breaks or {}).get(p, resolve_policy(p).default_tie_break) for p in self.policies}
-        self.settings = tuple(settings)
+        self.settings = settings if isinstance(settings, SettingColumns) else tuple(settings)
         self.capacities = np.asarray(capacities, dtype=np.int64)
         self.tables: dict[str, dict[str, int]] = {name: {} for name in CASE_COLUMNS}
         # Per label: each case's code in the tables above.
@@ -357,6 +358,8 @@ def settings_frame(settings: Sequence[PolicyParams]) -> pd.DataFrame:
 def setting_arrays(settings: Sequence[PolicyParams]) -> dict[str, np.ndarray]:
     """The seven parameters of each setting, one array per :data:`SETTING_COLUMNS` name
     (float64; ``correction_reserved_max`` int64)."""
+    if isinstance(settings, SettingColumns):
+        return {name: settings.column(name) for name in SETTING_COLUMNS}
     values = np.array([_PARAMETERS(setting) for setting in settings], dtype=np.float64).reshape(-1, 7)
     columns = {name: values[:, at] for at, name in enumerate(SETTING_COLUMNS)}
     columns["correction_reserved_max"] = np.array([s.correction_reserved_max for s in settings], dtype=np.int64)
