@@ -12,9 +12,7 @@ import pytest
 
 from evictlab.workbench import report
 
-REQUIRED_PARAMETERS = {
-    "dataset": None, "allow_unpinned": False, "preset": "pr4810-final", "smoke": False, "figures_dir": None,
-}
+REQUIRED_PARAMETERS = {"spec": "pr4810-final", "smoke": False, "figures_dir": None}
 FIGURES = {  # the figures each notebook saves in smoke mode
     "01_pools.ipynb": ["01_evidence_lengths", "01_pool_metadata", "01_pool_overview"],
     "02_retention.ipynb": ["02_retention_by_scenario", "02_support_rank_distribution"],
@@ -80,6 +78,8 @@ def test_one_parameters_cell_of_commented_literals(name):
     for number, line in enumerate(source.splitlines(), start=1):
         if line.strip():
             assert number in commented, f"{name}: parameter line {number} has no comment: {line!r}"
+    replaced = {"dataset", "allow_unpinned", "preset"} & set(values)  # the spec carries them
+    assert not replaced, f"{name}: parameters {sorted(replaced)} are part of spec"
     for parameter, default in REQUIRED_PARAMETERS.items():
         assert parameter in values, f"{name}: missing parameter {parameter!r}"
         assert values[parameter] == default, f"{name}: {parameter} defaults to {values[parameter]!r}"
@@ -91,7 +91,7 @@ def test_notebook_executes_in_smoke_mode(name, tmp_path):
     """papermill runs the notebook on the embedded demo with smoke=True; its figures land in figures_dir."""
     figures = tmp_path / "figures"
     run = report.NotebookRun(name, report.NOTEBOOK_DIR / name, tmp_path / name)
-    parameters = {"dataset": None, "preset": "pr4810-final", "smoke": True, "figures_dir": str(figures)}
+    parameters = {"spec": "pr4810-final", "smoke": True, "figures_dir": str(figures)}
     report.execute(run, parameters, figures)
     assert run.status == report.SUCCESS, report.describe_failure(run)
     executed = nbformat.read(run.output_path, as_version=4)

@@ -20,7 +20,7 @@ from evictlab.analysis.qa.report import REFERENCE_DIR
 from evictlab.cli import report as report_command
 from evictlab.core.demo import DEMO_DIR
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
-from evictlab.workbench import report
+from evictlab.workbench import loaders, report
 from evictlab.workbench.report_document import render, table_view
 from evictlab.workbench.report_findings import Finding, Table, analyse
 from evictlab.workbench.report_kernels import WarmKernels
@@ -167,6 +167,7 @@ def test_report_manifest_records_provenance_and_status(smoke_report):
     assert set(manifest["summary"]["protocol"]["artifacts"]) == {
         "config_sha256", "official_manifest_sha256", "synthetic_manifest_sha256", "answer_prompt_sha256"}
     assert manifest["parameters"]["smoke"] is True and manifest["parameters"]["preset"] == "pr4810-final"
+    assert manifest["parameters"]["spec"] == "pr4810-final"  # what every notebook received
     assert [entry["name"] for entry in manifest["summary"]["notebooks"]] == report.NOTEBOOKS
     for entry in manifest["summary"]["notebooks"]:
         assert entry["status"] == "success" and entry["error"] is None
@@ -338,7 +339,7 @@ def test_multiindex_columns_give_one_header_row():
 
 
 def test_key_tables_follow_the_qa_parameters_of_notebook_06():
-    inputs = report.describe_inputs(None, "pr4810-final")
+    inputs = report.describe_inputs("pr4810-final")
     v1 = REFERENCE_DIR / "v1"
     analysis = analyse(inputs.pool_set, preset="pr4810-final", dataset=None, smoke=True,
                        parameters={"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
@@ -356,7 +357,7 @@ def test_key_tables_follow_the_qa_parameters_of_notebook_06():
 
 
 def test_findings_are_computed_from_the_run():
-    inputs = report.describe_inputs(None, "pr4810-final")
+    inputs = report.describe_inputs("pr4810-final")
     findings = {finding.topic: finding for finding in analyse(inputs.pool_set, preset="pr4810-final",
                                                                dataset=None).findings}
     assert list(findings) == ["retention", "scenarios", "zoo", "variants", "qa", "traces", "data"]
@@ -455,9 +456,9 @@ def test_allow_unpinned_reaches_the_pin_check_of_the_key_tables(tmp_path):
     LongMemEval manifest, which is the next check (the report has no --official-manifest)."""
     copy = unpinned_copy(tmp_path)
     with pytest.raises(DatasetError, match="--allow-unpinned"):
-        report.describe_inputs(copy, "pr4810-final")
+        report.describe_inputs(f"pr4810-final:dataset={copy}")
     with pytest.warns(UserWarning, match="not the pinned"), pytest.raises(DatasetError, match="manifest disagrees"):
-        report.describe_inputs(copy, "pr4810-final", allow_unpinned=True)
+        report.describe_inputs(f"pr4810-final:dataset={copy},allow_unpinned=true")
 
 
 def test_allow_unpinned_is_a_reserved_parameter(tmp_path, capsys):
@@ -474,7 +475,7 @@ def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
     assert manifest["parameters"]["allow_unpinned"] is True
     assert "pinned" not in manifest["dataset"]  # the embedded demo is pinned; the flag only permits
     executed = nbformat.read(result.output_dir / "notebooks" / "01_pools.ipynb", as_version=4)
-    assert executed.metadata["papermill"]["parameters"]["allow_unpinned"] is True
+    assert executed.metadata["papermill"]["parameters"]["spec"] == "pr4810-final:allow_unpinned=true"
 
 
 def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_path, tiny_suite):
@@ -501,3 +502,17 @@ def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_
     kernels = [child for child in psutil.Process().children(recursive=True)
                if "ipykernel" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
     assert not kernels
+
+
+def test_the_notebooks_spec_names_the_reports_dataset_and_preset(tmp_path):
+    # The SPEC string run_report passes to every notebook opens the pools its own tables use.
+    text = loaders.spec_text("pr4810-run2", DEMO_DATASET, allow_unpinned=True)
+    assert text == f"pr4810-run2:dataset={DEMO_DATASET.resolve()},allow_unpinned=true"
+    spec = loaders.run_spec(text)
+    assert (spec.preset, spec.dataset, spec.allow_unpinned) == ("pr4810-run2", DEMO_DATASET.resolve(), True)
+    assert loaders.spec_text() == "pr4810-final" and loaders.spec_label(spec) == "pr4810-run2"
+    comma = tmp_path / "a,b.json"
+    comma.write_bytes(DEMO_DATASET.read_bytes())
+    with pytest.raises(ContractError, match="may hold no comma"):
+        report.run_report(tmp_path / "out", dataset=comma, notebooks=["01"], progress=False)
+    assert not (tmp_path / "out").exists()

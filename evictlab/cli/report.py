@@ -52,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preset",
         choices=sorted(PRESETS),
         default=DEFAULT_PRESET,
-        help=f"protocol variant preset passed to every notebook (default: {DEFAULT_PRESET})",
+        help=f"protocol variant preset, passed to every notebook in its spec parameter with --dataset and"
+        f" --allow-unpinned (default: {DEFAULT_PRESET})",
     )
     parser.add_argument("--output-dir", type=Path, metavar="DIR", help="the whole report folder (overrides --name)")
     parser.add_argument("--name", metavar="NAME", help="report folder name under results/ (default: see above)")

@@ -47,11 +47,14 @@ def run(args: argparse.Namespace) -> int:
     runs = [load_run(folder, include_private_text=args.include_private_text)
             for folder in (args.run_dir, args.run_dir_b) if folder is not None]
     if args.include_private_text:
+        from ..core.protocol import DEFAULT_PRESET
+        from ..core.runspec import RunSpec
         from ..workbench.loaders import load_pool_set
 
         for run_folder in runs:
-            preset = run_folder.manifest.get("preset")
-            add_private_text(run_folder, load_pool_set(args.dataset, preset, allow_unpinned=args.allow_unpinned))
+            spec = RunSpec(run_folder.manifest.get("preset") or DEFAULT_PRESET, dataset=args.dataset,
+                           allow_unpinned=args.allow_unpinned)
+            add_private_text(run_folder, load_pool_set(spec))
     comparison = compare(*runs) if len(runs) == 2 else None
     default = "view.html" if args.run_dir_b is None else f"view-vs-{args.run_dir_b.resolve().name}.html"
     output = args.output or args.run_dir / default

@@ -106,6 +106,10 @@ class RunSpec:
         """A new spec with ``changes`` applied after this spec's own overrides."""
         return RunSpec(self.preset, self.overrides + tuple(changes.items()), "", self.dataset, self.allow_unpinned)
 
+    def with_preset(self, name: str) -> RunSpec:
+        """This spec under preset ``name``: its overrides and dataset apply there as well."""
+        return RunSpec(name, self.overrides, "", self.dataset, self.allow_unpinned)
+
     def on_dataset(self, dataset: str | os.PathLike | None, *, allow_unpinned: bool = False) -> RunSpec:
         """This spec on ``dataset`` (None: the embedded demo); it resolves as this spec does."""
         moved = replace(self, dataset=None if dataset is None else Path(dataset), allow_unpinned=allow_unpinned)

@@ -1,8 +1,11 @@
-"""Notebook-facing loaders: the pools of a (dataset, preset) pair and tidy frames describing them.
+"""Notebook-facing loaders: the pools of a run spec and tidy frames describing them.
 
-The notebooks take plain parameters (a dataset path or ``None`` for the embedded demo, and a
-preset name); these functions turn them into a :class:`~evictlab.core.pools.PoolSet` and into
-DataFrames, so that a notebook cell is one call and a display.
+Every notebook takes one ``spec`` parameter: a preset name, a SPEC string
+``PRESET:KEY=VALUE,...`` or the path of a spec YAML file (:func:`evictlab.core.runspec.parse_spec`),
+naming its dataset with ``dataset=PATH`` (else the embedded demo). These functions turn it into
+a :class:`~evictlab.core.pools.PoolSet` and into DataFrames, so that a notebook cell is one call
+and a display. ``evictlab report`` builds the spec it passes to every notebook with
+:func:`spec_text`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import datetime as _dt
 import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -18,21 +22,51 @@ from ..core.dataset import Dataset
 from ..core.demo import DEMO_SHA256
 from ..core.pools import PoolSet, open_pools
 from ..core.protocol import DEFAULT_PRESET, Protocol
-from ..core.runspec import RunSpec
+from ..core.runspec import RunSpec, parse_spec
+from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES
 from ..selection.decisions import decide_grid
 
 
-def load_pool_set(
-    dataset: str | os.PathLike | None = None,
-    preset: str | None = DEFAULT_PRESET,
-    *,
-    allow_unpinned: bool = False,
-) -> PoolSet:
-    """The 45 prepared cases of evictlab's protocol files on ``dataset`` (None: the demo) under
-    ``preset``, through :func:`evictlab.core.pools.open_pools`."""
-    spec = RunSpec(preset or DEFAULT_PRESET).on_dataset(dataset, allow_unpinned=allow_unpinned)
-    return open_pools(spec, notice=_warn_unpinned)
+def run_spec(spec: str | RunSpec = DEFAULT_PRESET) -> RunSpec:
+    """A notebook's ``spec`` parameter as a :class:`~evictlab.core.runspec.RunSpec` (checked, so a
+    bad spec fails in the loading cell, naming the key or file)."""
+    return spec if isinstance(spec, RunSpec) else parse_spec(spec)
+
+
+def spec_text(
+    preset: str = DEFAULT_PRESET, dataset: str | os.PathLike | None = None, allow_unpinned: bool = False
+) -> str:
+    """The SPEC string of ``preset`` on ``dataset`` (None: the demo): what ``evictlab report
+    --preset P --dataset D [--allow-unpinned]`` passes to every notebook.
+
+    The dataset's absolute path goes in, since the notebooks run in another folder. A comma
+    ends a SPEC value, so a path holding one is refused with a clear error.
+    """
+    items = []
+    if dataset is not None:
+        path = str(Path(dataset).resolve())
+        if "," in path or path != path.strip():
+            raise ContractError(
+                f"{path}: a dataset path passed in a run spec may hold no comma and no leading or trailing"
+                " blank; rename the file or link it from a plain path"
+            )
+        items.append(f"dataset={path}")
+    if allow_unpinned:
+        items.append("allow_unpinned=true")
+    return preset + (":" + ",".join(items) if items else "")
+
+
+def spec_label(spec: RunSpec) -> str:
+    """The spec for titles and printouts: its preset and overrides, without the dataset
+    (which :func:`dataset_label` names)."""
+    return RunSpec(spec.preset, spec.overrides).label
+
+
+def load_pool_set(spec: str | RunSpec = DEFAULT_PRESET) -> PoolSet:
+    """The 45 prepared cases of ``spec`` (a :func:`run_spec`), through
+    :func:`evictlab.core.pools.open_pools`; an unpinned dataset the spec allows warns."""
+    return open_pools(run_spec(spec), notice=_warn_unpinned)
 
 
 def _warn_unpinned(loaded: Dataset, protocol: Protocol) -> None:

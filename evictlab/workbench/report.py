@@ -2,7 +2,8 @@
 
 The suite is :data:`NOTEBOOKS`, an ordered list of files in ``evictlab/notebooks/``; adding a notebook
 to the report is adding its file name there. Every notebook receives the same parameters
-(``dataset``, ``allow_unpinned``, ``preset``, ``smoke``, ``figures_dir``, plus any
+(``spec``, the SPEC string of ``--preset``, ``--dataset`` and ``--allow-unpinned`` built by
+:func:`evictlab.workbench.loaders.spec_text`; ``smoke``; ``figures_dir``; plus any
 ``-p NAME VALUE`` overrides) and saves its figures with :func:`evictlab.workbench.plots.save` into
 ``figures_dir``.
 
@@ -46,6 +47,7 @@ from .. import results
 from ..core.demo import DEMO_PIN
 from ..core.pools import PoolSet
 from ..core.protocol import DEFAULT_PRESET, preset_variant
+from ..core.runspec import RunSpec
 from ..errors import ContractError, OutputExistsError
 from ..resources import NOTEBOOK_DIR
 from . import loaders
@@ -92,8 +94,9 @@ FIGURE_SUFFIXES = (".png", ".svg")
 
 #: How the header names the embedded demo: synthetic data, never LongMemEval.
 
-#: Parameters the report sets itself; ``-p`` may not override them.
-RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "smoke", "figures_dir")
+#: Parameters the report sets itself; ``-p`` may not override them. The notebooks take the
+#: first three in ``spec``; they stay reserved, so ``-p preset ...`` is an error, not a no-op.
+RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "spec", "smoke", "figures_dir")
 
 SUCCESS = "success"
 ERROR = "error"
@@ -256,24 +259,25 @@ def run_report(
         raise ContractError(f"notebook file(s) not found in {notebook_dir}: {', '.join(missing)}")
     check_kernel(kernel_name)
     dataset_path = None if dataset is None else Path(dataset).resolve()
+    spec = loaders.spec_text(preset, dataset_path, allow_unpinned)  # every notebook's spec parameter
     if output_dir is None:
         output_dir = RESULTS_DIR / check_name(name or default_name(preset, dataset, smoke))
     root = Path(output_dir)
     root = root.resolve()
     figures_dir = root / FIGURES_SUBDIR
-    notebook_parameters = {
+    notebook_parameters = {"spec": spec, "smoke": bool(smoke), "figures_dir": str(figures_dir), **parameters}
+    runs = [NotebookRun(nb, notebook_dir / nb, root / NOTEBOOKS_SUBDIR / nb) for nb in selected]
+    recorded = {
         "dataset": None if dataset_path is None else str(dataset_path),
         "allow_unpinned": bool(allow_unpinned),
         "preset": preset,
-        "smoke": bool(smoke),
-        "figures_dir": str(figures_dir),
-        **parameters,
+        **notebook_parameters,
+        "notebooks": selected,
+        "kernel_name": kernel_name,
     }
-    runs = [NotebookRun(nb, notebook_dir / nb, root / NOTEBOOKS_SUBDIR / nb) for nb in selected]
-    recorded = {**notebook_parameters, "notebooks": selected, "kernel_name": kernel_name}
     # The inputs load before the folder is touched: a missing or unpinned dataset leaves no
     # folder behind, and a previous report in it untouched.
-    inputs = describe_inputs(dataset_path, preset, allow_unpinned=allow_unpinned)
+    inputs = describe_inputs(spec)
     with results.run(root, KIND, parameters=recorded, existing="replace", precheck=lambda: check_folder(root)) as run:
         remove_previous_report(run)
         figures_dir.mkdir(parents=True, exist_ok=True)
@@ -578,8 +582,10 @@ class Inputs:
     record: dict[str, Any]
 
 
-def describe_inputs(dataset: Path | None, preset: str, *, allow_unpinned: bool = False) -> Inputs:
-    pool_set = loaders.load_pool_set(dataset, preset, allow_unpinned=allow_unpinned)
+def describe_inputs(spec: str | RunSpec) -> Inputs:
+    """The pools of ``spec`` (the notebooks' own spec parameter) and their record."""
+    spec = loaders.run_spec(spec)
+    pool_set = loaders.load_pool_set(spec)
     protocol = pool_set.protocol
     return Inputs(
         pool_set,
@@ -590,7 +596,7 @@ def describe_inputs(dataset: Path | None, preset: str, *, allow_unpinned: bool =
                 "embedded_demo": pool_set.dataset.pin == DEMO_PIN,
             },
             "protocol": {"protocol_id": protocol.protocol_id, "artifacts": protocol.artifact_hashes()},
-            "preset": preset,
+            "preset": spec.preset,
             "variant": pool_set.variant.as_dict(),
         },
     )

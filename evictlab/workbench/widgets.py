@@ -55,6 +55,7 @@ import pandas as pd
 from ..analysis.sweep import check_weights
 from ..core.pools import PoolSet
 from ..core.protocol import DEFAULT_PRESET, PRESETS
+from ..core.runspec import RunSpec, parse_spec
 from ..errors import ContractError
 from ..policies import PolicyParams, get_policy, known_policies
 from ..policies.base import WEIGHT_TOLERANCE
@@ -120,11 +121,16 @@ class PresetPools:
 
 
 class PoolCache:
-    """Pools per preset on one dataset (None: the embedded demo), each built on first use."""
+    """Pools per preset, each built on first use from one run spec under that preset.
 
-    def __init__(self, dataset: str | os.PathLike | None = None, *, allow_unpinned: bool = False) -> None:
-        self.dataset = dataset
-        self.allow_unpinned = allow_unpinned
+    ``spec`` (default: the protocol's own files on ``dataset``, None being the embedded demo)
+    brings its dataset, protocol files, parameters, clock and variant overrides to every preset.
+    """
+
+    def __init__(
+        self, dataset: str | os.PathLike | None = None, *, allow_unpinned: bool = False, spec: RunSpec | None = None
+    ) -> None:
+        self.spec = spec if spec is not None else RunSpec().on_dataset(dataset, allow_unpinned=allow_unpinned)
         self._entries: dict[str, PresetPools] = {}
 
     def get(self, preset: str) -> PresetPools:
@@ -133,7 +139,7 @@ class PoolCache:
         if preset not in self._entries:
             from .loaders import load_pool_set
 
-            pool_set = load_pool_set(self.dataset, preset, allow_unpinned=self.allow_unpinned)
+            pool_set = load_pool_set(self.spec.with_preset(preset))
             prepared = PreparedCases.from_pool_set(pool_set)
             defaults = pool_set.protocol.config.hybrid
             capacities = range(CAPACITY_RANGE[0], CAPACITY_RANGE[1] + 1)
@@ -275,6 +281,14 @@ class Explorer:
         figure = w.GridBox([self.image, self.overlay], layout=w.Layout(
             grid_template_areas='"figure"', width=width, max_width="100%"))
         self.widget = w.VBox([self._control_panel(), figure, self.details])
+
+    @classmethod
+    def from_spec(cls, spec: str | RunSpec, *, pools: PoolCache | None = None, **options: Any) -> Explorer:
+        """An explorer starting at ``spec``'s preset (a preset, SPEC string or spec file, as a
+        notebook's ``spec`` parameter), its pools built from the spec under every preset it
+        shows; ``options`` as for the constructor (policy, capacity, case_id)."""
+        spec = parse_spec(spec) if isinstance(spec, str) else spec
+        return cls(preset=spec.preset, pools=pools or PoolCache(spec=spec), **options)
 
     # ------------------------------------------------------------------ state
 
