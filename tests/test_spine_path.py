@@ -86,3 +86,15 @@ def test_a_weight_in_the_notebooks_spec_reaches_the_selector(capsys):
     settings = [arguments["settings"] for name, arguments in calls if name == "PreparedCases.select"]
     assert settings and all(setting.confidence_weight == 0.55 for batch in settings for setting in batch)
     assert all(setting.confirmation_weight == 0.35 for batch in settings for setting in batch)
+
+
+def test_the_commands_that_build_pools_open_them_through_open_pools(tmp_path, capsys):
+    commands = [
+        ["validate", "--preset", "pr4810-run1"],
+        ["explain", "--case", "3d2da0bb", "--policy", "confidence", "--capacity", "7"],
+        ["diff", "--from", "pr4810-run2", "--to", "pr4810-final", "--output-dir", str(tmp_path / "diff")],
+    ]
+    for argv in commands:
+        calls = trace(lambda argv=argv: main(argv))
+        assert [name for name, _ in calls].count("open_pools") == (2 if argv[0] == "diff" else 1), argv
+    capsys.readouterr()

@@ -18,7 +18,6 @@ from ..core.protocol import (
     PRESETS,
     VARIANT_VALUES,
     Protocol,
-    Variant,
     load_protocol,
     parse_assignment,
     resolve_variant,
@@ -90,10 +89,6 @@ def protocol_from(args: argparse.Namespace) -> Protocol:
         synthetic_manifest=args.synthetic_manifest,
         answer_prompt=args.answer_prompt,
     )
-
-
-def variant_from(args: argparse.Namespace) -> Variant:
-    return resolve_variant(args.preset, args.variant)
 
 
 def dataset_from(args: argparse.Namespace, protocol: Protocol) -> tuple[Protocol, Dataset]:

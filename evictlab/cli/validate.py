@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.qa.prompt import parse_answer_template
-from ..core.dataset import build_bank, check_selection, select_official
-from ..core.pools import build_pools
+from ..core.dataset import select_official
 from . import summary
 from ._common import (
     add_bootstrap_limit_option,
     add_pool_options,
     add_protocol_options,
     check_config_bootstrap,
-    dataset_from,
+    pool_set_from,
     protocol_from,
-    variant_from,
 )
 
 
@@ -63,13 +61,10 @@ def run_validate_contracts(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    protocol, dataset = dataset_from(args, protocol_from(args))
-    variant = variant_from(args)
-    header = variant.evidence_header
-    selection = select_official(dataset, protocol.official, header)
-    check_selection(selection, protocol.official, protocol.files.official_manifest)
-    bank = build_bank(dataset, protocol.config.pool, header)
-    pools = build_pools(protocol, dataset, variant)
+    # open_pools checks the pin, the recomputed selection against the manifest, the bank and every case.
+    pools = pool_set_from(args)
+    protocol, dataset, variant, bank = pools.protocol, pools.dataset, pools.variant, pools.bank
+    selection = select_official(dataset, protocol.official, variant.evidence_header)  # for its exclusions
     status = "pinned" if dataset.pinned else "NOT pinned"
     print(f"dataset {dataset.path}: {len(dataset.rows)} rows, SHA-256 {dataset.sha256} ({status})")
     print(f"  selection: {sum(len(ids) for ids in selection.by_type.values())} eligible cases chosen,"
