@@ -21,7 +21,8 @@ Evicting more than a write requires never helps (a fact kept longer occupies a s
 free anyway), so the optimum over these schedules equals the optimum over DeerMem's schedules
 that evict exactly the excess at each write; the tests check this against brute force on a
 thousand tiny traces. The constraint matrix of a flow is totally unimodular, so the LP is
-integral; the solver is still asked for integers.
+integral: HiGHS's dual simplex solves it as a linear programme, and a solution that is not
+integral (which the theory rules out) is solved again as an integer programme.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from ...errors import ContractError
 from .schema import ADD, ASK, CONFIRM, Chunk
+
+#: A flow value farther than this from an integer means the linear programme's solution is not a vertex.
+INTEGRAL_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -142,12 +146,14 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
     supply = np.zeros(nodes)
     supply[0] = capacity
     supply[timeline - 1] = -capacity
-    result = milp(
-        np.array(costs),
-        constraints=LinearConstraint(incidence, supply, supply),
-        integrality=np.ones(edges),
-        bounds=Bounds(np.zeros(edges), np.array(upper)),
-    )
+    cost, bounds = np.array(costs), Bounds(np.zeros(edges), np.array(upper))
+    # The dual simplex ends on a vertex of the flow polytope, which is integral; a solution
+    # that is not (which the theory rules out) is solved again as an integer programme.
+    limits = np.column_stack((bounds.lb, bounds.ub))
+    result = linprog(cost, A_eq=incidence, b_eq=supply, bounds=limits, method="highs-ds")
+    if not result.success or np.abs(result.x - np.round(result.x)).max() > INTEGRAL_TOLERANCE:
+        result = milp(cost, constraints=LinearConstraint(incidence, supply, supply), integrality=np.ones(edges),
+                      bounds=bounds)
     if not result.success:  # pragma: no cover - a feasible flow always exists (all on the timeline)
         raise RuntimeError(f"the offline optimum's flow could not be solved: {result.message}")
     return Optimum(int(capacity), len(shape.asks), round(-result.fun), reachable)
