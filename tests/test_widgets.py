@@ -190,6 +190,18 @@ def test_moving_a_slider_rescales_the_others_and_refreshes_once(explorer, pools)
     assert_shows(explorer, pools)
 
 
+def test_the_figure_layer_is_sent_before_the_explanation_is_computed(explorer, pools):
+    """A move's figure does not wait for the selected case's explanation and tables."""
+    seen = []
+    explorer.overlay.observe(lambda change: seen.append(("figure", explorer.explanation)), names="value")
+    explorer.details.observe(lambda change: seen.append(("tables", explorer.explanation)), names="value")
+    before = explorer.explanation
+    explorer.set(capacity=8)
+    assert [name for name, _ in seen] == ["figure", "tables"]
+    assert seen[0][1] is before and seen[1][1] is explorer.explanation is not before
+    assert_shows(explorer, pools)
+
+
 def test_a_weight_corner_is_left_by_splitting_the_rest(explorer):
     explorer.set(confidence_weight=1.0)
     assert explorer.weights == (1.0, 0.0, 0.0)
