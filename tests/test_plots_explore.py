@@ -113,6 +113,24 @@ def test_the_deermem_mark_leaves_its_cell_visible_and_states_its_value(fine_simp
     assert "35/45" in panels[-1].get_title()  # the demo's capacity-5 total under hybrid-v1
 
 
+def test_simplex_cells_are_cut_to_the_triangle_without_clip_paths(simplex):
+    """The cells tile exactly the triangle, cut geometrically: a clip path would make the SVG
+    writer spell out its transform once per cell."""
+    ax = next(ax for ax in plots.weight_simplex_maps(simplex, 5).axes if ax.get_title())
+    cells = next(c for c in ax.collections if isinstance(c, PolyCollection))
+    outline = next(c for c in ax.collections if isinstance(c, LineCollection) and c.get_linewidths()[0] > 1)
+    assert cells.get_clip_path() is None and outline.get_clip_path() is None
+    height = math.sqrt(3) / 2
+    area = 0.0
+    for path in cells.get_paths():
+        x, y = path.vertices[:, 0], path.vertices[:, 1]
+        assert (y >= -1e-9).all() and (y <= height * (1 - np.abs(2 * x - 1)) + 1e-9).all()
+        area += abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2
+    assert area == pytest.approx(height / 2, rel=1e-6)  # the triangle, neither gaps nor overlaps
+    for x, y in np.concatenate(outline.get_segments()):
+        assert y >= -1e-9 and y <= height * (1 - abs(2 * x - 1)) + 1e-9
+
+
 def test_the_colour_scale_sets_every_case_kept_apart_from_nearly_all(fine_simplex):
     all_cases = [ax for ax in plots.weight_simplex_maps(fine_simplex, 5).axes if ax.get_title()][-1]
     cells = next(c for c in all_cases.collections if isinstance(c, PolyCollection))

@@ -103,6 +103,64 @@ def _hexagons(centres: np.ndarray, step: float) -> np.ndarray:
     return centres[:, None, :] + offsets[None, :, :]
 
 
+#: The corners of the ternary triangle (confidence at the top), counter-clockwise.
+_CORNERS = np.array([[0.5, _SQRT3_2], [0.0, 0.0], [1.0, 0.0]])
+
+
+def _clip_to_triangle(hexagons: np.ndarray) -> list[np.ndarray]:
+    """Each cell cut to the triangle (Sutherland-Hodgman against its three edges).
+
+    Cut here rather than with a clip path (also the outline, :func:`_clip_segments`): the SVG
+    writer spells a clip path's transform out for every clipped cell and segment, which made
+    the simplex maps the slowest figures to save.
+    """
+    edges = list(zip(_CORNERS, np.roll(_CORNERS, -1, axis=0)))
+    inside = np.ones(len(hexagons), dtype=bool)
+    for start, end in edges:
+        inside &= (_side(start, end, hexagons) >= -1e-12).all(axis=1)
+    cells = list(hexagons)
+    for index in np.flatnonzero(~inside):
+        polygon = hexagons[index]
+        for start, end in edges:
+            if not len(polygon):
+                break
+            side = _side(start, end, polygon)
+            kept = []
+            for i in range(len(polygon)):
+                j = (i + 1) % len(polygon)
+                if side[i] >= 0:
+                    kept.append(polygon[i])
+                if (side[i] >= 0) != (side[j] >= 0):  # the edge crosses the line: add the crossing
+                    kept.append(polygon[i] + (polygon[j] - polygon[i]) * side[i] / (side[i] - side[j]))
+            polygon = np.array(kept).reshape(-1, 2)
+        cells[index] = polygon
+    return cells
+
+
+def _clip_segments(segments: list[np.ndarray]) -> list[np.ndarray]:
+    """The parts of line segments (2 x 2 arrays) inside the triangle; segments outside it go."""
+    clipped = []
+    for segment in segments:
+        start, end = segment
+        for corner, following in zip(_CORNERS, np.roll(_CORNERS, -1, axis=0)):
+            first, second = _side(corner, following, start), _side(corner, following, end)
+            if first < 0 and second < 0:
+                break
+            if first < 0 or second < 0:  # move the outer end to where the segment crosses the edge
+                crossing = start + (end - start) * first / (first - second)
+                start, end = (crossing, end) if first < 0 else (start, crossing)
+        else:
+            if np.hypot(*(end - start)) > 1e-12:
+                clipped.append(np.array([start, end]))
+    return clipped
+
+
+def _side(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Positive where ``points`` lie left of the line from ``start`` to ``end`` (inside the triangle)."""
+    direction = end - start
+    return direction[0] * (points[..., 1] - start[1]) - direction[1] * (points[..., 0] - start[0])
+
+
 def _outline(hexagons: np.ndarray) -> list[np.ndarray]:
     """Edges of the union of ``hexagons``: the edges that only one of them has."""
     counts: dict[tuple, int] = {}
@@ -253,26 +311,22 @@ def stability_maps(
 
 def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.ndarray, cmap: Any,
                    marked: tuple[float, float, float]) -> Any:
-    corners = np.array([[0.5, _SQRT3_2], [0.0, 0.0], [1.0, 0.0]])
-    frame = Polygon(corners, closed=True, facecolor="none", edgecolor="black", linewidth=1.0, zorder=5)
+    frame = Polygon(_CORNERS, closed=True, facecolor="none", edgecolor="black", linewidth=1.0, zorder=5)
     ax.add_patch(frame)
-    # An (N, 6, 2) array is matplotlib's fast path; its stubs only name sequences.
+    cells = _clip_to_triangle(hexagons)
     image = PolyCollection(
-        hexagons,  # type: ignore[arg-type]
+        cells,
         array=values, cmap=cmap, norm=retention_norm(), edgecolors="face", linewidths=0.3,
     )
-    image.set_clip_path(frame)
     ax.add_collection(image)
     _ternary_grid(ax)
     if safe.any():
         inside = hexagons[safe]
-        path = MplPath.make_compound_path(*(MplPath(hexagon, closed=True) for hexagon in inside))
+        path = MplPath.make_compound_path(*(MplPath(cells[index], closed=True) for index in np.flatnonzero(safe)))
         hatch = PathPatch(path, facecolor="none", edgecolor="none", hatch="///", hatchcolor="white", zorder=3)
-        hatch.set_clip_path(frame)
         ax.add_patch(hatch)
-        outline = LineCollection(_outline(inside), colors="black", linewidths=1.8, zorder=4,
+        outline = LineCollection(_clip_segments(_outline(inside)), colors="black", linewidths=1.8, zorder=4,
                                  path_effects=[patheffects.withStroke(linewidth=3.2, foreground="white")])
-        outline.set_clip_path(frame)
         ax.add_collection(outline)
     x, y = ternary_xy(marked)[0]
     # A ring, not a filled marker: the cell it marks keeps its colour.
