@@ -23,7 +23,7 @@ from evictlab.errors import ContractError, DatasetError, OutputExistsError
 from evictlab.workbench import loaders, report
 from evictlab.workbench.report_document import render, table_view
 from evictlab.workbench.report_findings import Finding, Table, analyse
-from evictlab.workbench.report_kernels import WarmKernels
+from evictlab.workbench.report_kernels import KernelPlan, WarmKernels
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 
@@ -476,6 +476,26 @@ def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
     assert "pinned" not in manifest["dataset"]  # the embedded demo is pinned; the flag only permits
     executed = nbformat.read(result.output_dir / "notebooks" / "01_pools.ipynb", as_version=4)
     assert executed.metadata["papermill"]["parameters"]["spec"] == "pr4810-final:allow_unpinned=true"
+
+
+def test_a_warm_kernel_has_imported_its_notebook_s_modules_before_it_runs():
+    """The imports reach the kernel (a request sent while it booted was dropped) and it still
+    answers the next client (one sent too early could leave it deaf), every time."""
+    plan = KernelPlan({"EVICTLAB_PROBE": "yes"}, ("evictlab.analysis.robustness", "no_such_module"))
+    with WarmKernels("python3", [plan] * 3) as kernels:
+        for index in range(3):
+            client = kernels.take(index).client()
+            client.start_channels()
+            try:
+                client.wait_for_ready(timeout=60)
+                outputs = []
+                code = "import os, sys; print('evictlab.analysis.robustness' in sys.modules, os.environ['EVICTLAB_PROBE'])"
+                reply = client.execute_interactive(code, timeout=60, output_hook=outputs.append)
+            finally:
+                client.stop_channels()
+            kernels.release(index)
+            assert reply["content"]["status"] == "ok"
+            assert [m["content"]["text"] for m in outputs if m["msg_type"] == "stream"] == ["True yes\n"]
 
 
 def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_path, tiny_suite):

@@ -15,7 +15,9 @@ import contextlib
 import functools
 import json
 import os
+import queue
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,10 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", "--HistoryManager.hist_file
 WARM_IMPORTS = (
     "evictlab.workbench.plots", "evictlab.workbench.loaders", "matplotlib.pyplot", "matplotlib_inline.backend_inline",
 )
+
+
+#: How long a kernel may take to answer and to run its warm imports.
+WARM_UP_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -90,9 +96,9 @@ class WarmKernels:
     """A fresh kernel per notebook, each started ``ahead`` notebooks before it is taken.
 
     ``plans[i]`` is the kernel of the i-th notebook to run. :meth:`take` hands out kernel ``i``
-    (starting it if it is not yet) and starts the next ones up to ``i + ahead``, which boot and
-    run their imports (silently: no execution count, no names left behind) in their own
-    processes while earlier notebooks execute; :meth:`release` shuts a kernel down when it has
+    (starting it if it is not yet) and starts the next ones up to ``i + ahead``, which boot and,
+    from a thread of their own (:func:`_warm`), run their imports (silently: no execution
+    count, no names left behind) in their own processes while earlier notebooks execute; :meth:`release` shuts a kernel down when it has
     served. Safe to use from several threads. Every kernel still running is shut down when the
     context ends, also on an interruption.
     """
@@ -118,22 +124,23 @@ class WarmKernels:
     def _start(self, plan: KernelPlan) -> Any:
         manager = _tracking_kernel_manager()(kernel_name=self.kernel_name)
         manager.start_kernel(extra_arguments=KERNEL_ARGUMENTS, env={**os.environ, **plan.env})
-        client = manager.client()
-        # The shell channel is all a silent execute needs. A heartbeat channel started and
-        # stopped at once races its own thread, which then fails to open its socket on the
-        # closed context and prints a traceback (seen at the start of `make report`).
-        client.start_channels(iopub=False, stdin=False, hb=False, control=False)
-        client.execute(warm_code(plan.imports), silent=True)
-        client.stop_channels()
+        manager.warm_up = threading.Thread(target=_warm, args=(manager, plan.imports), daemon=True,
+                                           name="report-kernel-warm-up")
+        manager.warm_up.start()
         return manager
 
     def take(self, index: int) -> Any:
-        """The kernel for plan ``index``; starts the kernels of the next ``ahead`` plans."""
+        """The kernel for plan ``index``, once its imports are done; starts the kernels of the
+        next ``ahead`` plans."""
         with self._lock:
             self._start_until(index + self.ahead)
             if index not in self.started:
                 raise KeyError(f"kernel {index} was already released")
-            return self.started[index]
+            manager = self.started[index]
+        # Its notebook would wait for the same imports; a kernel that never answers is left
+        # to papermill, which reports it as that notebook's failure.
+        manager.warm_up.join(timeout=WARM_UP_SECONDS)
+        return manager
 
     def release(self, index: int) -> None:
         """Shut kernel ``index`` down (and close its clients)."""
@@ -161,6 +168,34 @@ def cpu_seconds(manager: Any) -> float | None:
     return times.user + times.system + times.children_user + times.children_system
 
 
+def _warm(manager: Any, modules: Sequence[str]) -> None:
+    """Wait until the kernel answers, then run its imports and wait for them to finish.
+
+    Only a kernel that answered gets the request: one sent while it still boots is sometimes
+    neither run nor answered, and the kernel then ignores the next client too. No heartbeat
+    channel: one started and stopped at once races its own thread, which then prints a
+    traceback. Errors end the warm-up quietly; the notebook's own run reports a dead kernel.
+    """
+    client = manager.client()
+    try:
+        client.start_channels(stdin=False, hb=False, control=False)
+        client.wait_for_ready(timeout=WARM_UP_SECONDS)
+        request = client.execute(warm_code(modules), silent=True)
+        deadline = time.monotonic() + WARM_UP_SECONDS
+        while time.monotonic() < deadline and manager.is_alive():
+            try:
+                reply = client.get_shell_msg(timeout=1)
+            except queue.Empty:
+                continue
+            if reply["parent_header"].get("msg_id") == request:
+                break
+    except Exception:  # noqa: BLE001 - see above
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            client.stop_channels()
+
+
 def _stop(manager: Any) -> None:
     if manager is None:
         return
@@ -172,6 +207,7 @@ def _stop(manager: Any) -> None:
     # A kernel that died on its own needs no shutdown.
     with contextlib.suppress(Exception):
         manager.shutdown_kernel(now=True)
+    manager.warm_up.join(timeout=WARM_UP_SECONDS)  # ends soon once the kernel is gone
 
 
 @functools.cache
@@ -183,6 +219,7 @@ def _tracking_kernel_manager() -> type:
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.clients: list[Any] = []
+            self.warm_up: threading.Thread | None = None
 
         def client(self, **kwargs: Any) -> Any:
             created = super().client(**kwargs)
