@@ -97,14 +97,14 @@ def parts_of_a_move(explorer, repeats):
     parts = [
         ("decisions (engine)", lambda: explorer._decide(entry, "hybrid-v1", explorer.params, 5)),
         ("summary", lambda: retention_summary(explorer.results)),
-        ("explanation of the selected case", lambda: explorer._explain(entry)),
         ("figure: set data on the artists", lambda: figure.update(*view, **options)),
         ("figure: the SVG layer of the changing artists", figure.overlay_svg),
+        ("explanation of the selected case (after the layer is sent)", lambda: explorer._explain(entry)),
         ("tables (HTML)", lambda: explorer._details_html(entry)),
     ]
     for label, part in parts:
         milliseconds = median_ms(part, repeats)
-        print(f"     {label:<42} {milliseconds:8.2f} ms")
+        print(f"     {label:<60} {milliseconds:8.2f} ms")
 
 
 def engine_alone(prepared, repeats):
