@@ -26,9 +26,8 @@ never produces ``-0.0``), and bit 62 added to the corrections' keys sorts them a
 other fact (a score's bits stay below 2**62 while it is below 2.0). Ascending, each row is
 then: padding (``-inf`` reads as a negative int64), the other facts, the corrections. Counts
 against the support's score are binary searches in that row, and the ties before the support
-a pass over the rows that have ties; in pools of up to 32 facts two passes over every row and
-a matrix product per case are faster. The scores are compared exactly as the selector
-compares them: nothing here rounds, and counts summed in float64 are exact integers.
+a pass over the rows that have ties. The scores are compared exactly as the selector compares
+them: nothing here rounds, and counts summed in float64 are exact integers.
 """
 
 from __future__ import annotations
@@ -47,8 +46,6 @@ _FIELD_BITS = 26
 _FIELD_INT = 1 << _FIELD_BITS
 _FIELD = float(_FIELD_INT)
 MAX_WIDTH = _FIELD_INT - 1
-#: Up to this pool width, counting over whole rows beats binary searches in the sorted rows.
-_COUNT_BY_PASSES = 32
 
 #: Added to a correction's key so that corrections sort above every other fact.
 _CORRECTION_BIT = np.int64(1 << 62)
@@ -100,11 +97,11 @@ class _Lookups:
     last: np.ndarray  # index of the row's best key
     corrections: np.ndarray
 
-    def subset(self, mask: np.ndarray) -> _Lookups:
-        def pick(array: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(array, mask.shape)[mask]
-
-        return _Lookups(self.flat, pick(self.first), pick(self.last), pick(self.corrections))
+    def subset(self, index: np.ndarray, shape: tuple[int, int, int]) -> _Lookups:
+        """The look-ups of the queries at flat ``index`` into queries shaped ``shape`` (K, S, C)."""
+        row = index % (shape[1] * shape[2])  # setting * cases + case
+        first, width = self.first.reshape(-1)[row], (self.last - self.first).flat[0]
+        return _Lookups(self.flat, first, first + width, self.corrections.reshape(-1)[row % shape[2]])
 
     def correction_at(self, rank: np.ndarray) -> np.ndarray:
         """Key (flag removed) of the ``rank``-th best correction (0-based; the caller keeps it in range)."""
@@ -124,12 +121,12 @@ class _Lookups:
         queries with unreserved corrections to consider run the search.
         """
         limit = np.minimum(rank + 1, self.corrections - reserved)
-        found = self.other_at(rank)
-        search = limit > 0
-        if not search.any():
+        found = np.ascontiguousarray(self.other_at(rank))  # written through a flat view below
+        index = np.flatnonzero(limit > 0)
+        if not len(index):
             return found
-        part = self.subset(search)
-        rank, reserved, limit = rank[search], reserved[search], limit[search]
+        part = self.subset(index, found.shape)
+        rank, reserved, limit = rank.reshape(-1)[index], reserved.reshape(-1)[index], limit.reshape(-1)[index]
         taken = np.zeros(rank.shape, dtype=np.int64)
         step = 1 << (int(limit.max()).bit_length() - 1)
         while step:
@@ -141,7 +138,7 @@ class _Lookups:
         last_correction[taken == 0] = _ANY
         last_other = part.other_at(np.maximum(rank - taken, 0))
         last_other[rank < taken] = _ANY
-        found[search] = np.minimum(last_correction, last_other)
+        found.reshape(-1)[index] = np.minimum(last_correction, last_other)
         return found
 
 
@@ -168,25 +165,15 @@ def decide(
     support_value = values[:, cases, support_positions]  # (S, C)
 
     rows = _SortedRows(values, correction, corrections)
-    # Facts scoring above / the same as the support, all and corrections alone, and the ties
-    # before the support in input order (which outrank it).
-    if width <= _COUNT_BY_PASSES:
-        counted = np.empty_like(values)
-        weights = _count_weights(correction, support_positions)
-        greater = np.greater(values, support_value[..., None], out=counted, casting="unsafe")
-        above, corrections_above = _counts(greater, weights)[:2]
-        equal = np.equal(values, support_value[..., None], out=counted, casting="unsafe")
-        tied, tied_corrections, tied_before, corrections_before = _counts(equal, weights)
-        others_above = above - corrections_above
-    else:
-        # Binary searches in the sorted rows (a correction's key exceeds every unflagged key);
-        # the ties before the support are counted only where there are ties.
-        support_key = support_value.view(np.int64)
-        corrections_above = rows.count_above(support_key + _CORRECTION_BIT)
-        tied_corrections = rows.count_above(support_key + _CORRECTION_BIT - 1) - corrections_above
-        others_above = rows.count_above(support_key) - corrections
-        tied = rows.count_above(support_key - 1) - corrections - others_above + tied_corrections
-        tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
+    # Facts scoring above / the same as the support, split into corrections and the others
+    # (a correction's key exceeds every unflagged key), by binary searches in the sorted rows;
+    # the ties before the support in input order (which outrank it) where there are ties.
+    support_key = support_value.view(np.int64)
+    corrections_above = rows.count_above(support_key + _CORRECTION_BIT)
+    tied_corrections = rows.count_above(support_key + _CORRECTION_BIT - 1) - corrections_above
+    others_above = rows.count_above(support_key) - corrections
+    tied = rows.count_above(support_key - 1) - corrections - others_above + tied_corrections
+    tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
     rank = others_above + corrections_above + tied_before  # 0-based
     outranking_corrections = corrections_above + corrections_before
 
@@ -196,7 +183,7 @@ def decide(
         reserved = np.zeros((len(caps), n_settings, n_cases), dtype=np.int64)
     else:
         # min(slots, corrections, capacity), so capacity 0 reserves nothing (spec 1.4).
-        reserved = np.minimum(np.minimum(slots.T[:, :, None], corrections), caps) * over
+        reserved = np.minimum(np.minimum(np.ascontiguousarray(slots.T)[:, :, None], corrections), caps) * over
     fill = caps - reserved  # open facts kept
     retained = (rank - np.minimum(reserved, outranking_corrections) < fill) | ~over
     if slots is not None:
@@ -240,23 +227,6 @@ def decide(
         "support_near_tie": near,
     }
     return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
-
-
-def _count_weights(correction: np.ndarray, support_positions: np.ndarray) -> np.ndarray:
-    """Per case, two columns of packed weights (C, P, 2): ``1 + before * 2**26`` and
-    ``correction + (before and correction) * 2**26``, ``before`` meaning before the support."""
-    before = np.arange(correction.shape[1]) < support_positions[:, None]
-    return np.stack([1.0 + before * _FIELD, correction + (before & correction) * _FIELD], axis=-1)
-
-
-def _counts(mask: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Four (S, C) counts over a 0/1 mask (S, C, P): all, corrections, before the support, both.
-
-    One matrix product per case; the sums are integers below 2**53, so exact in float64.
-    """
-    sums = np.matmul(mask.transpose(1, 0, 2), weights).transpose(1, 0, 2).astype(np.int64)  # (S, C, 2)
-    low, high = sums & (_FIELD_INT - 1), sums >> _FIELD_BITS
-    return low[..., 0], low[..., 1], high[..., 0], high[..., 1]
 
 
 def _ties_before(
