@@ -65,7 +65,7 @@ import numpy as np
 
 from ..errors import ContractError
 from ..policies import PolicyParams, SelectionContext, resolve_policy, select
-from ..policies.signals import decay, heat_component, is_category, resolve_now
+from ..policies.signals import LN_9, decay, is_category, resolve_now
 from ..policies.ties import CutLine, tie_outcome
 from .engine_cases import CONFIRMED, CREATED, read_cases, single_support, unique_keys
 from .engine_kernel import decide, kept_in_rank_order
@@ -166,7 +166,9 @@ class PreparedCases:
         self._fresh_index = signals.fresh_index
         self._fresh_days = signals.fresh_days
         self._heat_index = signals.heat_index
-        self._heat_pairs = signals.heat_pairs
+        pairs = np.array(signals.heat_pairs, dtype=np.float64).reshape(-1, 2)
+        self._heats = pairs[:, 0]
+        self._access_days, self._access_day_index = np.unique(pairs[:, 1], return_inverse=True)
         self._heated = self._heat_index > 0
         padding = np.nonzero(~self.valid)
         self._padding = padding if padding[0].size else None
@@ -202,9 +204,13 @@ class PreparedCases:
         """Access-heat component of every fact, shape (cases, width)."""
         table = self._heat_tables.get(half_life_days)
         if table is None:
-            values = np.array(
-                [heat_component(heat, days, half_life_days) for heat, days in self._heat_pairs]
-            )
+            # heat_component per distinct (heat, days) pair, its steps spelled out: the decay
+            # per distinct day count (Python's power), then the same IEEE product, math.log1p
+            # (numpy's differs in the last bit) and the same division and min.
+            factors = np.array([decay(days, half_life_days) for days in self._access_days])
+            decayed = self._heats * factors[self._access_day_index]
+            logs = np.array([math.log1p(value) for value in decayed.tolist()])
+            values = np.minimum(1.0, logs / LN_9)
             table = np.where(self._heated, values[self._heat_index], 0.0)
             _remember(self._heat_tables, half_life_days, table)
         return table

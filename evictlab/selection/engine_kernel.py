@@ -32,7 +32,6 @@ them: nothing here rounds, and counts summed in float64 are exact integers.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -255,6 +254,9 @@ def _ties_before(
     return before
 
 
+_COUNT_NAMES = ("capacity", "reserved_slots", "better_reserved", "better_other", "tied_reserved", "tied_other")
+
+
 def _expected(
     caps: np.ndarray,
     reserved: np.ndarray,
@@ -287,21 +289,21 @@ def _expected(
     filled = np.clip(capacity - reserved - open_above, 0, size - taken)
     straddles = (taken + filled > 0) & (taken + filled < size)
     expected[k[straddles], s[straddles], c[straddles]] = filled[straddles] / size[straddles]
-    for i in np.flatnonzero(straddles & (taken > 0)):
-        expected[k[i], s[i], c[i]] = _keep_probability(
-            capacity=int(capacity[i]),
-            reserved_slots=int(reserved[i]),
-            better_reserved=int(better_reserved[i]),
-            better_other=int(better_other[i]),
-            tied_reserved=int(tied_reserved[i]),
-            tied_other=int(size[i] - tied_reserved[i]),
-            reserved_member=bool(reserved_member[c[i]]),
+    closed_form = np.flatnonzero(straddles & (taken > 0))
+    if len(closed_form):
+        # The exact sum once per distinct set of counts.
+        columns = (capacity, reserved, better_reserved, better_other, tied_reserved, size - tied_reserved)
+        counts = np.stack([*columns, reserved_member[c]], axis=1)[closed_form].astype(np.int64)
+        distinct, which = np.unique(counts, axis=0, return_inverse=True)
+        probabilities = np.array(
+            [
+                float(keep_probability(**dict(zip(_COUNT_NAMES, row[:6])), reserved_member=bool(row[6])))
+                for row in distinct.tolist()
+            ]
         )
+        where = k[closed_form], s[closed_form], c[closed_form]
+        expected[where] = probabilities[which.reshape(-1)]
     return expected
-
-
-# The closed form's exact sum is slow, and the same counts recur across settings.
-_keep_probability = functools.lru_cache(maxsize=1 << 14)(keep_probability)
 
 
 def kept_in_rank_order(
