@@ -32,6 +32,7 @@ them: nothing here rounds, and counts summed in float64 are exact integers.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -255,6 +256,8 @@ def _ties_before(
 
 
 _COUNT_NAMES = ("capacity", "reserved_slots", "better_reserved", "better_other", "tied_reserved", "tied_other")
+# The closed form's exact sum is slow, and the same counts recur across chunks and calls.
+_keep_probability = functools.lru_cache(maxsize=1 << 14)(keep_probability)
 
 
 def _expected(
@@ -297,7 +300,7 @@ def _expected(
         distinct, which = np.unique(counts, axis=0, return_inverse=True)
         probabilities = np.array(
             [
-                float(keep_probability(**dict(zip(_COUNT_NAMES, row[:6])), reserved_member=bool(row[6])))
+                float(_keep_probability(**dict(zip(_COUNT_NAMES, row[:6])), reserved_member=bool(row[6])))
                 for row in distinct.tolist()
             ]
         )
