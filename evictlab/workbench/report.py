@@ -22,7 +22,8 @@ report's notebooks, figures and pages, exactly the files its record lists with t
 unchanged are removed first, so nothing stale is linked and nothing the report did not write
 is ever deleted (a forged or edited record deletes nothing else). A folder that exists, is
 not empty and holds no report is refused, and ``--name`` must be a plain folder name, so the
-report never writes outside ``results/``. The folder is locked while a report runs into it.
+report never writes outside ``results/`` (:mod:`evictlab.workbench.report_folder` holds these
+rules). The folder is locked while a report runs into it.
 
 A failing notebook does not stop the others (they are independent); the report then names
 the notebook, the failing cell and the exception, the manifest's status is ``error``, and
@@ -31,7 +32,6 @@ the command exits non-zero.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -48,7 +48,7 @@ from ..core.demo import DEMO_PIN
 from ..core.pools import PoolSet
 from ..core.protocol import DEFAULT_PRESET, preset_variant
 from ..core.runspec import RunSpec
-from ..errors import ContractError, OutputExistsError
+from ..errors import ContractError
 from ..resources import NOTEBOOK_DIR
 from . import loaders
 from .plots.saving import FIGURE_LOG_VARIABLE
@@ -61,9 +61,17 @@ from .report_document import (
     render,
 )
 from .report_findings import Analysis, Finding, Table, analyse
+from .report_folder import (
+    KIND,
+    MANIFEST_FILE,
+    REPORT_KIND,
+    RESULTS_DIR,
+    check_folder,
+    check_name,
+    default_name,
+    remove_previous_report,
+)
 from .report_kernels import KERNEL_ARGUMENTS, KernelPlan, WarmKernels, cpu_seconds, notebook_imports
-
-RESULTS_DIR = Path("results")  # relative to the working directory
 
 #: The report's notebooks, in execution order (file names inside ``notebooks/``).
 NOTEBOOKS: list[str] = [
@@ -82,10 +90,6 @@ NOTEBOOKS: list[str] = [
 KERNEL_NAME = "python3"
 #: Notebooks executed at once (each in its own kernel process): one per core of a 2-core machine.
 JOBS = 2
-KIND = REPORT_KIND = "report"
-MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
-LEGACY_MANIFEST, LEGACY_KIND = "report.json", "evictlab-report"  # before the run record
-REPLACED = ("notebooks", "figures", "report.md", "report.html")  # what a rerun may remove
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 NOTEBOOKS_SUBDIR = "notebooks"
@@ -105,21 +109,6 @@ NOT_RUN = "not run"
 
 
 # --------------------------------------------------------------------------- selection and naming
-
-
-def default_name(
-    preset: str | None = DEFAULT_PRESET, dataset: str | os.PathLike | None = None, smoke: bool = False
-) -> str:
-    """``report-<preset>``, with ``-demo`` on the embedded dataset and ``-smoke`` for smoke runs.
-
-    The name depends only on the inputs, so rerunning the same command rewrites the same folder.
-    """
-    name = f"report-{preset or DEFAULT_PRESET}"
-    if dataset is None:
-        name += "-demo"
-    if smoke:
-        name += "-smoke"
-    return name
 
 
 def select_notebooks(selection: Iterable[str] | None, available: Sequence[str] = NOTEBOOKS) -> list[str]:
@@ -381,15 +370,6 @@ def execute_all(
                 raise
 
 
-def check_name(name: str) -> str:
-    """A report name is one plain folder name: it cannot reach outside the results folder."""
-    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise ContractError(
-            f"--name {name!r}: expected a plain folder name (no '/', not '..'); use --output-dir for a path"
-        )
-    return name
-
-
 def check_kernel(kernel_name: str) -> None:
     """Refuse a kernel that would not run this interpreter (it would not see this evictlab)."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -409,43 +389,6 @@ def check_kernel(kernel_name: str) -> None:
         f"Jupyter kernel {kernel_name!r} ({spec.resource_dir}) runs {command}, not {sys.executable};"
         f" reinstall it with '{sys.executable} -m ipykernel install --sys-prefix'"
     )
-
-
-def check_folder(root: Path) -> None:
-    """Refuse a non-empty folder that holds no report (neither a report record nor a report
-    manifest of an earlier evictlab): evictlab never writes into a folder it did not make."""
-    if results.read_record(root, KIND) is not None:
-        return
-    entries = [path for path in root.iterdir() if path.name != results.LOCK_FILE]
-    if entries and not _legacy_report(root):
-        raise OutputExistsError(
-            f"{root} is not empty and holds no {MANIFEST_FILE}; refusing to write a report into it"
-            " (choose another --output-dir or --name)"
-        )
-
-
-def _legacy_report(root: Path) -> bool:
-    try:
-        return json.loads((root / LEGACY_MANIFEST).read_bytes()).get("kind") == LEGACY_KIND
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return False
-
-
-def remove_previous_report(run: results.Run) -> None:
-    """Remove the previous report's notebooks, figures and pages, so nothing stale is linked.
-
-    Only files the previous run record lists, inside this folder and with the SHA-256 it
-    recorded, are removed: a forged or edited record cannot make the report delete a file it
-    did not write.
-    """
-    previous = run.previous.outputs if run.previous is not None else {}
-    for name, written in previous.items():
-        path = run.folder / name
-        inside = path.resolve().parent.is_relative_to(run.folder.resolve()) and not path.is_symlink()
-        if not (inside and path.is_file() and name.split("/")[0] in REPLACED):
-            continue
-        if results.file_digest(path) == written:
-            path.unlink()
 
 
 def execute(
@@ -603,8 +546,10 @@ def describe_inputs(spec: str | RunSpec) -> Inputs:
 
 
 __all__ = [
+    "MANIFEST_FILE",
     "NOTEBOOKS",
     "NOTEBOOK_DIR",
+    "REPORT_KIND",
     "RESULTS_DIR",
     "NotebookRun",
     "ReportResult",
