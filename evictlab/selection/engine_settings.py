@@ -129,11 +129,6 @@ class SettingColumns(Sequence[PolicyParams]):
         """One column by its :class:`PolicyParams` field name (read-only)."""
         return self._columns[name]
 
-    @property
-    def weights(self) -> np.ndarray:
-        """The weight triples, shape (settings, 3)."""
-        return np.stack([self._columns[name] for name in FIELDS[:3]], axis=1)
-
     def reserved_slots(self, capacities: Sequence[int]) -> np.ndarray:
         """``min(maximum, ceil(capacity * fraction))`` per setting and capacity, shape (S, K).
 
@@ -144,10 +139,6 @@ class SettingColumns(Sequence[PolicyParams]):
         fractions = self._columns["correction_reserved_fraction"][:, None]
         budget = np.ceil(caps * fractions).astype(np.int64)
         return np.minimum(self._columns["correction_reserved_max"][:, None], budget)
-
-    def frame_columns(self) -> dict[str, np.ndarray]:
-        """The seven columns by name, for a settings table."""
-        return dict(self._columns)
 
 
 def _normalised(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
