@@ -98,9 +98,9 @@ class WarmKernels:
     ``plans[i]`` is the kernel of the i-th notebook to run. :meth:`take` hands out kernel ``i``
     (starting it if it is not yet) and starts the next ones up to ``i + ahead``, which boot and,
     from a thread of their own (:func:`_warm`), run their imports (silently: no execution
-    count, no names left behind) in their own processes while earlier notebooks execute; :meth:`release` shuts a kernel down when it has
-    served. Safe to use from several threads. Every kernel still running is shut down when the
-    context ends, also on an interruption.
+    count, no names left behind) in their own processes while earlier notebooks execute;
+    :meth:`release` shuts a kernel down when it has served. Safe to use from several threads.
+    Every kernel still running is shut down when the context ends, also on an interruption.
     """
 
     def __init__(self, kernel_name: str, plans: Sequence[KernelPlan], *, ahead: int = 1) -> None:
