@@ -6,8 +6,10 @@
    ``evictlab sweep`` command run in this process (options, pools, grid, engine, the Parquet
    files, summaries and run record). Best of 5 each, in wall time and in CPU time of this
    process (less disturbed by other jobs on a shared machine; the command's waits for the disk
-   are not in it); target: the command within 2x of the engine. The same command as a fresh
-   process (interpreter start and imports included) is printed for reference.
+   are not in it); target: the command within 2x of the engine. Printed beside them: the
+   Parquet encoding of the same rows alone (the command's written parts read back and encoded
+   again by ``parquet_bytes``, CPU time), a floor the command adds to the engine's time, and
+   the same command as a fresh process (interpreter start and imports included).
 2. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
    (507,525 settings) x 45 cases x 3 capacities x 2 policies, as ``evictlab sweep`` in a child
    process: its peak resident memory (``os.wait4``), target under 1.5 GiB, with wall time and
@@ -30,8 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from evictlab import cli
 from evictlab.analysis.sweep import make_grid
+from evictlab.analysis.sweep_output import ROWS_FILE, parquet_bytes
 from evictlab.core.pools import open_pools
 from evictlab.core.runspec import RunSpec
 from evictlab.selection.engine import PreparedCases
@@ -114,6 +119,8 @@ def dense(scratch: Path) -> None:
 
     command_seconds = best_seconds(command)
     check_rows(folders[-1], rows)
+    tables = [pq.read_table(path) for path in sorted((folders[-1] / ROWS_FILE).iterdir())]
+    encoding_seconds = best_seconds(lambda: [parquet_bytes(table) for table in tables])
     process_seconds, _ = child(DENSE, scratch / "dense-process")
     print("                                              wall       CPU")
     print(f"   engine (prepare + select, both policies): {engine_seconds[0]:7.3f} s {engine_seconds[1]:7.3f} s")
@@ -121,6 +128,8 @@ def dense(scratch: Path) -> None:
     for label, at in (("wall", 0), ("CPU", 1)):
         ratio = command_seconds[at] / engine_seconds[at]
         print(f"   ratio, {label + ':':<5} {ratio:5.2f}x (target <= 2x: {'met' if ratio <= 2 else 'MISSED'})")
+    print(f"   Parquet encoding of the rows alone:                {encoding_seconds[1]:7.3f} s"
+          f" ({encoding_seconds[1] / engine_seconds[1]:.2f}x the engine's CPU time)")
     print(f"   evictlab sweep, a fresh process:          {process_seconds:7.3f} s wall"
           " (interpreter start and imports included)")
     print(f"   files: {disk_bytes(folders[-1]) / 2**20:.1f} MiB")
