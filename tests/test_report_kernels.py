@@ -33,3 +33,21 @@ def test_warming_imports_what_it_can_and_leaves_no_names():
     namespace: dict = {}
     exec(warm_code(["json", "json.decoder", "json.no_such_module", "no_such_package"]), namespace)
     assert set(namespace) == {"__builtins__"}
+
+
+def test_the_notebooks_a_previous_report_timed_longest_start_first(tmp_path):
+    from types import SimpleNamespace
+
+    from evictlab.workbench.report import NotebookRun, longest_first
+
+    names = ("01.ipynb", "02.ipynb", "03.ipynb", "04.ipynb")
+    runs = [NotebookRun(name, tmp_path / name, tmp_path / "out" / name) for name in names]
+    assert longest_first(runs, None) == [0, 1, 2, 3]
+    previous = SimpleNamespace(summary={"notebooks": [
+        {"name": "01.ipynb", "cpu_seconds": 2.0, "duration_seconds": 9.0},
+        {"name": "02.ipynb", "cpu_seconds": None, "duration_seconds": 30.0},  # no CPU time: its duration
+        {"name": "03.ipynb", "cpu_seconds": 14.0},
+        "not a notebook entry",
+    ]})
+    # 04 was not in the previous report: it keeps its place ahead of the timed ones.
+    assert longest_first(runs, previous) == [3, 1, 2, 0]

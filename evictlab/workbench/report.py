@@ -32,6 +32,7 @@ the command exits non-zero.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -279,7 +280,7 @@ def run_report(
                                               allow_unpinned=allow_unpinned, parameters=parameters, smoke=smoke)
             try:
                 execute_all(runs, notebook_parameters, figures_dir, kernel_name=kernel_name, progress=progress,
-                            on_finish=on_finish, jobs=jobs)
+                            on_finish=on_finish, jobs=jobs, order=longest_first(runs, run.previous))
             except BaseException:
                 analysis_future.cancel()
                 raise
@@ -328,8 +329,12 @@ def execute_all(
     progress: bool,
     on_finish: Callable[[NotebookRun], None] | None = None,
     jobs: int = JOBS,
+    order: Sequence[int] | None = None,
 ) -> None:
-    """Execute ``runs``, ``jobs`` at a time in suite order, each on a kernel warmed beforehand.
+    """Execute ``runs``, ``jobs`` at a time, each on a kernel warmed beforehand.
+
+    ``order``: the indices of ``runs`` in the order to start them (default: as given; see
+    :func:`longest_first`). The runs keep their places in ``runs``, which is the report's order.
 
     Notebooks are independent, so on two cores two run at once. Each kernel appends the
     figures its notebook saves to a log of its own (:data:`evictlab.plots.saving.FIGURE_LOG_VARIABLE`),
@@ -339,21 +344,25 @@ def execute_all(
     from tqdm.auto import tqdm
 
     jobs = max(1, min(jobs, len(runs)))
+    queue = [runs[index] for index in (range(len(runs)) if order is None else order)]
+    if sorted(map(id, queue)) != sorted(map(id, runs)):
+        raise ValueError(f"order {order!r} does not list each of the {len(runs)} runs once")
     finished = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="evictlab-report-") as scratch, \
             tqdm(total=len(runs), desc="notebooks", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-        logs = [Path(scratch) / f"{index}.figures" for index in range(len(runs))]
-        plans = [KernelPlan({FIGURE_LOG_VARIABLE: str(log)}, notebook_imports(run.input_path))
-                 for run, log in zip(runs, logs)]
+        # Step i of the queue runs on kernel i, which logs its figures to logs[i].
+        logs = [Path(scratch) / f"{step}.figures" for step in range(len(queue))]
+        plans = [KernelPlan({FIGURE_LOG_VARIABLE: str(log)}, notebook_imports(notebook.input_path))
+                 for notebook, log in zip(queue, logs)]
 
-        def work(index: int) -> None:
-            notebook = runs[index]
-            kernel = kernels.take(index)
+        def work(step: int) -> None:
+            notebook = queue[step]
+            kernel = kernels.take(step)
             try:
-                execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernel, figure_log=logs[index])
+                execute(notebook, parameters, figures_dir, kernel_name=kernel_name, km=kernel, figure_log=logs[step])
                 notebook.cpu_seconds = cpu_seconds(kernel)
             finally:
-                kernels.release(index)
+                kernels.release(step)
             with finished:
                 bar.update()
                 if on_finish is not None:
@@ -361,13 +370,30 @@ def execute_all(
 
         with WarmKernels(kernel_name, plans, ahead=jobs) as kernels, \
                 ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="report-notebook") as pool:
-            futures = [pool.submit(work, index) for index in range(len(runs))]
+            futures = [pool.submit(work, step) for step in range(len(queue))]
             try:
                 for future in futures:
                     future.result()
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
+
+
+def longest_first(runs: Sequence[NotebookRun], previous: results.RunRecord | None) -> list[int]:
+    """The indices of ``runs``, those a previous report in the folder took longest to run first.
+
+    With two notebooks at once, the report ends soonest when the long ones start early. Their
+    CPU time (else their duration) comes from the previous report's record; a notebook it does
+    not list, or no previous report, keeps its suite place ahead of the timed ones.
+    """
+    timed: dict[str, float] = {}
+    listed = previous.summary.get("notebooks", []) if previous is not None else []
+    for entry in listed if isinstance(listed, list) else []:
+        seconds = entry.get("cpu_seconds") or entry.get("duration_seconds") if isinstance(entry, dict) else None
+        if isinstance(seconds, (int, float)) and isinstance(entry.get("name"), str):
+            timed[entry["name"]] = float(seconds)
+    return sorted(range(len(runs)), key=lambda index: -timed.get(runs[index].name, math.inf))
+
 
 
 def check_kernel(kernel_name: str) -> None:
