@@ -73,15 +73,38 @@ class _SortedRows:
         self.starts = (np.arange(n_settings * n_cases, dtype=np.int64) * (width + 1)).reshape(n_settings, n_cases)
         self.corrections = corrections
 
-    def count_above(self, key: np.ndarray) -> np.ndarray:
-        """How many keys of each row exceed ``key`` (shape (S, C)), by a binary search."""
-        at_most = np.zeros(key.shape, dtype=np.int64)  # keys after the sentinel that are <= key
-        step = 1 << (self.width.bit_length() - 1)
+    def count_above(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How many keys of each row exceed ``key`` (shape (S, C)), and how many are at least it.
+
+        The first count is a binary search; the keys equal to ``key`` end where it stops,
+        and unless two of them are there (a tie) the second count follows from one look-up.
+        Rows with such ties search again for ``key - 1``.
+        """
+        last = self._last_at_most(key, self.starts)
+        above = self.width - (last - self.starts)
+        at_least = above + (self.flat[last] == key)  # the sentinel equals no real key
+        ties = np.flatnonzero((self.flat[last] == key) & (self.flat[last - 1] == key))
+        if len(ties):
+            starts = self.starts.reshape(-1)[ties]
+            at_least.reshape(-1)[ties] = self.width - (self._last_at_most(key.reshape(-1)[ties] - 1, starts) - starts)
+        return above, at_least
+
+    def _last_at_most(self, key: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Flat index of the last key at most ``key`` in the rows at ``starts`` (the sentinel if none).
+
+        A binary search over flat indices. Its first step, at the ``k``-th key (``k`` the
+        largest power of two up to the width), leaves at most ``k - 1`` keys to place on
+        either side (past it, at least ``width - k + 1`` keys are at most ``key``), so the
+        later steps of ``k / 2``, ``k / 4``, ..., 1 never pass the row's end.
+        """
+        first = 1 << (self.width.bit_length() - 1)
+        last = np.where(self.flat[starts + first] <= key, starts + (self.width - first + 1), starts)
+        step = first >> 1
         while step:
-            candidate = np.minimum(at_most + step, self.width)
-            np.copyto(at_most, candidate, where=self.flat[self.starts + candidate] <= key)
+            candidate = last + step
+            np.copyto(last, candidate, where=self.flat[candidate] <= key)
             step >>= 1
-        return self.width - at_most
+        return last
 
     def lookups(self) -> _Lookups:
         """Look-ups for queries shaped (K, S, C): capacities outermost."""
@@ -169,10 +192,11 @@ def decide(
     # (a correction's key exceeds every unflagged key), by binary searches in the sorted rows;
     # the ties before the support in input order (which outrank it) where there are ties.
     support_key = support_value.view(np.int64)
-    corrections_above = rows.count_above(support_key + _CORRECTION_BIT)
-    tied_corrections = rows.count_above(support_key + _CORRECTION_BIT - 1) - corrections_above
-    others_above = rows.count_above(support_key) - corrections
-    tied = rows.count_above(support_key - 1) - corrections - others_above + tied_corrections
+    corrections_above, at_least_correction = rows.count_above(support_key + _CORRECTION_BIT)
+    tied_corrections = at_least_correction - corrections_above
+    above, at_least = rows.count_above(support_key)
+    others_above = above - corrections
+    tied = at_least - above + tied_corrections
     tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
     rank = others_above + corrections_above + tied_before  # 0-based
     outranking_corrections = corrections_above + corrections_before
@@ -197,9 +221,14 @@ def decide(
     if slots is not None:
         # An evicted correction could have taken a reserved slot: its displacer is the
         # lowest-ranked kept fact of all, the lower of the last filled and the last reserved.
-        lowest_reserved = lookups.correction_at(np.maximum(reserved - 1, 0))
         takes_reserved = ~retained & support_is_correction & (reserved >= 1)
-        np.copyto(other, np.where(fill >= 1, np.minimum(other, lowest_reserved), lowest_reserved), where=takes_reserved)
+        index = np.flatnonzero(takes_reserved)
+        if len(index):
+            part = lookups.subset(index, other.shape)
+            lowest_reserved = part.correction_at(reserved.reshape(-1)[index] - 1)
+            flat_other = other.reshape(-1)  # a view: open_at returns a contiguous array
+            filled = fill.reshape(-1)[index] >= 1
+            flat_other[index] = np.where(filled, np.minimum(flat_other[index], lowest_reserved), lowest_reserved)
         exists |= takes_reserved
     other_value = other.view(np.float64)
     margin = np.full(other.shape, np.nan)
