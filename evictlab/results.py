@@ -358,9 +358,12 @@ def _locked_run(
         notes=notes,
     )
     current = Run(folder, record, previous)
-    current.save()
     started = time.perf_counter()
     try:
+        # Saved inside the try: a signal that lands right after the "running" record is on
+        # disk (a preempted process runs its handler at the next bytecode) must still end
+        # the record as interrupted.
+        current.save()
         yield current
     except BaseException as error:
         record.status = INTERRUPTED if _is_interruption(error) else ERROR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -44,6 +45,25 @@ def test_errors_and_interruptions_are_recorded_and_propagate(tmp_path):
     with results.run(tmp_path / "f", "demo") as run:
         run.fail("2 rows failed")
     assert (record(tmp_path / "f")["status"], record(tmp_path / "f")["error"]) == ("error", "2 rows failed")
+
+
+def test_a_signal_right_after_the_running_record_is_written_ends_it_interrupted(tmp_path, monkeypatch):
+    # A preempted process runs a pending signal's handler at its next bytecode: here a real
+    # SIGINT arrives the moment the "running" record is on disk, before the work starts.
+    first_save = results.Run.save
+
+    def save_then_signal(self):
+        first_save(self)
+        if self.record.status == "running":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(results.Run, "save", save_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        with results.run(tmp_path / "out", "demo"):
+            pytest.fail("the run body must not start")
+    data = record(tmp_path / "out")
+    assert (data["status"], data["error"]) == ("interrupted", "interrupted (Ctrl-C)") and data["finished_at"]
+    assert not (tmp_path / "out" / results.LOCK_FILE).exists()
 
 
 def test_the_existing_rules(tmp_path):
