@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -21,6 +22,7 @@ from .errors import OutputExistsError
 LOCK_FILE = ".evictlab.lock"
 RECORD_SUFFIX = ".run.json"
 RUNNING = "running"
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
 
 
 class FolderBusyError(OutputExistsError):
@@ -49,13 +51,14 @@ class FolderLock:
         """Take the lock or raise :class:`FolderBusyError` naming the holder; True if it was stale."""
         self.created = make_folder(self.folder)
         while True:
+            fd = self._create_locked()
+            if fd is not None:
+                self.fd = fd
+                return False
             try:
-                fd, stale = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), False
-            except FileExistsError:
-                try:
-                    fd, stale = os.open(self.path, os.O_RDWR), True
-                except FileNotFoundError:
-                    continue  # its holder removed it just now
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                continue  # its holder removed it just now
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -68,14 +71,48 @@ class FolderLock:
                     " run into it (wait for it to finish or choose another output folder)"
                 ) from None
             # The previous holder may have removed the file between our open and our lock.
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
+            if _same_file(self.path, fd):
                 self.fd = fd
-                return stale
+                return True  # a lock file nobody holds: its run ended without releasing it
             os.close(fd)
+
+    def _create_locked(self) -> int | None:
+        """A new lock file, already locked when it appears at its path; None if one exists there.
+
+        The file is made and locked under a private name, then hard-linked into place (a link
+        fails if the name exists). A lock file that exists is therefore always locked unless
+        its run died, and a second run can never find a live run's file unlocked (which it
+        would take for stale) in the moment between creating and locking it.
+        """
+        private = self.folder / f"{LOCK_FILE}.{os.getpid()}"
+        fd = os.open(private, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.link(private, self.path)
+        except FileExistsError:
+            os.close(fd)
+            return None
+        except OSError as error:
+            os.close(fd)
+            if error.errno not in _NO_HARD_LINKS:
+                raise
+            return self._create_then_lock()
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(private)
+        return fd
+
+    def _create_then_lock(self) -> int | None:
+        """For a file system without hard links: create, then lock (a narrow window stays open)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
 
     def release(self) -> None:
         if self.fd is None:
@@ -84,6 +121,13 @@ class FolderLock:
             os.unlink(self.path)  # while still holding it; see acquire for the race this closes
         os.close(self.fd)  # closing the last descriptor releases the flock
         self.fd = None
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def lock_holder(path: Path) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import textwrap
 
 import pytest
 
-from evictlab import results
+from evictlab import locks, results
 from evictlab.errors import ContractError, OutputExistsError
 
 
@@ -150,3 +151,33 @@ def test_load_runs_reads_every_record_back(tmp_path):
     assert sorted(frame["status"].dropna()) == ["error", "success"]
     assert frame.loc[frame["kind"] == "junk", "error"].str.contains("unreadable run record").all()
     assert isinstance(frame.loc[frame["status"] == "success", "record"].iloc[0], results.RunRecord)
+
+
+def test_a_lock_file_is_never_seen_unlocked_while_a_run_takes_it(tmp_path, monkeypatch):
+    """Whenever acquire locks a file, a lock file already at the folder's path is held by someone.
+
+    A lock file seen unlocked is taken for a dead run's (stale), so a second run arriving in
+    the moment between a live run creating its file and locking it would run beside it.
+    """
+    real_flock = fcntl.flock
+    seen_unlocked = []
+
+    def watching_flock(fd, operation):
+        path = tmp_path / results.LOCK_FILE
+        if path.exists():
+            probe = os.open(path, os.O_RDWR)
+            try:
+                real_flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen_unlocked.append(path)
+                real_flock(probe, fcntl.LOCK_UN)
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(probe)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(locks.fcntl, "flock", watching_flock)
+    with results.run(tmp_path, "demo") as run:
+        assert not run.record.notes  # not taken for stale
+    assert seen_unlocked == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo.run.json"]
