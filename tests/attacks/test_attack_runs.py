@@ -1,9 +1,12 @@
 """Attacks on run folders: two runs into one folder, signals mid-run, degenerate lists.
 
 Issue 16 items 1, 10, 11 and 15. Every run is a real ``python -m evictlab`` process and every
-signal a real one. To catch the first run while it holds its folder, the test waits (bounded)
-for the folder's lock file to appear and freezes the process with SIGSTOP; the second run
-then meets a held lock however slow or fast the machine is, and SIGCONT lets the first finish.
+signal a real one. To catch the first run while it holds its folder, the first run is started
+through :data:`PAUSING`, which makes the process stop itself (SIGSTOP) at a fixed point: just
+after it took the folder's lock, or just after it wrote its ``running`` record. The test
+waits for that stop (``waitpid`` with ``WUNTRACED``), so the second run or the signal meets
+that state however slow or fast the machine is; SIGCONT lets the first run go on. Nothing of
+the run is replaced: the pause is added after the real step.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,9 +35,45 @@ COMMANDS = {
 }
 
 
-def start(*argv: str, env: dict | None = None) -> subprocess.Popen:
+# Runs evictlab's command line with a self-stop added after one real step of the run.
+PAUSING = """
+import os, signal, sys
+from evictlab import cli, locks, results
+
+point = sys.argv.pop(1)
+
+def pause():
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+if point == "locked":
+    acquire = locks.FolderLock.acquire
+
+    def acquire_then_pause(self):
+        stale = acquire(self)
+        pause()
+        return stale
+
+    locks.FolderLock.acquire = acquire_then_pause
+else:
+    save, paused = results.Run.save, []
+
+    def save_then_pause(self):
+        save(self)
+        if self.record.status == results.RUNNING and not paused:
+            paused.append(True)
+            pause()
+
+    results.Run.save = save_then_pause
+sys.exit(cli.main(sys.argv[1:]))
+"""
+LOCKED, RUNNING = "locked", "running"
+
+
+def start(*argv: str, env: dict | None = None, pause_at: str | None = None) -> subprocess.Popen:
+    """``python -m evictlab ARGV``; with ``pause_at`` (LOCKED or RUNNING) it stops itself there."""
+    launcher = ["-c", PAUSING, pause_at] if pause_at else ["-m", "evictlab"]
     return subprocess.Popen(
-        [sys.executable, "-m", "evictlab", *argv],
+        [sys.executable, *launcher, *argv],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -46,26 +84,12 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
     return process.returncode, err
 
 
-def wait_for(condition, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        assert process.poll() is None, f"the run ended before the test caught it: {process.communicate()}"
-        assert time.monotonic() < deadline, "the run never reached the awaited state"
-        time.sleep(0.002)
-
-
-def held(folder: Path):
-    return lambda: (folder / results.LOCK_FILE).exists()
-
-
-def running(folder: Path, kind: str):
-    def check() -> bool:
-        try:
-            return json.loads(results.record_path(folder, kind).read_text())["status"] == "running"
-        except (OSError, ValueError, KeyError):
-            return False
-
-    return check
+def wait_until_paused(process: subprocess.Popen) -> None:
+    """Block until ``process`` has stopped itself; fail with its output if it ended instead."""
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        process.returncode = os.waitstatus_to_exitcode(status)
+        pytest.fail(f"the run ended (exit {process.returncode}) before its pause: {process.communicate()}")
 
 
 def check_record(folder: Path, kind: str, pid: int) -> dict:
@@ -80,25 +104,22 @@ def check_record(folder: Path, kind: str, pid: int) -> dict:
 
 
 def second_run_is_refused(first: subprocess.Popen, argv: list[str], folder: Path, env: dict | None = None) -> None:
-    """With ``first`` frozen inside its run, the same command into the same folder is refused at once."""
-    first.send_signal(signal.SIGSTOP)
-    try:
-        code, err = finish(start(*argv, env=env))
-    finally:
-        first.send_signal(signal.SIGCONT)
+    """With ``first`` stopped inside its run, the same command into the same folder is refused at once."""
+    code, err = finish(start(*argv, env=env))
     assert code == 2
     assert f"{folder} is in use by" in err and f"(pid {first.pid}, started 20" in err, err
     assert "refusing to start a second run into it" in err
 
 
-def refuse_while_running(argv: list[str], folder: Path, ready, seconds: list[list[str]], env=None) -> int:
-    """Start ``argv``; once ``ready``, each of ``seconds`` is refused; the first then succeeds. Its pid."""
-    first = start(*argv, env=env)
+def refuse_while_running(argv: list[str], folder: Path, pause_at: str, seconds: list[list[str]], env=None) -> int:
+    """Start ``argv``; paused at ``pause_at``, each of ``seconds`` is refused; the first then succeeds. Its pid."""
+    first = start(*argv, env=env, pause_at=pause_at)
     try:
-        wait_for(ready, first)
+        wait_until_paused(first)
         for second in seconds:
             second_run_is_refused(first, second, folder, env)
     finally:
+        first.send_signal(signal.SIGCONT)
         code, err = finish(first)
     assert code == 0, err
     return first.pid
@@ -112,7 +133,7 @@ def refuse_while_running(argv: list[str], folder: Path, ready, seconds: list[lis
 def test_a_second_run_into_a_busy_folder_is_refused_and_the_first_finishes_untouched(command, tmp_path):
     folder = tmp_path / "out"
     argv = [*COMMANDS[command], "--output-dir", str(folder)]
-    pid = refuse_while_running(argv, folder, held(folder), [argv])
+    pid = refuse_while_running(argv, folder, LOCKED, [argv])
     check_record(folder, command, pid)
 
 
@@ -123,10 +144,10 @@ def test_run_qa_and_grade_qa_refuse_a_busy_folder(tmp_path, demo_tasks):
         env = {**os.environ, KEY_ENV: API_KEY, URL_ENV: stub.base_url}
         run_qa = ["run-qa", "--output-dir", str(folder), "--retry-delay", "0"]
         grade = ["grade-qa", "--output-dir", str(folder)]
-        pid = refuse_while_running(run_qa, folder, running(folder, "run-qa"), [run_qa, grade], env)
+        pid = refuse_while_running(run_qa, folder, RUNNING, [run_qa, grade], env)
         assert len(stub.requests) == 90  # the refused second run-qa made no call
     check_record(folder, "run-qa", pid)
-    check_record(folder, "grade-qa", refuse_while_running(grade, folder, held(folder), [grade]))
+    check_record(folder, "grade-qa", refuse_while_running(grade, folder, LOCKED, [grade]))
 
 
 @pytest.mark.slow
@@ -134,11 +155,12 @@ def test_run_qa_and_grade_qa_refuse_a_busy_folder(tmp_path, demo_tasks):
 def test_a_signal_mid_run_leaves_an_interrupted_folder_that_a_rerun_completes(signum, tmp_path):
     folder = tmp_path / "out"
     argv = ["sweep", "--capacities", "5,7,9", "--weights-step", "0.02", "--no-progress", "--output-dir", str(folder)]
-    first = start(*argv)
+    first = start(*argv, pause_at=RUNNING)
     try:
-        wait_for(running(folder, "sweep"), first)
-        first.send_signal(signum)
+        wait_until_paused(first)
+        first.send_signal(signum)  # pending until the run continues, right after its record
     finally:
+        first.send_signal(signal.SIGCONT)
         code, err = finish(first)
     assert code == 130 and "interrupted" in err
     record = json.loads(results.record_path(folder, "sweep").read_text())
@@ -158,9 +180,9 @@ def test_a_signal_mid_run_leaves_an_interrupted_folder_that_a_rerun_completes(si
 def test_a_killed_run_leaves_a_stale_lock_that_is_reported_never_silently_broken(tmp_path):
     folder = tmp_path / "out"
     argv = ["run-policy", "--output-dir", str(folder)]
-    first = start(*argv)
+    first = start(*argv, pause_at=RUNNING)
     try:
-        wait_for(running(folder, "run-policy"), first)
+        wait_until_paused(first)
         first.send_signal(signal.SIGKILL)
     finally:
         finish(first)
