@@ -46,7 +46,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-ScriptItem = Union[Reply, Callable[[Any], Union[Reply, str]]]
+ScriptItem = Union[Reply, Callable[[Any], Reply | str]]
 
 
 def json_reply(document: Any, status: int = 200) -> Reply:
@@ -134,7 +134,7 @@ class OpenAIStub:
         with self._lock:
             return list(self._requests)
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> OpenAIStub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.stub = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from evictlab.policies import PolicyParams
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 
 _WELL_FORMED_CONFIDENCE = st.sampled_from([0.0, 0.1, 0.5, 0.65, 0.7, 0.9, 0.95, 1.0])

@@ -31,7 +31,7 @@ from evictlab.selection.audit import (
 )
 from evictlab.selection.deermem import select_facts_for_capacity
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 SECRET = "Der Nutzer wohnt in Zürich — 秘密の住所"
 

@@ -26,7 +26,7 @@ ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal
 
 def manifest(scenarios=None, rule=RULE, order=ORDER):
     """An official manifest object around ``rule`` (scenario lists only matter to check_selection)."""
-    scenarios = scenarios if scenarios is not None else {name: () for name in order}
+    scenarios = scenarios if scenarios is not None else dict.fromkeys(order, ())
     return OfficialManifest("p", order, (6,) * 10, scenarios, rule)
 
 

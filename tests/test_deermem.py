@@ -11,7 +11,7 @@ from evictlab.policies import select
 from evictlab.selection.audit import audit_event, shadow_comparison
 from evictlab.selection.deermem import select_facts_for_capacity
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 AT_CLOCK = "2026-08-13T00:00:00Z"
 CONFIRMED_7_DAYS_AGO = "2026-08-06T00:00:00Z"

@@ -73,7 +73,7 @@ def test_run1_to_run2_is_a_cascade_with_retention_unchanged(diffs):
     assert summary["pools_content_changed"] == 45  # the header text is in every record
     assert all(summary["kept_sets_changed"][c] > 0 for c in CAPACITIES)
     assert summary["prompts_changed"] > 0
-    assert summary["support_retention_changed"] == {c: 0 for c in CAPACITIES}
+    assert summary["support_retention_changed"] == dict.fromkeys(CAPACITIES, 0)
     # Retention equals the published totals on both sides (spec 2.10).
     assert summary["support_retained"]["7"] == {
         "confidence": {"from": 27, "to": 27}, "hybrid-v1": {"from": 45, "to": 45}
@@ -108,7 +108,7 @@ def test_run2_to_final_changes_kept_sets_only_where_the_tie_break_moves(pool_set
     assert summary["pools_changed"] == 0 and summary["metadata_assignments_changed"] == 0
     assert summary["distractor_draws_changed"] == 0 and summary["pools_content_changed"] == 0
     assert summary["bank_records_in"] == summary["bank_records_out"] == []
-    assert summary["support_retention_changed"] == {c: 0 for c in CAPACITIES}
+    assert summary["support_retention_changed"] == dict.fromkeys(CAPACITIES, 0)
     assert summary["prompts_changed"] == 90  # the memory joiner changes every prompt
     changed = changed_kept_sets(result)
     assert changed, "the demo places tied 0.70 distractors across the capacity-7 cut of two pools"
@@ -133,8 +133,8 @@ def test_a_spec_diffed_with_itself_changes_nothing(diffs):
                 "metadata_assignments_changed", "content_records_changed", "prompts_changed",
                 "bank_positions_changed"):
         assert summary[key] == 0, key
-    assert summary["kept_sets_changed"] == summary["support_retention_changed"] == {c: 0 for c in CAPACITIES}
-    assert summary["kept_sets_total"] == {c: 90 for c in CAPACITIES}
+    assert summary["kept_sets_changed"] == summary["support_retention_changed"] == dict.fromkeys(CAPACITIES, 0)
+    assert summary["kept_sets_total"] == dict.fromkeys(CAPACITIES, 90)
     assert (summary["pools_total"], summary["prompts_total"]) == (45, 90)
     assert summary["bank_records_in"] == summary["bank_records_out"] == []
     assert len(result.cases) == 90

@@ -36,7 +36,7 @@ from evictlab.selection.engine import PreparedCases, reference_outcome
 from evictlab.selection.engine_settings import SettingColumns
 from evictlab.selection.explain import explain
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 OFFICIAL_SCENARIOS = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
 LOSS_RANKS = (6, 6, 6, 8, 8, 8, 10, 10, 10, 10)

@@ -29,7 +29,7 @@ def kept_after(
 
 
 def at_clock(now: _dt.datetime, days: int = 0) -> str:
-    moment = now.astimezone(_dt.timezone.utc) - _dt.timedelta(days=days)
+    moment = now.astimezone(_dt.UTC) - _dt.timedelta(days=days)
     return moment.isoformat().replace("+00:00", "Z")
 
 

@@ -20,7 +20,7 @@ REVISION = "1" * 40
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (the standard library's name)
+    def do_GET(self):
         self.server.requests.append(self.path)
         route = self.server.routes.get(self.path)
         if route is None:

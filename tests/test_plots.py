@@ -170,7 +170,7 @@ def test_evidence_length_bins_never_straddle_the_inclusive_bank_bounds():
     bars = [(patch.get_x(), patch.get_x() + patch.get_width(), patch.get_height()) for patch in ax.patches]
     assert all(not (left < edge < right) for left, right, _ in bars for edge in edges)
     for length in lengths:  # each record sits in a bin inside the bounds
-        assert any(left <= length < right and 39.5 <= left and right <= 700.5 and height > 0
+        assert any(left <= length < right and left >= 39.5 and right <= 700.5 and height > 0
                    for left, right, height in bars)
     outside = plots.evidence_lengths(cases, pd.DataFrame({"evidence_chars": [10, 40, 700, 900],
                                                            "question_type": ["single-session-user"] * 4}),

@@ -11,7 +11,7 @@ import pytest
 from evictlab.errors import ContractError, UnknownPolicyError
 from evictlab.policies import PolicyParams, known_policies, select
 
-CLOCK = _dt.datetime(2026, 8, 13, tzinfo=_dt.timezone.utc)
+CLOCK = _dt.datetime(2026, 8, 13, tzinfo=_dt.UTC)
 
 
 def test_defaults_are_deermem_defaults():

@@ -62,10 +62,10 @@ def payload_for(system: str, user: str) -> dict:
 
 
 def test_template_parts_are_split_and_stripped_of_newlines():
-    assert TEMPLATE == AnswerTemplate(
+    assert AnswerTemplate(
         system=SYSTEM_SENTENCE,
         user="{{CURRENT_DATE_SECTION}}STORED MEMORY:\n{{STORED_MEMORY}}\n\nQUESTION: {{QUESTION}}",
-    )
+    ) == TEMPLATE
 
 
 def test_extra_blank_lines_around_the_parts_are_stripped():

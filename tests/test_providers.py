@@ -329,10 +329,9 @@ def test_stub_reports_a_failing_script_function():
     def broken(body):
         raise KeyError("no such question")
 
-    with pytest.raises(AssertionError, match="no such question"):
-        with OpenAIStub(fallback=broken) as stub:
-            error = failure(Client(stub.base_url))
-            assert str(error) == "HTTP 400 (not retryable)"
+    with pytest.raises(AssertionError, match="no such question"), OpenAIStub(fallback=broken) as stub:
+        error = failure(Client(stub.base_url))
+        assert str(error) == "HTTP 400 (not retryable)"
 
 
 def test_stub_answers_400_once_its_script_is_used_up():

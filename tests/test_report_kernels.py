@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from evictlab.workbench.report_kernels import WARM_IMPORTS, notebook_imports, warm_code
 from evictlab.resources import NOTEBOOK_DIR
+from evictlab.workbench.report_kernels import WARM_IMPORTS, notebook_imports, warm_code
 
 
 def test_a_notebook_s_imports_are_warmed_and_its_magics_skipped(tmp_path):

@@ -35,13 +35,11 @@ def test_a_run_records_status_timings_outputs_and_releases_its_lock(tmp_path):
 
 
 def test_errors_and_interruptions_are_recorded_and_propagate(tmp_path):
-    with pytest.raises(ValueError):
-        with results.run(tmp_path / "e", "demo"):
-            raise ValueError("boom")
+    with pytest.raises(ValueError), results.run(tmp_path / "e", "demo"):
+        raise ValueError("boom")
     assert record(tmp_path / "e")["status"] == "error" and record(tmp_path / "e")["error"] == "ValueError: boom"
-    with pytest.raises(KeyboardInterrupt):
-        with results.run(tmp_path / "i", "demo"):
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), results.run(tmp_path / "i", "demo"):
+        raise KeyboardInterrupt
     assert record(tmp_path / "i")["status"] == "interrupted"
     with results.run(tmp_path / "f", "demo") as run:
         run.fail("2 rows failed")
@@ -59,9 +57,8 @@ def test_a_signal_right_after_the_running_record_is_written_ends_it_interrupted(
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(results.Run, "save", save_then_signal)
-    with pytest.raises(KeyboardInterrupt):
-        with results.run(tmp_path / "out", "demo"):
-            pytest.fail("the run body must not start")
+    with pytest.raises(KeyboardInterrupt), results.run(tmp_path / "out", "demo"):
+        pytest.fail("the run body must not start")
     data = record(tmp_path / "out")
     assert (data["status"], data["error"]) == ("interrupted", "interrupted (Ctrl-C)") and data["finished_at"]
     assert not (tmp_path / "out" / results.LOCK_FILE).exists()
@@ -70,9 +67,8 @@ def test_a_signal_right_after_the_running_record_is_written_ends_it_interrupted(
 def test_the_existing_rules(tmp_path):
     with results.run(tmp_path, "demo", outputs=("a",)) as run:
         run.write_bytes("a", b"1")
-    with pytest.raises(OutputExistsError, match="finished demo run"):
-        with results.run(tmp_path, "demo", outputs=("a",)):
-            pass
+    with pytest.raises(OutputExistsError, match="finished demo run"), results.run(tmp_path, "demo", outputs=("a",)):
+        pass
     with results.run(tmp_path, "demo", existing="resume") as run:  # a resumable kind continues
         assert run.previous.status == "success"
     with results.run(tmp_path, "demo", existing="replace") as run:
@@ -87,9 +83,8 @@ def test_the_existing_rules(tmp_path):
 
 def test_a_forged_or_broken_record_is_refused(tmp_path):
     results.record_path(tmp_path, "demo").write_text('{"schema": "evictlab-run", "schema_version": 1, "status": "ok"}')
-    with pytest.raises(ContractError, match="status 'ok' is not one of"):
-        with results.run(tmp_path, "demo"):
-            pass
+    with pytest.raises(ContractError, match="status 'ok' is not one of"), results.run(tmp_path, "demo"):
+        pass
 
 
 def test_stray_temporary_files_of_an_interrupted_write_are_removed(tmp_path):

@@ -23,7 +23,7 @@ from evictlab.core.runspec import RunSpec, check_same_dataset, load_spec_file, p
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DEFAULT_PROMPT = DEFAULT_CONFIG.parent.parent / "prompts" / "answer-v1.txt"
 
 

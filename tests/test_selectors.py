@@ -22,7 +22,7 @@ from evictlab.policies import PolicyParams, Reservation, select
 from evictlab.policies.signals import fact_key, is_category
 from evictlab.selection.deermem import select_facts_for_capacity
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 POLICIES = ("confidence", "hybrid-v1")
 ENTRY_POINTS = ("evictlab", "deermem")

@@ -24,7 +24,7 @@ from evictlab.policies.signals import (
     resolve_now,
 )
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 
 

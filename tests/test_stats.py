@@ -74,9 +74,9 @@ def test_mcnemar_reproduces_published_p_values(b, c, p):
     assert mcnemar_exact(c, b) == p
 
 
-@pytest.mark.parametrize("b", range(0, 26))
+@pytest.mark.parametrize("b", range(26))
 def test_mcnemar_matches_scipy_binomial_test(b):
-    for c in range(0, 26):
+    for c in range(26):
         n = b + c
         expected = 1.0 if n == 0 else binomtest(min(b, c), n, 0.5).pvalue
         assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-12, abs=0.0)

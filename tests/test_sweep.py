@@ -323,10 +323,9 @@ def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path):
 
 
 def test_an_interrupted_sweep_may_be_rerun_in_place(tmp_path):
-    with pytest.raises(KeyboardInterrupt):
-        with results.run(tmp_path, "sweep"):
-            (tmp_path / ROWS_FILE).write_bytes(b"partial")
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), results.run(tmp_path, "sweep"):
+        (tmp_path / ROWS_FILE).write_bytes(b"partial")
+        raise KeyboardInterrupt
     assert read_manifest(tmp_path)["status"] == "interrupted"
     sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
     assert read_manifest(tmp_path)["status"] == "success"

@@ -22,7 +22,7 @@ from evictlab.selection.decisions import decide_grid, scenario_table
 from evictlab.selection.engine import reference_outcome
 from evictlab.workbench import loaders
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 
 

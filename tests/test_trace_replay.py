@@ -19,7 +19,7 @@ from evictlab.policies import BOUND, PolicyParams, register, registry
 from evictlab.policies.fifo import FifoPolicy
 from evictlab.policies.keep_all import KeepAllPolicy
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 
 
 def at(text: str) -> int:

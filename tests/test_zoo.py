@@ -19,7 +19,7 @@ from evictlab.errors import ContractError
 from evictlab.policies import SelectionContext, get_policy, known_policies, select
 from evictlab.policies.random_policy import random_retention_mean
 
-UTC = _dt.timezone.utc
+UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
 WORDS = ["user", "likes", "green", "tea", "lives", "in", "shanghai", "prefers", "chinese", "review"]
 CATEGORIES = ["context", "preference", "correction"]

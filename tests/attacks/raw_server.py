@@ -28,7 +28,7 @@ class RawServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1"
 
-    def __enter__(self) -> "RawServer":
+    def __enter__(self) -> RawServer:
         thread = threading.Thread(target=self._accept, daemon=True)
         thread.start()
         self._threads.append(thread)

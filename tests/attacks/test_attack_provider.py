@@ -43,9 +43,8 @@ def test_a_malformed_200_body_fails_the_call_at_once(body, reason):
 
 
 def test_an_endless_body_is_cut_at_the_size_limit():
-    with RawServer(endless_body()) as server:
-        with pytest.raises(ProviderError, match="over the limit of 1048576 bytes"):
-            provider(server.base_url, max_response_bytes=1 << 20).complete(PAYLOAD)
+    with RawServer(endless_body()) as server, pytest.raises(ProviderError, match="over the limit of 1048576 bytes"):
+        provider(server.base_url, max_response_bytes=1 << 20).complete(PAYLOAD)
 
 
 def test_a_declared_800_mb_body_is_refused_before_reading():
