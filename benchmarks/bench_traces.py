@@ -191,6 +191,11 @@ def load() -> str:
     return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+def _in_part(part: int, ids: list[str | None]) -> list[str | None]:
+    """``ids`` prefixed with their part, so the parts of one file share no fact id."""
+    return [None if value is None else f"p{part}-{value}" for value in ids]
+
+
 def write_million(path: Path, parts: int = 10) -> int:
     """``parts`` 100,000-event traces one after the other (2,600 days apart), own fact ids each."""
     writer, total = None, 0
@@ -198,10 +203,9 @@ def write_million(path: Path, parts: int = 10) -> int:
         began = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(days=2600 * part)
         chunk = generate(LONG.replace(start=began.isoformat()), seed=part)
         chunk = {name: values[:100_000] for name, values in chunk.items()}
-        rename = lambda value: None if value is None else f"p{part}-{value}"  # noqa: E731
         for name in ("fact_id", "supersedes"):
-            chunk[name] = [rename(value) for value in chunk[name]]
-        chunk["fact_ids"] = [None if ids is None else [rename(value) for value in ids] for ids in chunk["fact_ids"]]
+            chunk[name] = _in_part(part, chunk[name])
+        chunk["fact_ids"] = [None if ids is None else _in_part(part, ids) for ids in chunk["fact_ids"]]
         table = chunk_table(chunk)
         writer = writer or pq.ParquetWriter(path, table.schema, compression="zstd")
         writer.write_table(table, row_group_size=65_536)

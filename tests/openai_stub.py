@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 DEFAULT_USAGE = {"prompt_tokens": 40, "completion_tokens": 2, "total_tokens": 42}
@@ -46,7 +46,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-ScriptItem = Union[Reply, Callable[[Any], Reply | str]]
+ScriptItem = Reply | Callable[[Any], Reply | str]
 
 
 def json_reply(document: Any, status: int = 200) -> Reply:
@@ -164,7 +164,7 @@ class OpenAIStub:
             return item
         try:
             result = item(recorded.json)
-        except Exception as error:  # raised again when the with block ends
+        except Exception as error:  # noqa: BLE001 - raised again when the with block ends
             with self._lock:
                 self._errors.append(error)
             return error_reply(400, "a stub script function failed")

@@ -190,7 +190,7 @@ def usage_entries() -> st.SearchStrategy[Any]:
 
 def usage_maps(ids: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     """A usage map keyed by some of ``ids`` plus the occasional key of no fact."""
-    keys = st.sampled_from(list(ids) + ["orphan", "__missing_0"])
+    keys = st.sampled_from([*ids, "orphan", "__missing_0"])
     return st.dictionaries(keys, usage_entries(), max_size=len(ids) + 2)
 
 

@@ -160,7 +160,7 @@ def test_id_exclusions_come_before_rendering():
 
 
 def test_rows_with_a_non_string_type_are_skipped(tmp_path):
-    rows = make_selection_rows() + [row("a-odd", kind=["knowledge-update"])]
+    rows = [*make_selection_rows(), row("a-odd", kind=["knowledge-update"])]
     path = write_rows(tmp_path, rows)
     selection = select_official(load_dataset(path, pin_for(path)), manifest())
     assert "a-odd" not in selection.by_type["knowledge-update"]

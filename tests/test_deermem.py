@@ -79,7 +79,7 @@ def test_hybrid_reserves_a_slot_for_a_low_correction():
         fact(f"pref_{index}", round(0.99 - 0.01 * index, 2), category="preference")
         for index in range(10)
     ]
-    decision = run(preferences + [fact("correction", 0.1, category="correction")], 10, "hybrid-v1")
+    decision = run([*preferences, fact("correction", 0.1, category="correction")], 10, "hybrid-v1")
     assert "correction" in kept_ids(decision)
     assert len(decision.kept) == 10
     assert decision.reserved_correction_slots == 1
@@ -120,7 +120,7 @@ def updater_snapshot():
         ),
     ]
     # The updater stamps a new fact's createdAt with the update time.
-    return existing + [fact("new_fact", 0.8, createdAt=AT_CLOCK)]
+    return [*existing, fact("new_fact", 0.8, createdAt=AT_CLOCK)]
 
 
 def test_updater_level_hybrid_evicts_the_stale_fact():

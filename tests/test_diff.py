@@ -332,7 +332,7 @@ def test_a_dataset_named_in_a_spec_is_the_diffs_dataset(tmp_path, capsys):
     copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")
     named = f"pr4810-run2:dataset={copy}"
     # Named by one side only, the file applies to both; it is checked against the pin ...
-    with pytest.raises(DatasetError, match="demo-copy.json.*is not the pinned"):
+    with pytest.raises(DatasetError, match=r"demo-copy\.json.*is not the pinned"):
         diff_specs(parse_spec("pr4810-final"), parse_spec(named))
     # ... and --dataset wins over the specs.
     assert diff_specs(parse_spec("pr4810-final"), parse_spec(named), DEMO_DATASET).summary["pools_total"] == 45

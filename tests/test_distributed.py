@@ -52,9 +52,11 @@ def test_placement_options_and_checks():
 
 
 def test_unreachable_scheduler_is_a_clear_error():
-    with pytest.raises(ContractError, match="cannot reach Dask scheduler tcp://127.0.0.1:9"):
-        with dask_client(Placement(scheduler="tcp://127.0.0.1:9", connect_timeout_seconds=0.5)):
-            pass
+    with (
+        pytest.raises(ContractError, match=r"cannot reach Dask scheduler tcp://127\.0\.0\.1:9"),
+        dask_client(Placement(scheduler="tcp://127.0.0.1:9", connect_timeout_seconds=0.5)),
+    ):
+        pass
 
 
 def test_local_cluster_and_scheduler_address_match_in_process():

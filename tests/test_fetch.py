@@ -154,7 +154,7 @@ def test_http_404_is_a_clear_error(server, tmp_path):
 
 def test_a_truncated_body_is_an_error(server, tmp_path):
     server.routes["/short.json"] = (200, BODY[:100], len(BODY), None)
-    with pytest.raises(FetchError, match="short.json"):
+    with pytest.raises(FetchError, match=r"short\.json"):
         fetch_dataset(pin(), tmp_path / "oracle.json", url=server.base + "/short.json", progress=False)
     assert folder_names(tmp_path) == []
 

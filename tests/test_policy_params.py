@@ -102,7 +102,7 @@ def test_replace_validates_and_rejects_unknown_names():
     assert PolicyParams().replace(access_half_life_days=7).access_half_life_days == 7
     with pytest.raises(ContractError, match="access_half_life_days"):
         PolicyParams().replace(access_half_life_days=-7)
-    with pytest.raises(ContractError, match="unknown policy parameter.*access_halflife"):
+    with pytest.raises(ContractError, match=r"unknown policy parameter.*access_halflife"):
         PolicyParams().replace(access_halflife=7)
 
 

@@ -48,7 +48,7 @@ def test_reference_run_loads_with_its_marker(v3):
 
 
 def test_unknown_reference_version_is_refused():
-    with pytest.raises(ContractError, match="v4.*v1, v2, v3"):
+    with pytest.raises(ContractError, match=r"v4.*v1, v2, v3"):
         qa_report.reference_run_dir("v4")
 
 
@@ -220,7 +220,7 @@ def test_rows_without_usage_have_missing_token_counts(v3):
 def test_loading_errors_name_the_folder_file_and_field(tmp_path):
     with pytest.raises(ContractError, match="QA run folder not found"):
         qa_report.load_qa_run(tmp_path / "absent")
-    with pytest.raises(ContractError, match="no qa.rows.jsonl"):
+    with pytest.raises(ContractError, match=r"no qa\.rows\.jsonl"):
         qa_report.load_qa_run(tmp_path)
     row = json.loads((qa_report.reference_run_dir("v3") / qa_report.ROWS_FILE).read_text().splitlines()[0])
     del row["grade_rule"]
@@ -232,7 +232,7 @@ def test_loading_errors_name_the_folder_file_and_field(tmp_path):
         qa_report.load_qa_run(tmp_path)
     (tmp_path / qa_report.ROWS_FILE).write_bytes((qa_report.reference_run_dir("v3") / qa_report.ROWS_FILE).read_bytes())
     (tmp_path / STATS_FILE).write_text("[1, 2]\n")
-    with pytest.raises(ContractError, match="qa.stats.json: expected a JSON object"):
+    with pytest.raises(ContractError, match=r"qa\.stats\.json: expected a JSON object"):
         qa_report.load_qa_run(tmp_path)
 
 

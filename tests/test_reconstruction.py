@@ -156,7 +156,7 @@ def test_rebuilt_dataset_has_the_published_structure(protocol, dataset, rebuilt,
     bracket = build_pools(protocol, dataset, PRESETS["pr4810-run1"])
     assert [record.question_id for record in session.bank] == rebuilt.session_bank
     assert [record.question_id for record in bracket.bank] == bracket_bank(rebuilt.session_bank)
-    assert [record.question_id for record in bracket.bank][22:] == rebuilt.session_bank[23:] + [BRACKET_ADMITTED]
+    assert [record.question_id for record in bracket.bank][22:] == [*rebuilt.session_bank[23:], BRACKET_ADMITTED]
 
 
 # --------------------------------------------------------------------------- 1. kept fact ids

@@ -240,7 +240,7 @@ def test_a_failing_notebook_is_kept_named_and_fails_the_command(tiny_suite, tmp_
 
 def test_a_foreign_folder_is_refused_before_anything_runs(tmp_path):
     (tmp_path / "results.csv").write_text("precious\n")
-    with pytest.raises(OutputExistsError, match="holds no report.run.json"):
+    with pytest.raises(OutputExistsError, match=r"holds no report\.run\.json"):
         report.run_report(tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
 
@@ -295,11 +295,11 @@ def test_parameter_values(text, value):
 
 
 def test_invalid_inputs_fail_before_anything_is_written(tmp_path):
-    with pytest.raises(ContractError, match="figures_dir.*set by the report"):
+    with pytest.raises(ContractError, match=r"figures_dir.*set by the report"):
         report.run_report(tmp_path / "a", parameters={"figures_dir": "x"}, progress=False)
     with pytest.raises(ContractError, match="unknown preset"):
         report.run_report(tmp_path / "b", preset="pr9999", progress=False)
-    with pytest.raises(ContractError, match="not found.*missing.ipynb"):
+    with pytest.raises(ContractError, match=r"not found.*missing\.ipynb"):
         report.run_report(tmp_path / "c", notebook_dir=tmp_path, available=["missing.ipynb"], progress=False)
     assert not any(tmp_path.iterdir())
 

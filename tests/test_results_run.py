@@ -75,9 +75,11 @@ def test_the_existing_rules(tmp_path):
         assert run.previous.outputs == {}
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "a").write_text("user data")
-    with pytest.raises(OutputExistsError, match="no demo.run.json says they belong"):
-        with results.run(tmp_path / "other", "demo", outputs=("a",)):
-            pass
+    with (
+        pytest.raises(OutputExistsError, match=r"no demo\.run\.json says they belong"),
+        results.run(tmp_path / "other", "demo", outputs=("a",)),
+    ):
+        pass
     assert (tmp_path / "other" / "a").read_text() == "user data"
 
 
@@ -99,9 +101,8 @@ def test_stray_temporary_files_of_an_interrupted_write_are_removed(tmp_path):
 
 def test_a_folder_that_is_a_file_is_a_clear_error(tmp_path):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(OutputExistsError, match="exists and is not a folder"):
-        with results.run(tmp_path / "file", "demo"):
-            pass
+    with pytest.raises(OutputExistsError, match="exists and is not a folder"), results.run(tmp_path / "file", "demo"):
+        pass
 
 
 HOLD = textwrap.dedent(
@@ -119,9 +120,11 @@ def test_a_held_folder_is_refused_naming_the_holder_and_a_stale_lock_is_reported
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(results.FolderBusyError, match=rf"in use by evictlab demo \(pid {holder.pid}, started "):
-            with results.run(tmp_path, "other-kind"):
-                pass
+        with (
+            pytest.raises(results.FolderBusyError, match=rf"in use by evictlab demo \(pid {holder.pid}, started "),
+            results.run(tmp_path, "other-kind"),
+        ):
+            pass
     finally:
         holder.kill()  # SIGKILL: no cleanup, the lock file and a "running" record stay
         holder.wait(timeout=10)

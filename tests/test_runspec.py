@@ -270,7 +270,7 @@ def test_weights_off_one_get_the_policy_parameters_error():
         "spec 'pr4810-final:confidence_weight=0.5': weights must sum to 1.0 within 1e-9:"
         " confidence_weight + confirmation_weight + access_weight = 0.85"
     )
-    with pytest.raises(ContractError, match="confidence_weight must be in \\[0, 1\\], got 1.4"):
+    with pytest.raises(ContractError, match=r"confidence_weight must be in \[0, 1\], got 1\.4"):
         parse_spec("pr4810-final:confidence_weight=1.4,confirmation_weight=-0.5")
 
 
@@ -304,7 +304,7 @@ def test_invalid_yaml_is_named(tmp_path):
 
 
 def test_a_missing_protocol_file_is_named(tmp_path):
-    with pytest.raises(ContractError, match="nowhere.yaml: cannot read"):
+    with pytest.raises(ContractError, match=r"nowhere\.yaml: cannot read"):
         parse_spec(f"pr4810-final:config={tmp_path / 'nowhere.yaml'}")
 
 
@@ -374,7 +374,7 @@ def test_the_identities_of_published_specs_are_unchanged():
 def test_making_a_spec_reads_no_file_and_resolve_reads_them(tmp_path):
     config = tmp_path / "configs" / "later.yaml"
     spec = RunSpec("pr4810-final", (("config", config),))  # the file does not exist yet: no error
-    with pytest.raises(ContractError, match="later.yaml: cannot read"):
+    with pytest.raises(ContractError, match=r"later\.yaml: cannot read"):
         resolve(spec)
     copy_protocol(tmp_path)
     shutil.copy(DEFAULT_CONFIG, config)
@@ -389,7 +389,7 @@ def test_type_errors_are_found_when_a_spec_is_made_value_errors_when_it_resolves
     with pytest.raises(ContractError, match="confidence_weight must be a number"):
         RunSpec("pr4810-final", (("confidence_weight", "heavy"),))
     off_one = RunSpec("pr4810-final", (("confidence_weight", 0.5),))
-    with pytest.raises(ContractError, match="spec 'pr4810-final': weights must sum to 1.0"):
+    with pytest.raises(ContractError, match=r"spec 'pr4810-final': weights must sum to 1\.0"):
         resolve(off_one)
 
 

@@ -213,7 +213,7 @@ def preferences(count, top=0.99, step=0.01):
 
 @entry_points
 def test_a_low_correction_takes_a_reserved_slot_at_its_rank_position(entry):
-    facts = preferences(10) + [plain("fix", 0.1, category=" Correction ")]
+    facts = [*preferences(10), plain("fix", 0.1, category=" Correction ")]
     decision = decide(entry, "hybrid-v1", facts, 10)
     assert decision.reserved_correction_slots == 1
     assert ids(decision.kept) == [f"p{index:02d}" for index in range(9)] + ["fix"]
@@ -223,7 +223,7 @@ def test_a_low_correction_takes_a_reserved_slot_at_its_rank_position(entry):
 
 @entry_points
 def test_reserved_count_is_reported_even_when_the_correction_would_survive(entry):
-    facts = [plain("fix", 0.99, category="correction")] + preferences(11, top=0.5)
+    facts = [plain("fix", 0.99, category="correction"), *preferences(11, top=0.5)]
     decision = decide(entry, "hybrid-v1", facts, 10)
     assert decision.reserved_correction_slots == 1
     assert ids(decision.kept)[0] == "fix"
@@ -267,7 +267,7 @@ def test_reserved_count(entry, capacity, fraction, maximum, corrections, expecte
 
 @entry_points
 def test_the_confidence_policy_reserves_nothing(entry):
-    facts = preferences(10) + [plain("fix", 0.1, category="correction")]
+    facts = [*preferences(10), plain("fix", 0.1, category="correction")]
     decision = decide(entry, "confidence", facts, 10)
     assert decision.reserved_correction_slots == 0
     assert evicted_ids(decision) == ["fix"]

@@ -296,7 +296,7 @@ def test_a_suite_without_cases_is_refused():
         ([row("a", "confidence", True)], "case 'a' has no hybrid-v1 row"),
         ([row("a", "hybrid-v1", True)], "case 'a' has no confidence row"),
         (
-            paired("a", True, True) + [row("a", "hybrid-v1", False)],
+            [*paired("a", True, True), row("a", "hybrid-v1", False)],
             r"row 3 \(a__hybrid-v1\): second 'hybrid-v1' row",
         ),
         (
@@ -464,5 +464,5 @@ def test_load_graded_rows_names_file_line_and_field(tmp_path, lines, message):
 
 
 def test_load_graded_rows_names_a_missing_file(tmp_path):
-    with pytest.raises(ContractError, match="absent.jsonl: cannot read"):
+    with pytest.raises(ContractError, match=r"absent\.jsonl: cannot read"):
         load_graded_rows(tmp_path / "absent.jsonl")

@@ -99,7 +99,7 @@ def test_bad_grids(options, message):
 
 
 def test_unknown_policy_names_the_known_ones():
-    with pytest.raises(UnknownPolicyError, match="known policies: .*hybrid-v1"):
+    with pytest.raises(UnknownPolicyError, match=r"known policies: .*hybrid-v1"):
         make_grid(policies=("hybrid-v2",))
 
 

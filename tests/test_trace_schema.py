@@ -99,7 +99,7 @@ def test_bad_parquet_files(tmp_path):
     (tmp_path / "text.parquet").write_text("not parquet")
     with pytest.raises(TraceError, match="not a readable Parquet file"):
         read_trace(tmp_path / "text.parquet")
-    with pytest.raises(TraceError, match=".parquet or .jsonl"):
+    with pytest.raises(TraceError, match=r"\.parquet or \.jsonl"):
         read_trace(write_lines(tmp_path / "trace.csv", []))
 
 

@@ -48,9 +48,11 @@ def test_an_endless_body_is_cut_at_the_size_limit():
 
 
 def test_a_declared_800_mb_body_is_refused_before_reading():
-    with RawServer(endless_body(b"Content-Length: 800000000\r\n")) as server:
-        with pytest.raises(ProviderError, match="800000000 bytes, over the limit"):
-            provider(server.base_url).complete(PAYLOAD)
+    with (
+        RawServer(endless_body(b"Content-Length: 800000000\r\n")) as server,
+        pytest.raises(ProviderError, match="800000000 bytes, over the limit"),
+    ):
+        provider(server.base_url).complete(PAYLOAD)
 
 
 @pytest.mark.parametrize("part", ["headers", "body"])
