@@ -44,7 +44,9 @@ def main() -> int:
           f" in {engine_seconds:.2f} s")
 
     copies = perturb_cases(pool_set.cases, "confidence_noise", levels[-1], range(args.reference_seeds), now)
-    batch = {policy: PreparedCases(copies, now).select(policy, [params], CAPACITIES, details=True) for policy in POLICIES}
+    batch = {
+        policy: PreparedCases(copies, now).select(policy, [params], CAPACITIES, details=True) for policy in POLICIES
+    }
     start = time.perf_counter()
     kept = {
         (policy, c, k): tuple(select(policy, case.facts, capacity, usage=case.usage, now=now, params=params).kept_ids)

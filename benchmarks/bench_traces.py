@@ -231,7 +231,8 @@ def streaming() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 20,000-event trace, a small study, no streaming")
-    parser.add_argument("--zoo-events", type=int, default=10_000, help="events replayed per zoo policy in part 2 [10000]")
+    parser.add_argument("--zoo-events", type=int, default=10_000,
+                        help="events replayed per zoo policy in part 2 [10000]")
     parser.add_argument("--parts", default="1,2,3,4,5", help="the parts to run [1,2,3,4,5]")
     parser.add_argument("--replay-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

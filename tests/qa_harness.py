@@ -76,7 +76,9 @@ def grade_cli(output_dir: Path, *options: str) -> int:
     return main(["grade-qa", "--output-dir", str(output_dir), *options])
 
 
-def protocol_copy(folder: Path, *, config_edits: Mapping[str, str] = (), prompt_edits: Mapping[str, str] = ()) -> list[str]:
+def protocol_copy(
+    folder: Path, *, config_edits: Mapping[str, str] = (), prompt_edits: Mapping[str, str] = ()
+) -> list[str]:
     """A copy of the config (and prompt) with text replacements; returns the CLI options for it.
 
     The copied prompt's hash is written into the copied config, so the pair loads.

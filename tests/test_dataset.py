@@ -31,7 +31,8 @@ def manifest(scenarios=None, rule=RULE, order=ORDER):
 
 
 def row(question_id, *, kind="knowledge-update", answer="blue", sessions=None, **extra):
-    sessions = sessions if sessions is not None else [[{"role": "user", "content": "My bike is blue.", "has_answer": True}]]
+    if sessions is None:
+        sessions = [[{"role": "user", "content": "My bike is blue.", "has_answer": True}]]
     base = {
         "question_id": question_id,
         "question_type": kind,

@@ -387,7 +387,8 @@ def test_a_heat_decayed_for_years_breaks_a_tie_as_the_scalar_selector_does():
     # log1p keeps the heated fact's score above 0 (spec 1.3); log(1 + x) would tie it with `cold`.
     usage = {"heated": {"accessHeat": 1, "lastAccessedAt": "2020-01-01T00:00:00Z"}}
     facts = [{"id": "cold", "confidence": 0}, {"id": "heated", "confidence": 0}]
-    case = SimpleNamespace(case_id="x", scenario="s", source="t", facts=facts, usage=usage, support_fact_ids=("heated",))
+    case = SimpleNamespace(case_id="x", scenario="s", source="t", facts=facts, usage=usage,
+                           support_fact_ids=("heated",))
     result = PreparedCases([case], CLOCK).select("hybrid-v1", [PolicyParams()], [1], details=True)
     assert result.kept_fact_ids(0, 0, 0) == ("heated",)
     assert same_outcome(result.outcome(0, 0, 0), reference_outcome(case, "hybrid-v1", PolicyParams(), 1, CLOCK))

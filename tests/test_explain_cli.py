@@ -89,7 +89,8 @@ def test_json_document_matches_the_explanation(capsys, pool_set, lost_case):
 
 
 def test_parameter_overrides_change_the_explanation(capsys, pool_set, lost_case):
-    overrides = ["--param", "confidence_weight=0.4", "--param", "confirmation_weight=0.5", "--param", "access_weight=0.1"]
+    overrides = ["--param", "confidence_weight=0.4", "--param", "confirmation_weight=0.5",
+                 "--param", "access_weight=0.1"]
     code, out, _ = run(capsys, "--case", lost_case.case_id, "--policy", "hybrid-v1", "--capacity", "5",
                        "--format", "json", *overrides)
     assert code == 0

@@ -116,7 +116,9 @@ def test_every_grade_equals_support_retention(graded):
         assert row["grade_rule"] == ("exact" if row["grade_correct"] else "insufficient")
         assert row["kept_fact_ids"] == expected["kept_fact_ids"]
         assert row["support_recall"] == expected["support_recall"]
-        assert (row["source"], row["scenario"], row["question_type"]) == (case.source, case.scenario, case.question_type)
+        assert (row["source"], row["scenario"], row["question_type"]) == (
+            case.source, case.scenario, case.question_type
+        )
 
 
 def test_summary_and_statistics_follow_the_config(graded):
@@ -131,7 +133,10 @@ def test_summary_and_statistics_follow_the_config(graded):
     assert summary["qa_capacity"] == 7
     assert {suite["bootstrap"]["seed"] for suite in stats["suites"].values()} == {4789}
     assert {suite["bootstrap"]["iterations"] for suite in stats["suites"].values()} == {10000}
-    totals = {policy: sum(g["correct"] for g in summary["groups"] if g["policy"] == policy) for policy in ("confidence", "hybrid-v1")}
+    totals = {
+        policy: sum(g["correct"] for g in summary["groups"] if g["policy"] == policy)
+        for policy in ("confidence", "hybrid-v1")
+    }
     assert totals == {"confidence": 27, "hybrid-v1": 45}
 
 
@@ -154,7 +159,8 @@ def test_any_one_existing_result_file_is_refused(existing, tmp_path, completed_r
     (output / existing).write_text("earlier\n", encoding="utf-8")
     code, _, err = grade_quietly(output)
     assert code == 2 and existing in err
-    assert sorted(path.name for path in output.iterdir()) == sorted(["qa_run.json", "responses", "run-qa.run.json", existing])
+    expected = ["qa_run.json", "responses", "run-qa.run.json", existing]
+    assert sorted(path.name for path in output.iterdir()) == sorted(expected)
     assert (output / existing).read_text(encoding="utf-8") == "earlier\n"
 
 

@@ -88,7 +88,9 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     """The checker itself: a core module importing the grader is reported."""
     fake = tmp_path / "evictlab"
     (fake / "core").mkdir(parents=True)
-    (fake / "core" / "protocol.py").write_text("from ..analysis.qa.grading import GRADER_VERSION\nimport evictlab.cli\n")
+    (fake / "core" / "protocol.py").write_text(
+        "from ..analysis.qa.grading import GRADER_VERSION\nimport evictlab.cli\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     targets = [target for _, target in imported_modules(fake / "core" / "protocol.py")]
     assert targets == ["evictlab.analysis.qa.grading", "evictlab.cli"]

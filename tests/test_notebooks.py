@@ -16,7 +16,9 @@ REQUIRED_PARAMETERS = {"spec": "pr4810-final", "smoke": False, "figures_dir": No
 FIGURES = {  # the figures each notebook saves in smoke mode
     "01_pools.ipynb": ["01_evidence_lengths", "01_pool_metadata", "01_pool_overview"],
     "02_retention.ipynb": ["02_retention_by_scenario", "02_support_rank_distribution"],
-    "03_weight_sweep.ipynb": ["03_weight_simplex_k5", "03_weight_simplex_k7", "03_weight_simplex_k9", "03_weight_stability"],
+    "03_weight_sweep.ipynb": [
+        "03_weight_simplex_k5", "03_weight_simplex_k7", "03_weight_simplex_k9", "03_weight_stability"
+    ],
     "04_half_life_sweep.ipynb": ["04_capacity_curves", "04_half_lives_1", "04_half_lives_2"],
     "05_protocol_variants.ipynb": ["05_variant_cascade"],
     "06_qa_report.ipynb": ["06_qa_accuracy", "06_qa_grade_rules", "06_qa_paired", "06_qa_tokens"],

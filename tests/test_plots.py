@@ -39,10 +39,11 @@ def builders(pool_set, retention, qa_rows):
     cases, facts, bank = (loaders.cases_frame(pool_set), loaders.facts_frame(pool_set),
                           loaders.bank_frame(pool_set))
     stats = qa_report.stats_frame(qa_report.load_reference_run().stats)
+    evidence_max_chars = pool_set.protocol.official.selection.evidence_max_chars
     return {
         "pool_overview": lambda: plots.pool_overview(cases),
         "pool_metadata": lambda: plots.pool_metadata(facts),
-        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=pool_set.protocol.official.selection.evidence_max_chars,
+        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=evidence_max_chars,
                                                            bank_limits=(40, 700)),
         "retention_by_scenario": lambda: plots.retention_by_scenario(retention),
         "support_rank_distribution": lambda: plots.support_rank_distribution(retention),
@@ -175,7 +176,8 @@ def test_evidence_length_bins_never_straddle_the_inclusive_bank_bounds():
     outside = plots.evidence_lengths(cases, pd.DataFrame({"evidence_chars": [10, 40, 700, 900],
                                                            "question_type": ["single-session-user"] * 4}),
                                      bank_limits=(40, 700)).axes[1]
-    assert min(p.get_x() for p in outside.patches) <= 10 and max(p.get_x() + p.get_width() for p in outside.patches) > 900
+    assert min(p.get_x() for p in outside.patches) <= 10
+    assert max(p.get_x() + p.get_width() for p in outside.patches) > 900
 
 
 def test_support_rank_distribution_hatches_supports_kept_by_a_reserved_slot(retention):

@@ -1,4 +1,4 @@
-"""The sweep, variant, explorer and zoo figures of :mod:`evictlab.workbench.plots`, checked against the data behind them.
+"""The sweep, variant, explorer and zoo figures of :mod:`evictlab.workbench.plots`, checked against their data.
 
 The notebooks that draw them are checked with the others in ``test_notebooks.py``.
 """

@@ -174,7 +174,9 @@ def test_capacity_7_kept_fact_ids_equal_the_published_rows(preset, pool_sets, pu
     mismatched = [key for key, row in theirs.items() if mine[key]["kept_fact_ids"] != row["kept_fact_ids"]]
     assert mismatched == []
     assert all(mine[key]["support_all_retained"] == row["support_all_retained"] for key, row in theirs.items())
-    retained = {policy: sum(row["support_all_retained"] for row in rows if row["policy"] == policy) for policy in POLICIES}
+    retained = {
+        policy: sum(row["support_all_retained"] for row in rows if row["policy"] == policy) for policy in POLICIES
+    }
     assert retained == {"confidence": 27, "hybrid-v1": 45}
 
 
@@ -205,8 +207,8 @@ def test_cascade_run1_to_run2_matches_the_review(pool_sets, published):
     # (summary["metadata_assignments_changed"]), a known difference in how they are counted.
     changed = {(row["case_id"], row["policy"]) for row in result.cases if row["capacities"]["7"]["kept_changed"]}
     assert changed == published_kept_changes(published["v1"], published["v2"])
-    fingerprints = by_row(published["v1"]), by_row(published["v2"])
-    assert sum(fingerprints[0][k]["request_fingerprint"] != fingerprints[1][k]["request_fingerprint"] for k in fingerprints[0]) == 90
+    before, after = by_row(published["v1"]), by_row(published["v2"])
+    assert sum(before[k]["request_fingerprint"] != after[k]["request_fingerprint"] for k in before) == 90
 
 
 def test_cascade_run2_to_final_changes_two_kept_sets(pool_sets, published):
@@ -222,8 +224,8 @@ def test_cascade_run2_to_final_changes_two_kept_sets(pool_sets, published):
     assert changed == published_kept_changes(published["v2"], published["v3"])
     # Every prompt names its fact ids, so all 90 requests change; so did the published ones.
     assert summary["prompts_changed"] == 90
-    fingerprints = by_row(published["v2"]), by_row(published["v3"])
-    assert sum(fingerprints[0][k]["request_fingerprint"] != fingerprints[1][k]["request_fingerprint"] for k in fingerprints[0]) == 90
+    before, after = by_row(published["v2"]), by_row(published["v3"])
+    assert sum(before[k]["request_fingerprint"] != after[k]["request_fingerprint"] for k in before) == 90
 
 
 # --------------------------------------------------------------------------- 3. fingerprints
@@ -253,7 +255,8 @@ def test_shared_fingerprints_are_the_cases_with_equal_kept_sets(preset, pool_set
     theirs = by_row(rows)
     published_shared = {
         case_id for case_id, _ in theirs
-        if theirs[(case_id, POLICIES[0])]["request_fingerprint"] == theirs[(case_id, POLICIES[1])]["request_fingerprint"]
+        if theirs[(case_id, POLICIES[0])]["request_fingerprint"]
+        == theirs[(case_id, POLICIES[1])]["request_fingerprint"]
     }
     assert len(published_shared) == 13
     assert len({row["request_fingerprint"] for row in rows}) == 77

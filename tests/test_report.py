@@ -54,7 +54,8 @@ def test_the_command_prints_the_retention_table(smoke_report):
     _, output = smoke_report
     printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
     assert "Support retention" in printed
-    assert re.search(r"total\s+20/45 \[30\.9, 58\.8\]\s+35/45 \[63\.7, 87\.5\]\s+27/45 \[45\.5, 73\.0\]\s+45/45", printed)
+    assert re.search(r"total\s+20/45 \[30\.9, 58\.8\]\s+35/45 \[63\.7, 87\.5\]"
+                     r"\s+27/45 \[45\.5, 73\.0\]\s+45/45", printed)
 
 
 def test_report_succeeds_and_executes_every_notebook(smoke_report):
@@ -72,7 +73,8 @@ def test_report_writes_png_and_svg_for_every_figure(smoke_report):
     svgs = {path.stem for path in (output / "figures").glob("*.svg")}
     assert pngs and pngs == svgs
     manifest = json.loads((output / report.MANIFEST_FILE).read_text())
-    assert sorted(manifest["summary"]["figures"]) == sorted(f"figures/{stem}{suffix}" for stem in pngs for suffix in (".png", ".svg"))
+    figures = sorted(f"figures/{stem}{suffix}" for stem in pngs for suffix in (".png", ".svg"))
+    assert sorted(manifest["summary"]["figures"]) == figures
 
 
 @pytest.mark.parametrize("document", ["report.md", "report.html"])
@@ -114,14 +116,16 @@ def test_report_shows_the_key_tables(smoke_report):
     # Trace mode: both bounds in the capacity-curve table, and the computed largest gap.
     assert "## Memory over time: capacity curves on the default generated workload" in markdown
     assert "| optimum | " in markdown and "| keep-all | " in markdown and "| hybrid-v1 | " in markdown
-    assert "Where hybrid-v1 and confidence differ most: answerable rate: the largest difference is at capacity" in markdown
+    assert ("Where hybrid-v1 and confidence differ most: answerable rate:"
+            " the largest difference is at capacity") in markdown
 
 
 def test_the_report_opens_with_findings_and_the_headline_figure(smoke_report):
     _, output = smoke_report
     markdown = (output / "report.md").read_text(encoding="utf-8")
-    order = [markdown.index(mark) for mark in ("## Findings", "* **Retention.**", "](figures/02_retention_by_scenario.png)",
-                                               "## Contents", "## Notebooks", "## Support retention")]
+    marks = ("## Findings", "* **Retention.**", "](figures/02_retention_by_scenario.png)",
+             "## Contents", "## Notebooks", "## Support retention")
+    order = [markdown.index(mark) for mark in marks]
     assert order == sorted(order)
     assert "35/45, 45/45, 45/45 cases and confidence in 20/45, 27/45, 35/45" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
@@ -153,7 +157,8 @@ def test_no_progress_still_prints_each_notebook(smoke_report):
     _, output = smoke_report
     printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
     # Two notebooks run at once, so they finish in any order; each line gives wall and CPU time.
-    lines = [line for line in printed.splitlines() if re.fullmatch(r"\S+\.ipynb: success \([\d.]+ s, [\d.]+ s CPU\)", line)]
+    success = re.compile(r"\S+\.ipynb: success \([\d.]+ s, [\d.]+ s CPU\)")
+    lines = [line for line in printed.splitlines() if success.fullmatch(line)]
     assert sorted(line.split(":")[0] for line in lines) == report.NOTEBOOKS
 
 
@@ -489,7 +494,8 @@ def test_a_warm_kernel_has_imported_its_notebook_s_modules_before_it_runs():
             try:
                 client.wait_for_ready(timeout=60)
                 outputs = []
-                code = "import os, sys; print('evictlab.analysis.robustness' in sys.modules, os.environ['EVICTLAB_PROBE'])"
+                code = ("import os, sys;"
+                        " print('evictlab.analysis.robustness' in sys.modules, os.environ['EVICTLAB_PROBE'])")
                 reply = client.execute_interactive(code, timeout=60, output_hook=outputs.append)
             finally:
                 client.stop_channels()

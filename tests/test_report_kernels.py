@@ -26,7 +26,8 @@ def test_a_notebook_s_imports_are_warmed_and_its_magics_skipped(tmp_path):
 
 def test_the_suite_s_modules_are_named():
     modules = notebook_imports(NOTEBOOK_DIR / "03_weight_sweep.ipynb")
-    assert {"pandas", "evictlab.workbench.plots", "evictlab.analysis.validation", "evictlab.analysis.sweep"} <= set(modules)
+    expected = {"pandas", "evictlab.workbench.plots", "evictlab.analysis.validation", "evictlab.analysis.sweep"}
+    assert expected <= set(modules)
 
 
 def test_warming_imports_what_it_can_and_leaves_no_names():

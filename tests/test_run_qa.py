@@ -49,7 +49,9 @@ RESPONSE_FIELDS = [
     "attempts", "capacity", "case_id", "created_at", "kept_fact_ids", "policy", "prediction",
     "request_fingerprint", "response_model", "row_id", "scenario", "schema_version", "source", "usage",
 ]  # fmt: skip
-MARKER_FIELDS = ["artifacts", "created_at", "dataset", "git", "preset", "protocol_id", "qa", "schema_version", "variant"]
+MARKER_FIELDS = [
+    "artifacts", "created_at", "dataset", "git", "preset", "protocol_id", "qa", "schema_version", "variant",
+]  # fmt: skip
 QA_FIELDS = [
     "api_key_env", "base_url_env", "capacity", "grader_version", "max_attempts", "max_tokens",
     "model", "stream", "temperature", "timeout_seconds", "workers",
@@ -93,7 +95,8 @@ def test_faults_then_resume_then_grade(tmp_path, credentials, capsys, demo_tasks
     stored = {path.stem for path in (output / "responses").iterdir()}
     assert stored == {task.row_id for task in tasks} - set(reasons)
     assert _load(output, limited)["attempts"] == 2 and _load(output, slow)["attempts"] == 2
-    assert {_load(output, task)["attempts"] for task in tasks if task.row_id in stored - {limited.row_id, slow.row_id}} == {1}
+    others = stored - {limited.row_id, slow.row_id}
+    assert {_load(output, task)["attempts"] for task in tasks if task.row_id in others} == {1}
 
     with OpenAIStub(fallback=Responder(tasks)) as stub:
         credentials(stub)
@@ -181,7 +184,9 @@ def test_the_marker_has_the_layout_of_deerflows_schema_2_markers(completed_run):
 # --------------------------------------------------------------------------- reuse rules
 
 @pytest.mark.parametrize("name", sorted(TAMPERING))
-def test_run_qa_calls_again_exactly_the_rows_that_do_not_match(name, tmp_path, completed_run, answering_stub, demo_tasks, capsys):
+def test_run_qa_calls_again_exactly_the_rows_that_do_not_match(
+    name, tmp_path, completed_run, answering_stub, demo_tasks, capsys
+):
     output = copy_run(completed_run, tmp_path / "run")
     task = tampered_task(demo_tasks)
     tamper(output, task, name)
@@ -220,7 +225,9 @@ def test_rows_that_are_not_completed_are_called_again(content, tmp_path, complet
         ({"prompt_edits": {"shortest answer": "briefest answer"}}, ["answer_prompt", "config"]),
     ],
 )
-def test_a_changed_protocol_file_stops_resume_and_grading(edits, changed, tmp_path, completed_run, answering_stub, capsys):
+def test_a_changed_protocol_file_stops_resume_and_grading(
+    edits, changed, tmp_path, completed_run, answering_stub, capsys
+):
     output = copy_run(completed_run, tmp_path / "run")
     options = protocol_copy(tmp_path / "protocol", **edits)
     before = len(answering_stub.requests)

@@ -65,7 +65,8 @@ def test_the_presets_have_three_distinct_identities():
 
 
 def test_overrides_apply_key_by_key_and_later_values_win():
-    spec = parse_spec("pr4810-final:confidence_weight=0.5,confirmation_weight=0.4,confidence_weight=0.55,confirmation_weight=0.35")
+    spec = parse_spec("pr4810-final:confidence_weight=0.5,confirmation_weight=0.4,"
+                      "confidence_weight=0.55,confirmation_weight=0.35")
     assert spec.params == PolicyParams(0.55, 0.35, 0.10)
     assert spec.variant == PRESETS["pr4810-final"]
     assert spec.settings == {"confidence_weight": 0.55, "confirmation_weight": 0.35}
@@ -205,11 +206,13 @@ def test_a_spec_file_with_a_preset_and_keys(tmp_path):
 
 
 def test_a_spec_file_without_a_preset_starts_from_the_default(tmp_path):
-    assert load_spec_file(write_yaml(tmp_path / "s.yaml", {"fact_ids": "raw"})) == parse_spec("pr4810-final:fact_ids=raw")
+    path = write_yaml(tmp_path / "s.yaml", {"fact_ids": "raw"})
+    assert load_spec_file(path) == parse_spec("pr4810-final:fact_ids=raw")
 
 
 def test_a_spec_file_can_be_overridden_inline(tmp_path):
-    path = write_yaml(tmp_path / "s.yaml", {"preset": "pr4810-run1", "confidence_weight": 0.7, "confirmation_weight": 0.2})
+    path = write_yaml(tmp_path / "s.yaml",
+                      {"preset": "pr4810-run1", "confidence_weight": 0.7, "confirmation_weight": 0.2})
     spec = parse_spec(f"{path}:confirmation_weight=0.25,access_weight=0.05")
     assert spec.variant == PRESETS["pr4810-run1"] and spec.params.weights == (0.7, 0.25, 0.05)
 
@@ -243,14 +246,19 @@ def test_the_committed_example_specs_parse():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("pr4810-final2", "spec 'pr4810-final2': unknown preset 'pr4810-final2'; known presets: pr4810-final, pr4810-run2, pr4810-run1"),
-        ("pr4810-final:confidence=0.5", "spec 'pr4810-final:confidence=0.5': unknown spec key 'confidence'; known keys: config,"),
-        ("pr4810-final:confidence_weight=abc", "spec 'pr4810-final:confidence_weight=abc': confidence_weight must be a number, got 'abc'"),
+        ("pr4810-final2",
+         "spec 'pr4810-final2': unknown preset 'pr4810-final2'; known presets: pr4810-final, pr4810-run2, pr4810-run1"),
+        ("pr4810-final:confidence=0.5",
+         "spec 'pr4810-final:confidence=0.5': unknown spec key 'confidence'; known keys: config,"),
+        ("pr4810-final:confidence_weight=abc",
+         "spec 'pr4810-final:confidence_weight=abc': confidence_weight must be a number, got 'abc'"),
         ("pr4810-final:access_half_life_days=nan", "access_half_life_days must be a finite number, got 'nan'"),
         ("pr4810-final:correction_reserved_max=1.5", "correction_reserved_max must be an integer, got '1.5'"),
         ("pr4810-final:fact_ids=gold", "fact_ids must be one of protocol, raw, got 'gold'"),
-        ("pr4810-final:evaluation_time=soon", "evaluation_time must be a timezone-aware ISO-8601 time such as 2026-08-13T00:00:00Z, got 'soon'"),
-        ("pr4810-final:confidence_weight", "spec 'pr4810-final:confidence_weight': expected KEY=VALUE, got 'confidence_weight'"),
+        ("pr4810-final:evaluation_time=soon",
+         "evaluation_time must be a timezone-aware ISO-8601 time such as 2026-08-13T00:00:00Z, got 'soon'"),
+        ("pr4810-final:confidence_weight",
+         "spec 'pr4810-final:confidence_weight': expected KEY=VALUE, got 'confidence_weight'"),
         ("pr4810-final:", "expected KEY=VALUE, got ''"),
         ("", "empty spec"),
         ("missing.yaml", "missing.yaml: cannot read spec file"),

@@ -112,7 +112,9 @@ HAND_POOLS = [
 
 
 @pytest.mark.parametrize("confidences, categories", HAND_POOLS)
-@pytest.mark.parametrize("spec", ["confidence", "confidence+reserve(correction,0.5,3)", "random+reserve(correction,0.3,2)"])
+@pytest.mark.parametrize(
+    "spec", ["confidence", "confidence+reserve(correction,0.5,3)", "random+reserve(correction,0.3,2)"]
+)
 def test_expected_equals_the_mean_over_every_order_of_the_tied_facts(confidences, categories, spec):
     facts = [fact(i, c, k) for i, (c, k) in enumerate(zip(confidences, categories))]
     policy = resolve_policy(spec)

@@ -64,7 +64,8 @@ def test_bad_trace_is_one_line_error_before_any_output(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_study_tables_identical_in_process_and_on_a_local_cluster():
-    tasks = study_tasks({"confidence_noise": [0.0, 0.6], "search_rate": [2.0, 20.0]}, 1, base=_tiny(), capacities=[3, 8])
+    grid = {"confidence_noise": [0.0, 0.6], "search_rate": [2.0, 20.0]}
+    tasks = study_tasks(grid, 1, base=_tiny(), capacities=[3, 8])
     in_process = run_study(tasks, Placement(workers=0), progress=False)
     with dask_client(Placement(workers=2, processes=False)) as client:
         address = client.scheduler.address

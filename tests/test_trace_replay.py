@@ -118,7 +118,8 @@ def test_confirmed_fact_survives_hybrid_but_not_confidence_and_the_shadow_disagr
     # Spec 1.11's updater vector, as a trace: cap 10, eight fresh 0.99 facts, stale_high,
     # confirmed_recently, then one new 0.8 fact.
     rows = [add("2025-01-01T00:00:00", "stale_high", 0.9), add("2025-01-01T00:00:00", "confirmed_recently", 0.7)]
-    rows.append({"time": at("2026-08-12T00:00:00"), "event": "confirm", "fact_ids": ["confirmed_recently"], "reinforcement": True})
+    rows.append({"time": at("2026-08-12T00:00:00"), "event": "confirm", "fact_ids": ["confirmed_recently"],
+                 "reinforcement": True})
     rows += [add("2026-08-12T00:00:00", f"p{index}", 0.99) for index in range(8)]
     rows.append(add("2026-08-13T00:00:00", "new", 0.8))
     chunk = chunk_from_rows(rows)

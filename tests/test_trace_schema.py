@@ -84,7 +84,8 @@ def test_bad_jsonl_rows_name_file_row_and_field(tmp_path, records, message):
 
 def test_bad_parquet_files(tmp_path):
     path = tmp_path / "bad.parquet"
-    pq.write_table(pa.table({"time": pa.array([0], pa.timestamp("us", tz="UTC")), "event": ["tick"], "extra": [1]}), path)
+    times = pa.array([0], pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"time": times, "event": ["tick"], "extra": [1]}), path)
     with pytest.raises(TraceError, match="unknown column"):
         read_trace(path)
     pq.write_table(pa.table({"time": pa.array([0], pa.timestamp("us")), "event": ["tick"]}), path)

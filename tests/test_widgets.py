@@ -46,7 +46,8 @@ def test_rescaling_keeps_the_weights_on_the_simplex(weights, index, value):
 def test_rescaling_keeps_the_proportions_of_the_other_two(weights, index, value):
     first, second = (i for i in range(3) if i != index)
     rescaled = rescale_weights(weights, index, value)
-    assert math.isclose(rescaled[first] * weights[second], rescaled[second] * weights[first], rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(rescaled[first] * weights[second], rescaled[second] * weights[first],
+                        rel_tol=1e-9, abs_tol=1e-12)
 
 
 def test_rescaling_from_a_corner_splits_the_rest_equally():

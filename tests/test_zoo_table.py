@@ -63,7 +63,8 @@ def test_deterministic_policies_match_the_run_policy_evaluation(rows, pool_set):
     indexed = rows.set_index(["policy", "capacity", "case_id"])
     for row in evaluate(pool_set, deterministic, CAPACITIES):
         expected = 1.0 if row["support_all_retained"] else 0.0
-        shown, tied = indexed.loc[(row["policy"], row["capacity"], row["case_id"]), ["support_retained", "support_tied"]]
+        key = (row["policy"], row["capacity"], row["case_id"])
+        shown, tied = indexed.loc[key, ["support_retained", "support_tied"]]
         if row["policy"] in ("confidence", "hybrid-v1"):
             assert shown == expected  # input order, DeerMem's rule
         else:  # the expectation over tie orders: the decision as made unless a tie settled it

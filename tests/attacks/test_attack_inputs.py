@@ -119,7 +119,8 @@ def test_oversized_dataset_is_refused_before_reading(tmp_path, capsys):
 
 def test_oversized_rows_file_is_refused(tmp_path, capsys):
     rows = sparse_file(tmp_path / "huge.rows.jsonl", MAX_ROWS_FILE_BYTES + 1, b"{}\n")
-    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p", "--output-dir", str(tmp_path / "o"))
+    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p",
+                    "--output-dir", str(tmp_path / "o"))
     assert code == 2
     assert "over evictlab's limit" in error_line(err)
     assert not (tmp_path / "o").exists()
@@ -128,7 +129,8 @@ def test_oversized_rows_file_is_refused(tmp_path, capsys):
 def test_endless_line_in_rows_file_is_refused(tmp_path, capsys):
     rows = tmp_path / "line.rows.jsonl"
     rows.write_bytes(b'{"a": "' + b"x" * (5 << 20) + b'"}\n')
-    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p", "--output-dir", str(tmp_path / "o"))
+    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p",
+                    "--output-dir", str(tmp_path / "o"))
     assert code == 2
     assert "a line or the file is over evictlab's limit" in error_line(err)
 
@@ -156,7 +158,8 @@ def test_unparseable_manifest_gives_a_clean_error(tmp_path, capsys, body, reason
 def test_unparseable_rows_line_gives_a_clean_error(tmp_path, capsys):
     rows = tmp_path / "deep.rows.jsonl"
     rows.write_text("[" * 100_000 + "]" * 100_000 + "\n")
-    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p", "--output-dir", str(tmp_path / "o"))
+    code, err = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p",
+                    "--output-dir", str(tmp_path / "o"))
     assert code == 2
     assert f"{rows}, line 1: not valid JSON (nested more than" in error_line(err)
 
@@ -198,7 +201,8 @@ def test_unconvertible_yaml_scalars_give_a_clean_error(tmp_path, capsys, edit, r
 
 @pytest.mark.parametrize("clock", ['"0001-01-01T00:00:00+05:00"', "0001-01-01 00:00:00+05:00"])
 def test_evaluation_time_in_year_one_gives_a_clean_error(tmp_path, capsys, clock):
-    options = protocol_copy(tmp_path, config_edits={'evaluation_time: "2026-08-13T00:00:00Z"': f"evaluation_time: {clock}"})
+    edits = {'evaluation_time: "2026-08-13T00:00:00Z"': f"evaluation_time: {clock}"}
+    options = protocol_copy(tmp_path, config_edits=edits)
     code, err = run(capsys, "validate-contracts", *options)
     assert code == 2
     assert "evaluation_time: is out of the representable range" in error_line(err)
@@ -256,7 +260,8 @@ def test_a_hostile_download_never_fills_the_disk(tmp_path, capsys, monkeypatch, 
     headers = b"Content-Length: 800000000\r\n" if declared else b""
     with RawServer(endless_body(headers)) as server:
         target = tmp_path / "oracle.json"
-        code, err = run(capsys, "data", "fetch", "--url", server.base_url + "/oracle.json", "--output", str(target), "--quiet")
+        code, err = run(capsys, "data", "fetch", "--url", server.base_url + "/oracle.json",
+                        "--output", str(target), "--quiet")
     assert code == 2
     assert "evictlab's limit of 1048576" in error_line(err)
     assert list(tmp_path.iterdir()) == []  # no partial file is left

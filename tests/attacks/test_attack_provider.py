@@ -86,7 +86,10 @@ def test_trickling_attempts_are_retried_by_the_rules():
 
 def test_run_qa_stores_every_good_answer_and_reports_the_bad_ones(tmp_path, capsys, demo_tasks, credentials):
     first, second = unique_tasks(demo_tasks)[:2]
-    hostile = {first.request_fingerprint: [raw_reply(SURROGATE_BODY)], second.request_fingerprint: [raw_reply(DEEP_BODY)]}
+    hostile = {
+        first.request_fingerprint: [raw_reply(SURROGATE_BODY)],
+        second.request_fingerprint: [raw_reply(DEEP_BODY)],
+    }
     with OpenAIStub(fallback=Responder(demo_tasks, hostile)) as stub:
         credentials(stub)
         code = run_qa_cli(tmp_path / "run", "--workers", "3")

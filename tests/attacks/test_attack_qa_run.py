@@ -34,7 +34,9 @@ def edit_json(path: Path, change) -> None:
 
 
 @pytest.mark.parametrize("field", ["usage", "created_at", "response_model"])
-def test_a_row_without_a_field_grading_needs_is_asked_again(field, tmp_path, completed_run, answering_stub, demo_tasks, capsys):
+def test_a_row_without_a_field_grading_needs_is_asked_again(
+    field, tmp_path, completed_run, answering_stub, demo_tasks, capsys
+):
     output = copy_run(completed_run, tmp_path / "run")
     task = tampered_task(demo_tasks)
     edit_json(response_path(output, task.row_id), lambda row: row.pop(field))
@@ -78,7 +80,8 @@ def test_an_edited_marker_field_is_refused(field, command, tmp_path, completed_r
 
 def test_no_marker_is_written_when_a_row_id_cannot_name_a_file(tmp_path, answering_stub, capsys):
     manifest = tmp_path / "synthetic.json"
-    manifest.write_text(DEFAULT_SYNTHETIC_MANIFEST.read_text(encoding="utf-8").replace('"case_id": "', '"case_id": "../', 1))
+    text = DEFAULT_SYNTHETIC_MANIFEST.read_text(encoding="utf-8")
+    manifest.write_text(text.replace('"case_id": "', '"case_id": "../', 1))
     before = len(answering_stub.requests)
     code = run_qa_cli(tmp_path / "run", "--synthetic-manifest", str(manifest))
     assert code == 2
@@ -99,7 +102,8 @@ def test_a_second_ctrl_c_aborts_the_calls_in_flight(tmp_path):
     with OpenAIStub(fallback=stalled_reply(60)) as stub:
         env = {**os.environ, KEY_ENV: API_KEY, URL_ENV: stub.base_url}
         with open(err, "wb") as sink:
-            process = evictlab("run-qa", "--output-dir", str(tmp_path / "run"), stdout=subprocess.DEVNULL, stderr=sink, env=env)
+            process = evictlab("run-qa", "--output-dir", str(tmp_path / "run"),
+                               stdout=subprocess.DEVNULL, stderr=sink, env=env)
         try:
             deadline = time.monotonic() + 30
             while len(stub.requests) < 3 and time.monotonic() < deadline:
