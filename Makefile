@@ -41,9 +41,11 @@ report: $(STAMP)
 	$(BIN)/evictlab report
 	@echo "Run '. $(BIN)/activate' to use the bare 'evictlab ...' commands of the README."
 
-# ruff and mypy on the package (configured in pyproject.toml).
+# ruff on the package, the tests and the benchmarks, mypy on the package (configured in pyproject.toml).
+# benchmarks/bench_engine.py is left out until its lambdas stop reading the loop variable (ruff B023);
+# it is being reworked on another branch.
 lint: $(STAMP)
-	$(BIN)/ruff check evictlab
+	$(BIN)/ruff check evictlab tests benchmarks --extend-exclude benchmarks/bench_engine.py
 	$(BIN)/mypy
 
 test: lint
@@ -77,9 +79,9 @@ notebook-filter: $(STAMP)
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"
-	@echo "make test            set up .venv, run ruff and mypy, then the whole test suite"
+	@echo "make test            set up .venv, run make lint, then the whole test suite"
 	@echo "make test-fast       the tests not marked slow (daily work; under 2 minutes)"
-	@echo "make lint            only ruff and mypy on the package"
+	@echo "make lint            only ruff (package, tests, benchmarks) and mypy (package)"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"
 	@echo "make benchmark       the speed measurements in benchmarks/"
 	@echo "make test-exact      only the exactness tests (CI runs them on 3.12 and 3.13 too)"
