@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 
 import pytest
 
 from evictlab.analysis.traces.memory import replayable
-from evictlab.analysis.traces.optimum import offline_optimum, outline
+from evictlab.analysis.traces.optimum import (
+    answer_flow,
+    most_answers_integer,
+    most_answers_linear,
+    offline_optimum,
+    outline,
+)
 from evictlab.analysis.traces.replay import replay_policy
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.policies import known_policies
@@ -36,6 +43,13 @@ def tiny_trace(rng: random.Random) -> dict:
         elif kind == "confirm" and added:
             rows.append({"time": moment, "event": "confirm", "fact_ids": [rng.choice(added)], "reinforcement": True})
     return chunk_from_rows(rows)
+
+
+def tiny_cases(seed: int, count: int) -> Iterator[tuple[dict, int]]:
+    """``count`` seeded pairs of a tiny trace and a capacity of 1 to 3."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield tiny_trace(rng), rng.randint(1, 3)
 
 
 def brute_force(chunk: dict, capacity: int) -> int:
@@ -66,11 +80,8 @@ def brute_force(chunk: dict, capacity: int) -> int:
 
 @pytest.mark.slow
 def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
-    rng = random.Random(20261201)
     binding = 0
-    for _ in range(1000):
-        chunk = tiny_trace(rng)
-        capacity = rng.randint(1, 3)
+    for chunk, capacity in tiny_cases(20261201, 1000):
         found = offline_optimum([chunk], capacity)
         assert found.answerable == brute_force(chunk, capacity), (chunk, capacity)
         assert found.answerable <= found.reachable <= found.asks
@@ -78,14 +89,26 @@ def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
     assert binding >= 50  # the capacity binds often enough for the check to mean something
 
 
+def test_integer_programme_equals_brute_force_and_the_linear_programme():
+    # offline_optimum reaches the integer programme only when the linear programme's solution
+    # is not integral, which never happens on a flow; so both are solved here on every trace.
+    binding = 0
+    for chunk, capacity in tiny_cases(4242, 150):
+        flow = answer_flow(outline([chunk]), capacity)
+        if flow.reachable == 0:
+            continue
+        exact = brute_force(chunk, capacity)
+        assert most_answers_integer(flow) == exact, (chunk, capacity)
+        assert most_answers_linear(flow) == exact, (chunk, capacity)
+        binding += exact < flow.reachable
+    assert binding >= 10  # the capacity binds often enough for the check to mean something
+
+
 def test_no_policy_beats_the_optimum():
     policies = [name for name in known_policies() if replayable(name)]
     policies += ["confidence+reserve(correction,0.5,2)", "lru+mmr(0.5)"]
-    rng = random.Random(7)
     below = 0
-    for _ in range(150):
-        chunk = tiny_trace(rng)
-        capacity = rng.randint(1, 3)
+    for chunk, capacity in tiny_cases(7, 150):
         best = offline_optimum([chunk], capacity)
         for policy in policies:
             replayed = replay_policy([chunk], policy, capacity).counts

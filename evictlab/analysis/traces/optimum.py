@@ -22,7 +22,8 @@ free anyway), so the optimum over these schedules equals the optimum over DeerMe
 that evict exactly the excess at each write; the tests check this against brute force on a
 thousand tiny traces. The constraint matrix of a flow is totally unimodular, so the LP is
 integral: HiGHS's dual simplex solves it as a linear programme, and a solution that is not
-integral (which the theory rules out) is solved again as an integer programme.
+integral (which the theory rules out) is solved again as an integer programme. That fallback
+never runs on a flow, so the tests solve both programmes on tiny traces against brute force.
 """
 
 from __future__ import annotations
@@ -103,6 +104,31 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
         raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
     shape = trace if isinstance(trace, Outline) else outline(trace)
+    flow = answer_flow(shape, capacity)
+    if capacity == 0 or flow.reachable == 0:
+        return Optimum(int(capacity), len(shape.asks), 0, flow.reachable)
+    # The dual simplex ends on a vertex of the flow polytope, which is integral; a solution
+    # that is not (which the theory rules out) is solved again as an integer programme.
+    answers = most_answers_linear(flow)
+    if answers is None:
+        answers = most_answers_integer(flow)
+    return Optimum(int(capacity), len(shape.asks), answers, flow.reachable)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The optimum's min-cost flow: minimise ``cost @ x`` subject to ``incidence @ x == supply``
+    and ``0 <= x <= upper``; minus the least cost is the most questions answered."""
+
+    incidence: sparse.csr_matrix  # node x edge: +1 at the edge's tail, -1 at its head
+    supply: np.ndarray
+    cost: np.ndarray
+    upper: np.ndarray
+    reachable: int  # asks whose fact was added before them
+
+
+def answer_flow(shape: Outline, capacity: int) -> Flow:
+    """The flow of the module docstring for ``shape`` at ``capacity``."""
     periods: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     reachable = 0
     for period, fact_id in shape.asks:
@@ -110,8 +136,6 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
         if added is not None and added <= period:
             periods[fact_id][period] += 1
             reachable += 1
-    if capacity == 0 or reachable == 0:
-        return Optimum(int(capacity), len(shape.asks), 0, reachable)
 
     timeline = shape.writes + 2  # nodes v_0 .. v_{W+1}
     tails: list[int] = []
@@ -146,14 +170,22 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
     supply = np.zeros(nodes)
     supply[0] = capacity
     supply[timeline - 1] = -capacity
-    cost, bounds = np.array(costs), Bounds(np.zeros(edges), np.array(upper))
-    # The dual simplex ends on a vertex of the flow polytope, which is integral; a solution
-    # that is not (which the theory rules out) is solved again as an integer programme.
-    limits = np.column_stack((bounds.lb, bounds.ub))
-    result = linprog(cost, A_eq=incidence, b_eq=supply, bounds=limits, method="highs-ds")
+    return Flow(incidence, supply, np.array(costs), np.array(upper), reachable)
+
+
+def most_answers_linear(flow: Flow) -> int | None:
+    """The flow's most answers by linear programme (dual simplex); ``None`` if not integral."""
+    limits = np.column_stack((np.zeros(len(flow.cost)), flow.upper))
+    result = linprog(flow.cost, A_eq=flow.incidence, b_eq=flow.supply, bounds=limits, method="highs-ds")
     if not result.success or np.abs(result.x - np.round(result.x)).max() > INTEGRAL_TOLERANCE:
-        result = milp(cost, constraints=LinearConstraint(incidence, supply, supply), integrality=np.ones(edges),
-                      bounds=bounds)
+        return None
+    return round(-result.fun)
+
+
+def most_answers_integer(flow: Flow) -> int:
+    """The flow's most answers by integer programme (the fallback of :func:`offline_optimum`)."""
+    result = milp(flow.cost, constraints=LinearConstraint(flow.incidence, flow.supply, flow.supply),
+                  integrality=np.ones(len(flow.cost)), bounds=Bounds(np.zeros(len(flow.cost)), flow.upper))
     if not result.success:  # pragma: no cover - a feasible flow always exists (all on the timeline)
         raise RuntimeError(f"the offline optimum's flow could not be solved: {result.message}")
-    return Optimum(int(capacity), len(shape.asks), round(-result.fun), reachable)
+    return round(-result.fun)
