@@ -408,28 +408,18 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- files
 
 
-def write_diff(output_dir: str | Path, result: DiffResult) -> list[Path]:
-    """Write ``diff.cases.jsonl`` and ``diff.summary.json`` inside :func:`evictlab.results.run`.
-
-    The summary and case rows hold no timestamps, so identical inputs give identical bytes;
-    the run record ``diff.run.json`` holds provenance, times, both specs' labels and identities
-    and the files' SHA-256. A finished diff is never overwritten; an interrupted one is rerun in place.
-    """
-    sides = {side: result.summary[side] for side in SIDES}
-    with results.run(output_dir, KIND, parameters=run_parameters(sides), outputs=OUTPUT_FILES) as run:
-        return write_diff_files(run, result)
-
-
-def run_parameters(sides: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's parameters: each side's label and identity (a spec or its summary record)."""
-    def pick(side: Any) -> dict[str, Any]:
-        return {key: getattr(side, key) if hasattr(side, key) else side.get(key) for key in ("label", "identity")}
-
-    return {side: pick(value) for side, value in sides.items()}
+def run_parameters(sides: Mapping[str, RunSpec]) -> dict[str, Any]:
+    """The record's parameters: each side's label and identity."""
+    return {side: {"label": spec.label, "identity": spec.identity} for side, spec in sides.items()}
 
 
 def write_diff_files(run: results.Run, result: DiffResult) -> list[Path]:
-    """Both files of an open ``diff`` run."""
+    """Write ``diff.cases.jsonl`` and ``diff.summary.json`` into an open ``diff`` run.
+
+    The summary and case rows hold no timestamps, so identical inputs give identical bytes;
+    the run record ``diff.run.json`` holds provenance, times, both specs' labels and identities
+    (:func:`run_parameters`) and the files' SHA-256.
+    """
     run.record.dataset = result.summary["dataset"]
     paths = [run.write_jsonl(CASES_FILE, result.cases), run.write_json(SUMMARY_FILE, result.summary)]
     run.record.summary = {"case_rows": len(result.cases)}
