@@ -79,7 +79,7 @@ class PolicyParams:
         return (self.confidence_weight, self.confirmation_weight, self.access_weight)
 
     def replace(self, **changes: Any) -> PolicyParams:
-        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        values = self.as_dict()
         unknown = sorted(set(changes) - set(values))
         if unknown:
             raise ContractError(
@@ -89,6 +89,7 @@ class PolicyParams:
         return PolicyParams(**values)
 
     def as_dict(self) -> dict[str, Any]:
+        """Every parameter by name: also the keyword arguments of DeerMem's ``select_facts_for_capacity``."""
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
@@ -155,6 +156,7 @@ class EvictedFact:
     components: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
+        """Every parameter by name: also the keyword arguments of DeerMem's ``select_facts_for_capacity``."""
         return {
             "fact_id": self.fact_id,
             "category": self.category,

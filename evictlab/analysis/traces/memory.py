@@ -195,20 +195,8 @@ class ReferenceMemory(Memory):
 
     def _deermem_decision(self, policy: str, moment: Any) -> Any:
         assert self.capacity is not None  # only a capped memory selects
-        params = self.params
         return select_facts_for_capacity(
-            self.facts,
-            max_facts=self.capacity,
-            policy=policy,
-            usage=self.usage,
-            now=moment,
-            confidence_weight=params.confidence_weight,
-            confirmation_weight=params.confirmation_weight,
-            access_weight=params.access_weight,
-            confirmation_half_life_days=params.confirmation_half_life_days,
-            access_half_life_days=params.access_half_life_days,
-            correction_reserved_fraction=params.correction_reserved_fraction,
-            correction_reserved_max=params.correction_reserved_max,
+            self.facts, max_facts=self.capacity, policy=policy, usage=self.usage, now=moment, **self.params.as_dict()
         )
 
     def count_corrections(self) -> int:
