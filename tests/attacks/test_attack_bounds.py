@@ -15,52 +15,43 @@ from evictlab.cli import main
 TOO_MANY = "bootstrap_iterations: 1000000000000"
 
 
-def run(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if "error:" in line]
-    assert len(errors) == 1, err
-    return code, errors[0]
-
-
 @pytest.mark.parametrize("step", ["1e-9", "0.001"])
-def test_a_huge_sweep_grid_is_refused_before_it_is_built(step, tmp_path, capsys):
-    code, line = run(capsys, "sweep", "--weights-step", step, "--output-dir", str(tmp_path / "out"))
+def test_a_huge_sweep_grid_is_refused_before_it_is_built(step, tmp_path, cli_error):
+    code, line = cli_error("sweep", "--weights-step", step, "--output-dir", str(tmp_path / "out"))
     assert code == 2
     assert "settings, over the limit of 50,000" in line and "pass --max-settings" in line
     assert not (tmp_path / "out").exists()
 
 
-def test_max_settings_lifts_the_bound_deliberately(tmp_path, capsys):
+def test_max_settings_lifts_the_bound_deliberately(tmp_path, cli_error):
     options = ["sweep", "--weights-step", "0.5", "--capacities", "5", "--output-dir", str(tmp_path / "out")]
-    code, line = run(capsys, *options, "--confirmation-half-lives", "30,90", "--max-settings", "11")
+    code, line = cli_error(*options, "--confirmation-half-lives", "30,90", "--max-settings", "11")
     assert code == 2 and "about 12 settings, over the limit of 11" in line
     assert main([*options, "--max-settings", "12", "--no-progress"]) == 0
 
 
-def test_a_config_with_10_to_the_12_bootstrap_iterations_is_refused(tmp_path, capsys):
+def test_a_config_with_10_to_the_12_bootstrap_iterations_is_refused(tmp_path, cli_error):
     options = protocol_copy(tmp_path, config_edits={"bootstrap_iterations: 10000": TOO_MANY})
-    code, line = run(capsys, "validate-contracts", *options)
+    code, line = cli_error("validate-contracts", *options)
     assert code == 2
     assert "statistics.bootstrap_iterations: 1,000,000,000,000 bootstrap iterations are over the limit" in line
     assert "pass --max-bootstrap-iterations 1000000000000" in line
 
 
-def test_grade_qa_refuses_an_endless_bootstrap_before_grading(tmp_path, completed_run, capsys):
+def test_grade_qa_refuses_an_endless_bootstrap_before_grading(tmp_path, completed_run, cli_error):
     output = copy_run(completed_run, tmp_path / "run")
     options = protocol_copy(tmp_path / "protocol", config_edits={"bootstrap_iterations: 10000": TOO_MANY})
-    code, line = run(capsys, "grade-qa", "--output-dir", str(output), *options)
+    code, line = cli_error("grade-qa", "--output-dir", str(output), *options)
     assert code == 2 and "over the limit" in line
     assert sorted(path.name for path in output.iterdir()) == [MARKER_FILE, "responses", "run-qa.run.json"]
     assert grade_cli(output) == 0  # the run itself is fine
 
 
-def test_qa_stats_refuses_an_endless_bootstrap(tmp_path, capsys):
+def test_qa_stats_refuses_an_endless_bootstrap(tmp_path, cli_error):
     rows = tmp_path / "rows.jsonl"
     rows.write_text("")
-    code, line = run(capsys, "qa", "stats", "--rows", str(rows), "--protocol-id", "p",
-                     "--iterations", "1000000000000", "--output-dir", str(tmp_path / "o"))  # fmt: skip
+    code, line = cli_error("qa", "stats", "--rows", str(rows), "--protocol-id", "p",
+                           "--iterations", "1000000000000", "--output-dir", str(tmp_path / "o"))  # fmt: skip
     assert code == 2 and "--iterations: 1,000,000,000,000 bootstrap iterations are over the limit" in line
 
 
@@ -70,8 +61,8 @@ def test_qa_stats_refuses_an_endless_bootstrap(tmp_path, capsys):
      ({"SYSTEM:\n": "SYSTEM\n"}, "must start with 'SYSTEM:'")],
     ids=["no question", "no system header"],
 )
-def test_validate_contracts_parses_the_answer_template(edit, reason, tmp_path, capsys):
+def test_validate_contracts_parses_the_answer_template(edit, reason, tmp_path, cli_error):
     options = protocol_copy(tmp_path, prompt_edits=edit)
-    code, line = run(capsys, "validate-contracts", *options)
+    code, line = cli_error("validate-contracts", *options)
     assert code == 2
     assert reason in line

@@ -21,22 +21,12 @@ from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, grade_cli, run_qa_cli
 
 from evictlab.analysis.qa.runner import RESERVE_FILE, RESPONSE_FIELDS, RESPONSES_DIR, SPACE_RESERVE_BYTES
-from evictlab.cli import main
 
 OUTPUT_COMMANDS = {
     "run-policy": ["run-policy"],
     "sweep": ["sweep", "--capacities", "5", "--weights-step", "0.5"],
     "diff": ["diff", "--from", "pr4810-run1", "--to", "pr4810-final"],
 }
-
-
-def run(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if "error:" in line]
-    assert len(errors) == 1, err
-    return code, errors[0]
 
 
 @pytest.fixture
@@ -66,33 +56,33 @@ def remount(point: Path, *options: str) -> None:
 
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
-def test_an_output_folder_that_is_a_file(command, tmp_path, capsys):
+def test_an_output_folder_that_is_a_file(command, tmp_path, cli_error):
     target = tmp_path / "taken"
     target.write_text("mine\n")
-    code, line = run(capsys, *OUTPUT_COMMANDS[command], "--output-dir", str(target))
+    code, line = cli_error(*OUTPUT_COMMANDS[command], "--output-dir", str(target))
     assert code == 2
     assert f"{target}: exists and is not a folder" in line
     assert target.read_text() == "mine\n"
 
 
-def test_an_output_name_too_long(tmp_path, capsys):
-    code, line = run(capsys, "run-policy", "--output-dir", str(tmp_path / ("x" * 300)))
+def test_an_output_name_too_long(tmp_path, cli_error):
+    code, line = cli_error("run-policy", "--output-dir", str(tmp_path / ("x" * 300)))
     assert code == 2
     assert line.endswith("File name too long")
 
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
-def test_a_read_only_disk(command, tmpfs, capsys):
+def test_a_read_only_disk(command, tmpfs, cli_error):
     disk = tmpfs("1m", "ro")
-    code, line = run(capsys, *OUTPUT_COMMANDS[command], "--output-dir", str(disk / "out"))
+    code, line = cli_error(*OUTPUT_COMMANDS[command], "--output-dir", str(disk / "out"))
     assert code == 2
     assert line.endswith("Read-only file system")
 
 
 @pytest.mark.parametrize("command", sorted(OUTPUT_COMMANDS))
-def test_a_full_disk(command, tmpfs, capsys):
+def test_a_full_disk(command, tmpfs, cli_error):
     disk = tmpfs("8k")
-    code, line = run(capsys, *OUTPUT_COMMANDS[command], "--output-dir", str(disk / "out"))
+    code, line = cli_error(*OUTPUT_COMMANDS[command], "--output-dir", str(disk / "out"))
     assert code == 2
     assert "No space left on device" in line
 
