@@ -41,11 +41,8 @@ import numpy as np
 from ..errors import ContractError
 from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
 
-#: The largest pool the kernel decides: two counts are packed into one float64 sum.
-_FIELD_BITS = 26
-_FIELD_INT = 1 << _FIELD_BITS
-_FIELD = float(_FIELD_INT)
-MAX_WIDTH = _FIELD_INT - 1
+#: The largest pool the kernel decides (far beyond DeerMem's cap of 500 facts).
+MAX_WIDTH = (1 << 26) - 1
 
 #: Added to a correction's key so that corrections sort above every other fact.
 _CORRECTION_BIT = np.int64(1 << 62)
@@ -268,19 +265,30 @@ def _ties_before(
     """Facts tied with the support and before it in input order, and the corrections among
     them, shape (S, C); counted only in the (setting, case) ``rows`` marked, 0 elsewhere.
 
-    One matrix product per case over the rows' 0/1 tie masks; the weights pack both counts
-    into one float64 (``1 + correction * 2**26``), whose integer sums stay exact.
+    Matrix products of the 0/1 tie masks with two weight columns per case (facts before the
+    support; corrections among them), whose sums are exact integers in float32 below 2**24
+    facts. When many rows are marked (exact ties are common), one batched product over all
+    rows is cheapest; otherwise a product per case over its marked rows and the facts before
+    its support only.
     """
     before = np.zeros(rows.shape, dtype=np.int64), np.zeros(rows.shape, dtype=np.int64)
-    if not rows.any():
+    marked = int(np.count_nonzero(rows))
+    if not marked:
         return before
-    earlier = np.arange(values.shape[-1]) < support_positions[:, None]
-    weights = (earlier * (1.0 + correction * _FIELD))[..., None]  # (C, P, 1)
+    n_cases, width = correction.shape
+    dtype = np.float32 if width < 1 << 24 else np.float64
+    if 4 * marked >= rows.size:
+        earlier = np.arange(width) < support_positions[:, None]
+        weights = np.stack([earlier, earlier & correction], axis=-1).astype(dtype)  # (C, P, 2)
+        tied = (values == support_value[..., None]).astype(dtype).transpose(1, 0, 2)  # (C, S, P)
+        counts = np.matmul(tied, weights).astype(np.int64).transpose(2, 1, 0) * rows  # (2, S, C)
+        return counts[0], counts[1]
+    weights = np.stack([np.ones(correction.shape, dtype=dtype), correction.astype(dtype)], axis=-1)
     for c in np.flatnonzero(rows.any(axis=0)):
-        s = np.flatnonzero(rows[:, c])
-        packed = (values[s, c] == support_value[s, c, None]).astype(np.float64) @ weights[c]
-        packed = packed[:, 0].astype(np.int64)
-        before[0][s, c], before[1][s, c] = packed & (_FIELD_INT - 1), packed >> _FIELD_BITS
+        s, position = np.flatnonzero(rows[:, c]), support_positions[c]
+        tied = values[s, c, :position] == support_value[s, c, None]
+        counts = tied.astype(dtype) @ weights[c, :position]
+        before[0][s, c], before[1][s, c] = counts[:, 0], counts[:, 1]
     return before
 
 
