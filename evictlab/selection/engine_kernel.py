@@ -275,7 +275,7 @@ def _ties_before(
     marked = int(np.count_nonzero(rows))
     if not marked:
         return before
-    n_cases, width = correction.shape
+    width = correction.shape[1]
     dtype = np.float32 if width < 1 << 24 else np.float64
     if 4 * marked >= rows.size:
         earlier = np.arange(width) < support_positions[:, None]
