@@ -255,6 +255,11 @@ def decide(
     return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
 
 
+# The share of marked rows from which _ties_before counts over all rows in one product (at
+# 1,000 facts a third of the rows marked is faster per case; with half or more, batched).
+_BATCHED_SHARE = 0.5
+
+
 def _ties_before(
     values: np.ndarray,
     support_value: np.ndarray,
@@ -277,7 +282,7 @@ def _ties_before(
         return before
     width = correction.shape[1]
     dtype = np.float32 if width < 1 << 24 else np.float64
-    if 4 * marked >= rows.size:
+    if marked >= _BATCHED_SHARE * rows.size:
         earlier = np.arange(width) < support_positions[:, None]
         weights = np.stack([earlier, earlier & correction], axis=-1).astype(dtype)  # (C, P, 2)
         tied = (values == support_value[..., None]).astype(dtype).transpose(1, 0, 2)  # (C, S, P)
