@@ -133,9 +133,9 @@ def equivalence_and_speed(pool_set, prepared, step):
           f" x {len(pool_set.cases)} cases x {len(CAPACITIES)} capacities = {selections:,} selections per policy")
     failed = False
     for policy in ("hybrid-v1", "confidence"):
-        scalar_seconds, decisions = timed(lambda: scalar_decisions(pool_set.cases, policy, settings, prepared.now), 1)
-        engine_seconds, batch = timed(lambda: prepared.select(policy, settings, CAPACITIES, details=True), 5)
-        lean_seconds, _ = timed(lambda: prepared.select(policy, settings, CAPACITIES), 5)
+        scalar_seconds, decisions = timed(partial(scalar_decisions, pool_set.cases, policy, settings, prepared.now), 1)
+        engine_seconds, batch = timed(partial(prepared.select, policy, settings, CAPACITIES, details=True), 5)
+        lean_seconds, _ = timed(partial(prepared.select, policy, settings, CAPACITIES), 5)
         wrong = mismatches(batch, decisions, pool_set.cases)
         failed |= wrong > 0
         ratio = scalar_seconds / engine_seconds
