@@ -66,7 +66,10 @@ def test_a_trickling_server_is_cut_off_at_the_timeout(part):
         with pytest.raises(ProviderError, match=r"failed after 1 attempts \(last: timed out\)"):
             provider(server.base_url, timeout_seconds=2, max_attempts=1).complete(PAYLOAD)
         elapsed = time.monotonic() - started
-    assert 2.0 <= elapsed <= 2.2, f"cut off after {elapsed:.2f} s, not within 10% of 2 s"
+    # The upper bound only has to tell a deadline from none: the trickled reply would take
+    # 14 s (body) to 35 s (headers and body) to finish, and a loaded 2-core CI machine can
+    # stall this process for a second or more.
+    assert 2.0 <= elapsed <= 6.0, f"cut off after {elapsed:.2f} s, not between 2 s and 6 s"
 
 
 def _headers_then(rest):
