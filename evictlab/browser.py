@@ -2,8 +2,8 @@
 
 Both drive what a person uses: Debian's Chromium (``apt-get install chromium``, never a
 browser build downloaded by Playwright) through Playwright, and a real JupyterLab server on
-a free port of 127.0.0.1 with its own token and its own settings, workspace and runtime
-folders, stopped afterwards. Nothing here is imported by the rest of the package; Playwright
+a port of 127.0.0.1 that it picks itself, with its own token and its own settings, workspace
+and runtime folders, stopped afterwards. Nothing here is imported by the rest of the package; Playwright
 is a development dependency and is imported only when a browser is started.
 
 * :func:`find_chromium` says where Chromium is (``EVICTLAB_CHROMIUM``, ``/usr/bin/chromium``,
@@ -22,14 +22,13 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -106,11 +105,16 @@ class ConsoleLog:
             self.errors.append(text)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def served_port(runtime_dir: str | os.PathLike) -> int | None:
+    """The port of the Jupyter server whose runtime folder (``JUPYTER_RUNTIME_DIR``) is
+    ``runtime_dir``, read from the ``jpserver-<pid>.json`` file it writes once it has chosen its
+    port; None while there is no such file yet (or it is still being written)."""
+    for path in Path(runtime_dir).glob("jpserver-*.json"):
+        try:
+            return int(json.loads(path.read_text(encoding="utf-8"))["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def is_root() -> bool:
@@ -123,11 +127,13 @@ class JupyterLab:
 
     ``token``: the server's token (a random one by default; ``""`` for a token-less server).
     ``command``: what to run instead of ``python -m jupyter lab ROOT [--allow-root]`` (e.g.
-    ``make lab``), run in ``cwd``.
+    ``make lab``), run in ``cwd`` with ``env`` added to the environment.
     Address, port and token reach the server through its config folder (``JUPYTER_CONFIG_DIR``),
     which, with its settings, workspaces and runtime files, is a temporary folder: a run
-    neither reads nor leaves a user's JupyterLab state. Output goes to :attr:`log_path`, which
-    :meth:`log` reads.
+    neither reads nor leaves a user's JupyterLab state. The server is given port 0: it asks
+    the system for a free port just before binding it (not seconds earlier in another process,
+    which leaves time for someone else to take it), and :attr:`port` is read back from its
+    runtime file. Output goes to :attr:`log_path`, which :meth:`log` reads.
     """
 
     def __init__(
@@ -137,13 +143,15 @@ class JupyterLab:
         token: str | None = None,
         command: Sequence[str] | None = None,
         cwd: str | os.PathLike | None = None,
+        env: Mapping[str, str] | None = None,
         startup_seconds: float = 90.0,
     ) -> None:
         self.root_dir = root_dir
         self.token = secrets.token_hex(16) if token is None else token
-        self.port = free_port()
+        self.port: int | None = None  # known once the server has started
         self.command = list(command) if command else [sys.executable, "-m", "jupyter", "lab", *self.options()]
         self.cwd = cwd
+        self.env = dict(env or {})
         self.startup_seconds = startup_seconds
         self._state = tempfile.TemporaryDirectory(prefix="evictlab-lab-")
         self.log_path = Path(self._state.name) / "server.log"
@@ -152,6 +160,8 @@ class JupyterLab:
 
     @property
     def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the JupyterLab server has not started; use it in a with block")
         return f"http://127.0.0.1:{self.port}"
 
     def page_url(self, path: str = "lab") -> str:
@@ -167,6 +177,7 @@ class JupyterLab:
         state = Path(self._state.name)
         return {
             **os.environ,
+            **self.env,
             "JUPYTER_CONFIG_DIR": str(state / "config"),
             "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
             "IPYTHONDIR": str(state / "ipython"),
@@ -180,7 +191,7 @@ class JupyterLab:
         machine is offline, and the toast would cover the page)."""
         state = Path(self._state.name)
         config = {
-            "ServerApp": {"ip": "127.0.0.1", "port": self.port, "port_retries": 0, "open_browser": False,
+            "ServerApp": {"ip": "127.0.0.1", "port": 0, "port_retries": 0, "open_browser": False,
                           "password": ""},
             "IdentityProvider": {"token": self.token},
             "LabApp": {"user_settings_dir": str(state / "settings"), "workspaces_dir": str(state / "workspaces"),
@@ -214,18 +225,25 @@ class JupyterLab:
 
     def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.startup_seconds
-        status = f"{self.url}/api/status" + (f"?token={self.token}" if self.token else "")
+        runtime = Path(self._state.name) / "runtime"
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"jupyter lab exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                with urllib.request.urlopen(status, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+            if self.port is None:
+                self.port = served_port(runtime)
+            if self.port is not None and self._answers():
+                return
             time.sleep(0.25)
-        raise RuntimeError(f"jupyter lab did not answer on {self.url} within {self.startup_seconds:g} s:\n{self.log()}")
+        where = "no port yet" if self.port is None else f"on {self.url}"
+        raise RuntimeError(f"jupyter lab did not answer ({where}) within {self.startup_seconds:g} s:\n{self.log()}")
+
+    def _answers(self) -> bool:
+        status = f"{self.url}/api/status" + (f"?token={self.token}" if self.token else "")
+        try:
+            with urllib.request.urlopen(status, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
 
     def stop(self) -> int | None:
         """Stop the server (and its kernels) and return its exit code (:attr:`returncode`)."""

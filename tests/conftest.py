@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+
 import pytest
 from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
@@ -52,3 +55,24 @@ def chromium():
         pytest.skip(f"browser test: {reason}")
     with browser.chromium() as context:
         yield context
+
+
+@dataclass(frozen=True)
+class MakeOverrides:
+    """Make variables and environment under which ``make lab`` in the checkout touches nothing
+    shared: it uses this test run's own venv (``VENV``, ``PYTHON``), counted as installed by a
+    stamp newer than pyproject.toml (``STAMP``: nothing is reinstalled or rebuilt), and sees no
+    repository (``GIT_DIR``), so its notebook-filter step leaves the checkout's git config alone."""
+
+    variables: list[str]
+    environment: dict[str, str]
+
+
+@pytest.fixture
+def make_overrides(tmp_path):
+    stamp = tmp_path / "make-stamp"
+    stamp.touch()
+    return MakeOverrides(
+        variables=[f"VENV={sys.prefix}", f"STAMP={stamp}", f"PYTHON={sys.executable}"],
+        environment={"GIT_DIR": str(tmp_path / "no-repository")},
+    )

@@ -4,6 +4,9 @@ open notebook 07, Run All, read the live widget, move a slider, change the polic
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import re
 import shutil
 import socket
@@ -20,6 +23,21 @@ KERNEL_IDLE = "Python 3 (ipykernel) | Idle"
 MIN_TRACK_PX = 300  # 0.01 of weight is then 3 px or more: a step can be set by hand
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_lab_at_a_time(tmp_path_factory):
+    """Under pytest-xdist, the workers of one run take this module's tests in turn: two
+    JupyterLabs, each with a kernel and a Chromium, at once on a 2-core machine would starve
+    each other past the waits below. (``xdist_group`` is no help: with pytest 9 its
+    ``--dist loadgroup`` no longer sends a group to one worker.) The lock file is in the run's
+    own temporary folder, which all its workers share."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "jupyterlab-chromium.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def open_notebook(context, lab, name):
     page = context.new_page()
     console = ConsoleLog(page)
@@ -28,10 +46,18 @@ def open_notebook(context, lab, name):
     return page, console
 
 
-def run_all(page):
+def run_all(page, notebook):
+    """Run All, then wait until every code cell of ``notebook`` shows its execution count
+    (``[n]:``, not ``[ ]:`` or ``[*]:``): the status bar still says Idle right after the click."""
+    code_cells = sum(cell["cell_type"] == "code" for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"])
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    page.locator("#jp-main-statusbar").get_by_text(KERNEL_IDLE).wait_for(timeout=120_000)
+    page.wait_for_function(
+        r"""count => {
+            const prompts = [...document.querySelectorAll(".jp-Notebook .jp-CodeCell .jp-InputPrompt")];
+            return prompts.length === count && prompts.every(prompt => /^\[\d+\]:$/.test(prompt.textContent.trim()));
+        }""", arg=code_cells, timeout=120_000)
+    page.locator("#jp-main-statusbar").get_by_text(KERNEL_IDLE).wait_for(timeout=30_000)
 
 
 def drag(page, handle, dx):
@@ -54,10 +80,10 @@ def changed(page, locator, before, timeout=30_000):
 
 def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
     # A copy, so that nothing JupyterLab saves touches the committed notebook.
-    shutil.copy(report.NOTEBOOK_DIR / "07_explorer.ipynb", tmp_path)
+    notebook = Path(shutil.copy(report.NOTEBOOK_DIR / "07_explorer.ipynb", tmp_path))
     with JupyterLab(tmp_path) as lab:
-        page, console = open_notebook(chromium, lab, "07_explorer.ipynb")
-        run_all(page)
+        page, console = open_notebook(chromium, lab, notebook.name)
+        run_all(page, notebook)
         explorer = page.locator(".jp-OutputArea-output > .widget-vbox").first
         layer = explorer.locator(".evictlab-explorer-overlay")  # the widget; its <svg> is replaced per move
         overlay = layer.locator("svg")
@@ -99,12 +125,14 @@ def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
         assert not console.errors, console.errors
 
 
-def test_make_lab_serves_the_notebooks_and_stops(chromium):
+def test_make_lab_serves_the_notebooks_and_stops(chromium, make_overrides):
     root = Path(__file__).resolve().parents[1]
     if not (root / "Makefile").exists():
         pytest.skip("make lab: not a source checkout (no Makefile)")
-    # Address and token come from the server's config folder: the command is exactly `make lab`.
-    with JupyterLab(command=["make", "--no-print-directory", "lab"], cwd=root, startup_seconds=240) as lab:
+    # Address and token come from the server's config folder: the command is `make lab`, with
+    # only the overrides that keep it off the checkout's shared venv and git config.
+    command = ["make", "--no-print-directory", "lab", *make_overrides.variables]
+    with JupyterLab(command=command, cwd=root, env=make_overrides.environment, startup_seconds=240) as lab:
         page = chromium.new_page()
         console = ConsoleLog(page)
         page.goto(lab.page_url("lab"))

@@ -6,15 +6,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from evictlab.browser import served_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "evictlab-test-token"
@@ -25,35 +25,29 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_make_lab_serves_the_notebooks_and_stops(tmp_path):
-    port = free_port()
-    stamp = tmp_path / "stamp"
-    stamp.touch()  # newer than pyproject.toml: make installs nothing
-    arguments = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.token={TOKEN} --ServerApp.port_retries=0"
-    command = ["make", "--no-print-directory", "lab", f"VENV={sys.prefix}", f"STAMP={stamp}",
-               f"PYTHON={sys.executable}", f"LAB_ARGS={arguments}"]
+def test_make_lab_serves_the_notebooks_and_stops(tmp_path, make_overrides):
+    # Port 0: the server binds a port the system gives it, read back from its runtime folder.
+    arguments = f"--no-browser --ip=127.0.0.1 --port=0 --ServerApp.token={TOKEN} --ServerApp.port_retries=0"
+    command = ["make", "--no-print-directory", "lab", *make_overrides.variables, f"LAB_ARGS={arguments}"]
     log = (tmp_path / "lab.log").open("w")
-    # No repository for make's notebook-filter step: this test must not rewrite the checkout's git config.
-    environment = {**os.environ, "GIT_DIR": str(tmp_path / "no-repository")}
+    runtime = tmp_path / "runtime"
+    environment = {**os.environ, **make_overrides.environment, "JUPYTER_RUNTIME_DIR": str(runtime)}
     server = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
     try:
         contents = None
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline and server.poll() is None:
+            port = served_port(runtime)
             try:
-                url = f"http://127.0.0.1:{port}/api/contents?token={TOKEN}"
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    contents = json.load(response)
-                break
+                if port is not None:
+                    url = f"http://127.0.0.1:{port}/api/contents?token={TOKEN}"
+                    with urllib.request.urlopen(url, timeout=5) as response:
+                        contents = json.load(response)
+                    break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.5)
+                pass
+            time.sleep(0.5)
         log.flush()
         assert contents is not None, (tmp_path / "lab.log").read_text()
         names = {item["name"] for item in contents["content"]}
