@@ -93,8 +93,19 @@ def test_no_marker_is_written_when_a_row_id_cannot_name_a_file(tmp_path, answeri
 # --------------------------------------------------------------------------- item 16: signals
 
 
+WAIT_SECONDS = 300  # a bound, not a measurement: a loaded 2-core machine starts a run slowly
+
+
 def evictlab(*argv: str, **options) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "evictlab", *argv], **options)
+
+
+def wait_while_running(condition, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        assert process.poll() is None, f"run-qa ended (exit {process.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {WAIT_SECONDS} s"
+        time.sleep(0.05)
 
 
 def test_a_second_ctrl_c_aborts_the_calls_in_flight(tmp_path):
@@ -105,14 +116,14 @@ def test_a_second_ctrl_c_aborts_the_calls_in_flight(tmp_path):
             process = evictlab("run-qa", "--output-dir", str(tmp_path / "run"),
                                stdout=subprocess.DEVNULL, stderr=sink, env=env)
         try:
-            deadline = time.monotonic() + 30
-            while len(stub.requests) < 3 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_while_running(lambda: len(stub.requests) >= 3, process, "three calls in flight")
             assert len(stub.requests) == 3  # the three workers' calls are in flight
             process.send_signal(signal.SIGINT)
+            # The first Ctrl-C waits for them (they stall for 60 s): the run says so and goes on.
+            wait_while_running(lambda: "press Ctrl-C again to abort them" in err.read_text(), process,
+                               "'press Ctrl-C again' message")
             with pytest.raises(subprocess.TimeoutExpired):
-                process.wait(timeout=1)  # the first Ctrl-C waits for them
-            assert "press Ctrl-C again to abort them" in err.read_text()
+                process.wait(timeout=1)
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=10) == 130  # the second aborts them at once
         finally:
