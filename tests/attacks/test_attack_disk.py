@@ -121,9 +121,15 @@ def test_killing_run_qa_on_a_full_disk_loses_no_received_answer(tmpfs, demo_task
     disk = tmpfs("1m")
     release = threading.Event()
     responder = Responder(demo_tasks)
+    counting = threading.Lock()
+    calls = 0
 
     def answer(body):  # the first six at once, the next calls once the disk is full
-        if len(stub.requests) > 6:
+        nonlocal calls
+        with counting:  # the stub's handler threads run this side by side
+            calls += 1
+            number = calls
+        if number > 6:
             release.wait(60)
         return responder(body)
 
