@@ -460,6 +460,7 @@ def test_setting_columns_refuse_what_policy_params_refuses(weights, lists, messa
         SettingColumns.product(weights, **axes)
 
 
+@settings(deadline=None)
 @given(fraction=st.floats(0, 1), maximum=st.integers(0, 20), capacities=st.lists(st.integers(0, 1000), min_size=1))
 def test_reserved_slots_are_the_reservations_counts(fraction, maximum, capacities):
     columns = SettingColumns.of([PolicyParams(correction_reserved_fraction=fraction, correction_reserved_max=maximum)])

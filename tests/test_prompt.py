@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evictlab.analysis.qa.prompt import (
@@ -163,6 +163,7 @@ def test_memory_blocks_follow_plain_string_order_of_ids():
     assert ids_in_order == ["[Z]", "[d_9]", "[gold_10]", "[gold_2]"]
 
 
+@settings(deadline=None)
 @given(st.permutations(["gold_1", "gold_2", "d_3", "d_10", "x"]))
 def test_input_order_of_the_kept_facts_does_not_change_the_messages(ids):
     facts = [{"id": fact_id, "content": f"content of {fact_id}"} for fact_id in ids]

@@ -33,6 +33,7 @@ UNIT = st.floats(0, 1, allow_nan=False)
 # --------------------------------------------------------------------------- the simplex rule
 
 
+@settings(deadline=None)
 @given(weights=st.lists(UNIT, min_size=3, max_size=3), index=st.integers(0, 2), value=UNIT)
 def test_rescaling_keeps_the_weights_on_the_simplex(weights, index, value):
     rescaled = rescale_weights(weights, index, value)
@@ -42,6 +43,7 @@ def test_rescaling_keeps_the_weights_on_the_simplex(weights, index, value):
     PolicyParams(*rescaled)  # DeerMem's own validator accepts them
 
 
+@settings(deadline=None)
 @given(weights=st.lists(st.floats(0.01, 1), min_size=3, max_size=3), index=st.integers(0, 2), value=st.floats(0, 0.99))
 def test_rescaling_keeps_the_proportions_of_the_other_two(weights, index, value):
     first, second = (i for i in range(3) if i != index)
