@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -22,6 +23,16 @@ def credentials(monkeypatch):
         monkeypatch.setenv(URL_ENV, stub.base_url)
 
     return point_at
+
+
+@pytest.fixture
+def refused_port():
+    """A port of 127.0.0.1 where a connection is refused: held bound but not listening for the
+    test, so no other process can start listening there meanwhile (a port merely found free
+    could be taken by then)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

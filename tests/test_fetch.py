@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import socket
 import threading
 
 import pytest
@@ -159,12 +158,9 @@ def test_a_truncated_body_is_an_error(server, tmp_path):
     assert folder_names(tmp_path) == []
 
 
-def test_an_unreachable_host_is_a_clear_error(tmp_path):
-    with socket.socket() as probe:  # a port that was free a moment ago and has no listener
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def test_an_unreachable_host_is_a_clear_error(tmp_path, refused_port):
     with pytest.raises(FetchError, match="cannot download"):
-        fetch_dataset(pin(), tmp_path / "oracle.json", url=f"http://127.0.0.1:{port}/x.json", progress=False)
+        fetch_dataset(pin(), tmp_path / "oracle.json", url=f"http://127.0.0.1:{refused_port}/x.json", progress=False)
     assert folder_names(tmp_path) == []
 
 

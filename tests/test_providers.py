@@ -178,11 +178,8 @@ def test_timeouts_on_every_attempt_fail():
     assert str(error) == "failed after 2 attempts (last: timed out)"
 
 
-def test_refused_connection_is_a_retried_transport_error():
-    with OpenAIStub() as stub:
-        base_url = stub.base_url
-    # The stub has stopped, so nothing listens on its port any more.
-    client = Client(base_url, max_attempts=2)
+def test_refused_connection_is_a_retried_transport_error(refused_port):
+    client = Client(f"http://127.0.0.1:{refused_port}/v1", max_attempts=2)
     error = failure(client)
     assert str(error).startswith("failed after 2 attempts (last: transport error")
     assert client.sleeps == [RETRY_DELAY]
