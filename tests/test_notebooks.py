@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import io
 import tokenize
 from pathlib import Path
 
 import nbformat
 import pytest
+from matplotlib.figure import Figure
+from PIL import Image
 
-from evictlab.workbench import report
+from evictlab.analysis.qa import report as qa_report
+from evictlab.workbench import plots, report
 
 REQUIRED_PARAMETERS = {"spec": "pr4810-final", "smoke": False, "figures_dir": None}
 FIGURES = {  # the figures each notebook saves in smoke mode
@@ -27,6 +31,14 @@ FIGURES = {  # the figures each notebook saves in smoke mode
     "09_robustness.ipynb": ["09_robustness_k5", "09_robustness_k7", "09_robustness_k9"],
     "10_traces.ipynb": ["10_capacity_curves", "10_loss_map", "10_study_advantage"],
 }
+
+#: What the last title line of every figure a notebook saves names: the QA run of notebook 06,
+#: the generator of notebook 10's workloads, else the embedded demo the smoke runs use.
+SOURCES = {
+    "06_qa_report.ipynb": qa_report.load_reference_run().label,
+    "10_traces.ipynb": "synthetic: evictlab's seeded workload generator",
+}
+DEMO_SOURCE = "synthetic demo data"
 
 
 def load(name: str) -> nbformat.NotebookNode:
@@ -87,6 +99,26 @@ def test_one_parameters_cell_of_commented_literals(name):
         assert values[parameter] == default, f"{name}: {parameter} defaults to {values[parameter]!r}"
 
 
+@pytest.mark.parametrize("name", report.NOTEBOOKS)
+def test_every_figure_call_passes_its_source(name):
+    """Each call of a figure function of :mod:`evictlab.workbench.plots` says where its data comes
+    from (the explorer's figure names its dataset itself)."""
+    figure_functions = {name for name in plots.__all__ if callable(getattr(plots, name))
+                        and inspect.signature(getattr(plots, name)).return_annotation in ("Figure", Figure)}
+    calls = []
+    for cell in load(name).cells:
+        if cell.cell_type != "code":
+            continue
+        lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+                 for line in cell.source.splitlines()]  # IPython magics read as pass
+        calls += [node for node in ast.walk(ast.parse("\n".join(lines))) if isinstance(node, ast.Call)
+                  and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                  and node.func.value.id == "plots" and node.func.attr in figure_functions]
+    assert calls or name == "07_explorer.ipynb", f"{name}: no figure call found"
+    for call in calls:
+        assert "source" in {keyword.arg for keyword in call.keywords}, f"{name}: {ast.unparse(call)} names no source"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", report.NOTEBOOKS)
 def test_notebook_executes_in_smoke_mode(name, tmp_path):
@@ -108,3 +140,7 @@ def test_notebook_executes_in_smoke_mode(name, tmp_path):
     assert sorted(path.stem for path in run.figures if path.suffix == ".png") == pngs
     prefix = Path(name).stem.split("_")[0] + "_"
     assert all(stem.startswith(prefix) for stem in pngs), "figure names start with the notebook number"
+    for png in sorted(figures.glob("*.png")):  # each says under its title what data it shows
+        with Image.open(png) as image:
+            title = image.text.get("Title", "")
+        assert SOURCES.get(name, DEMO_SOURCE) in title.splitlines()[-1], f"{png.name}: no source under {title!r}"

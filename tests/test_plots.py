@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -40,17 +41,18 @@ def builders(pool_set, retention, qa_rows):
                           loaders.bank_frame(pool_set))
     stats = qa_report.stats_frame(qa_report.load_reference_run().stats)
     evidence_max_chars = pool_set.protocol.official.selection.evidence_max_chars
-    return {
-        "pool_overview": lambda: plots.pool_overview(cases),
-        "pool_metadata": lambda: plots.pool_metadata(facts),
-        "evidence_lengths": lambda: plots.evidence_lengths(cases, bank, support_limit=evidence_max_chars,
-                                                           bank_limits=(40, 700)),
-        "retention_by_scenario": lambda: plots.retention_by_scenario(retention),
-        "support_rank_distribution": lambda: plots.support_rank_distribution(retention),
-        "qa_accuracy": lambda: plots.qa_accuracy(qa_report.accuracy_frame(qa_rows)),
-        "qa_paired": lambda: plots.qa_paired(stats),
-        "qa_grade_rules": lambda: plots.qa_grade_rules(qa_rows),
-        "qa_tokens": lambda: plots.qa_tokens(qa_rows),
+    return {  # each takes the figure function's keyword options, such as source
+        "pool_overview": lambda **options: plots.pool_overview(cases, **options),
+        "pool_metadata": lambda **options: plots.pool_metadata(facts, **options),
+        "evidence_lengths": lambda **options: plots.evidence_lengths(
+            cases, bank, support_limit=evidence_max_chars, bank_limits=(40, 700), **options
+        ),
+        "retention_by_scenario": lambda **options: plots.retention_by_scenario(retention, **options),
+        "support_rank_distribution": lambda **options: plots.support_rank_distribution(retention, **options),
+        "qa_accuracy": lambda **options: plots.qa_accuracy(qa_report.accuracy_frame(qa_rows), **options),
+        "qa_paired": lambda **options: plots.qa_paired(stats, **options),
+        "qa_grade_rules": lambda **options: plots.qa_grade_rules(qa_rows, **options),
+        "qa_tokens": lambda **options: plots.qa_tokens(qa_rows, **options),
     }
 
 
@@ -280,3 +282,22 @@ def test_saving_restores_the_svg_salt(builders, tmp_path):
 def test_the_source_goes_under_the_title(qa_rows):
     fig = plots.qa_grade_rules(qa_rows, source="DeerFlow's published run v3 (PR #4810)")
     assert plots.figure_title(fig) == "Grader rule that decided each answer\nDeerFlow's published run v3 (PR #4810)"
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_each_figure_puts_its_source_on_a_line_under_the_title(builders, name):
+    source = "longmemeval-demo.json (sha256 145cc9337f80, synthetic demo data), spec pr4810-final"
+    assert plots.figure_title(builders[name](source=source)) == f"{plots.figure_title(builders[name]())}\n{source}"
+
+
+def test_every_figure_function_takes_a_source():
+    """A figure drawn without saying where its data comes from cannot be asked for one: every
+    public function returning a Figure, and the explorer's figure, accept ``source``."""
+    functions = [name for name in plots.__all__ if callable(getattr(plots, name))]
+    figures = [name for name in functions
+               if inspect.signature(getattr(plots, name)).return_annotation in ("Figure", Figure)]
+    assert {"half_life_heatmaps", "capacity_curves", "variant_cascade", "explanation_figure"} <= set(figures)
+    for name in figures:
+        assert "source" in inspect.signature(getattr(plots, name)).parameters, f"{name} takes no source"
+    for method in (plots.ExplorerFigure.__init__, plots.ExplorerFigure.update):
+        assert "source" in inspect.signature(method).parameters, method

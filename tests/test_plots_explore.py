@@ -16,11 +16,13 @@ from matplotlib.patches import PathPatch
 
 from evictlab.analysis.diff import diff_specs
 from evictlab.analysis.sweep import make_grid, run_sweep
+from evictlab.core.demo import DEMO_DATASET, DEMO_MANIFEST
 from evictlab.core.runspec import RunSpec
 from evictlab.selection.explain import explain
 from evictlab.workbench import loaders, plots
 
 SVG = "{http://www.w3.org/2000/svg}"
+SOURCE = "longmemeval-demo.json (sha256 145cc9337f80, synthetic demo data), spec pr4810-final"
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +146,8 @@ def test_half_life_heatmaps_show_the_retained_counts(pool_set):
     grid = make_grid(confirmation_half_lives=[2, 30, 90], access_half_lives=[30, 90], capacities=[5],
                      policies=["hybrid-v1"])
     summary = run_sweep({"pr4810-final": pool_set}, grid, progress=False).summary
-    fig = plots.half_life_heatmaps(summary, 5)
+    fig = plots.half_life_heatmaps(summary, 5, source=SOURCE)
+    assert plots.figure_title(fig).endswith(f"over the half-lives\n{SOURCE}")
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == 6 and all(ax.get_xlabel() and ax.get_ylabel() for ax in panels)
     help_panel = panels[0]
@@ -172,7 +175,8 @@ def test_variant_cascade_tables_and_figure(pool_set):
     assert list(dict.fromkeys(retention["preset"])) == ["pr4810-run1", "pr4810-run2", "pr4810-final"]
     totals = retention.set_index(["preset", "policy", "capacity"])["retained"]
     assert totals[("pr4810-final", "confidence", 7)] == 27 and totals[("pr4810-run1", "hybrid-v1", 5)] == 35
-    fig = plots.variant_cascade(changes, retention)
+    fig = plots.variant_cascade(changes, retention, source=SOURCE)
+    assert plots.figure_title(fig) == f"Protocol variants: pr4810-run1 -> pr4810-run2 -> pr4810-final\n{SOURCE}"
     left, right = fig.axes
     assert len(left.patches) == len(changes) and fig.legends
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in (left, right))
@@ -189,7 +193,7 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
     assert weights == {"confidence": 0.65, "confirmationFreshness": 0.25, "accessHeat": 0.1}
     assert plots.score_weights("lru", params) is None
     fig = plots.explanation_figure(frame, policy="hybrid-v1", capacity=5,
-                                           support_fact_ids=case.support_fact_ids, weights=weights)
+                                           support_fact_ids=case.support_fact_ids, weights=weights, source=SOURCE)
     ax = fig.axes[0]
     ordered = frame.sort_values("rank")
     # Stacked bars end at each fact's score.
@@ -206,7 +210,7 @@ def test_explanation_figure_stacks_the_weighted_components(pool_set):
     assert set(above) == {"kept"} and len(above) == (ordered["status"] == "kept").sum()
     assert ordered.set_index("fact_id").loc[case.support_fact_ids[0], "rank"] > len(above)
     assert cut.get_label() == f"cut line: {len(above)} kept above it, 1 reserved below"
-    assert "capacity 5" in plots.figure_title(fig)
+    assert "capacity 5" in plots.figure_title(fig) and plots.figure_title(fig).endswith(f"(support in bold)\n{SOURCE}")
     legend = fig.legends[0]
     swatch = legend.legend_handles[[text.get_text() for text in legend.get_texts()].index("evicted (hatched)")]
     # An opaque, outlined swatch: a translucent edgeless one renders as stray hatch marks.
@@ -267,3 +271,23 @@ def test_the_live_overlay_draws_the_changing_artists_where_the_figure_has_them()
     x = figure.cut.get_transform().transform(figure.cut.get_xydata())[0, 0]
     assert float(line.get("points").split(",")[0]) == pytest.approx(x, abs=0.01)
     assert "stroke-dasharray" in line.attrib  # the cut line stays dashed
+
+
+def test_the_explorer_names_its_dataset_under_the_title(tmp_path):
+    """The demo is named synthetic on the explorer's figure, through every move; a dataset the
+    spec names is named by its file and hash instead, and not called synthetic."""
+    from evictlab.workbench.widgets import Explorer
+
+    explorer = Explorer(capacity=5)
+    explorer.set(policy="lru", capacity=7)
+    setting, source = plots.figure_title(explorer.figure).split("\n")
+    assert setting.startswith("lru at capacity 7, preset pr4810-final")
+    assert source == "longmemeval-demo.json (sha256 145cc9337f80, synthetic demo data)"
+    assert source in ElementTree.fromstring(explorer.overlay.value).findall(f"{SVG}text")[-1].text
+    copy = tmp_path / "named.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")  # valid rows under another hash
+    spec = f"pr4810-final:dataset={copy},allow_unpinned=true,official_manifest={DEMO_MANIFEST}"
+    with pytest.warns(UserWarning, match="not the pinned"):
+        named = Explorer.from_spec(spec, capacity=5)
+    source = plots.figure_title(named.figure).split("\n")[-1]
+    assert source.startswith("named.json (sha256 ") and source.endswith(", unpinned)") and "synthetic" not in source

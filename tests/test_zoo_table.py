@@ -176,7 +176,8 @@ def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
 
 
 def test_capacity_curves_draw_one_panel_per_scenario_and_one_line_per_policy(summary):
-    fig = plots.capacity_curves(summary)
+    fig = plots.capacity_curves(summary, source="demo dataset (synthetic)")
+    assert plots.figure_title(fig).endswith("lists each one)\ndemo dataset (synthetic)")
     panels = [ax for ax in fig.axes if ax.get_visible()]
     scenarios = [*plots.scenario_order(s for s in summary["scenario"] if s != zoo.ALL_CASES), zoo.ALL_CASES]
     assert [ax.get_title().split(" (")[0] for ax in panels] == scenarios

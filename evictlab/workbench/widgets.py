@@ -65,6 +65,7 @@ from ..selection.decisions import OUTPUT_DTYPES, decide_grid
 from ..selection.engine import ENGINE_POLICIES, PreparedCases
 from ..selection.explain import Explanation, explain
 from .explorer_tables import details_html, explanation_table_html
+from .loaders import dataset_label, load_pool_set
 from .plots import ALL_CASES, ExplorerFigure
 
 CAPACITY_RANGE = (1, 9)
@@ -137,8 +138,6 @@ class PoolCache:
         if preset not in PRESETS:
             raise ContractError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}")
         if preset not in self._entries:
-            from .loaders import load_pool_set
-
             pool_set = load_pool_set(self.spec.with_preset(preset))
             prepared = PreparedCases.from_pool_set(pool_set)
             defaults = pool_set.protocol.config.hybrid
@@ -498,6 +497,7 @@ class Explorer:
                 f"{self.policy} at capacity {self.capacity}, preset {entry.preset}; hybrid-v1 weights ({weights}),"
                 f" half-lives {params.confirmation_half_life_days:.3g} / {params.access_half_life_days:.3g} days"
             ),
+            "source": dataset_label(entry.pool_set),
         }
 
     def _details_html(self, entry: PresetPools) -> str:

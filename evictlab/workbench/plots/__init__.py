@@ -5,9 +5,11 @@ no global figure registry is involved) and returns it; nothing here changes ``rc
 selects a backend or touches the file system except :func:`save`. The house style is applied
 with :func:`matplotlib.rc_context` while a figure is built, so it is restored afterwards.
 
-Every figure function of notebooks 01, 02 and 06 takes an optional ``source`` (say, the
-dataset or QA run the data came from), shown under the title, so that a saved file still
-says what it shows.
+Every figure function (and :class:`ExplorerFigure`) takes an optional ``source``, the data's
+origin, shown on a line under the title, so that a saved file (and the report's copy of it)
+still says what it shows. The notebooks pass the dataset's
+:func:`~evictlab.workbench.loaders.dataset_label` (which says "synthetic demo data" for the
+embedded demo) with the spec, the QA run's label, or the workload generator.
 
 Colours come from the Okabe-Ito palette, which stays distinguishable under the common forms
 of colour blindness; a policy has the same colour in every figure (:data:`POLICY_COLORS`,

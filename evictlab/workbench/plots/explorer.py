@@ -33,6 +33,8 @@ from .style import (
     require_columns,
     scenario_groups,
     styled,
+    title_with_source,
+    with_source,
     wrap_labels,
 )
 
@@ -69,6 +71,7 @@ def explanation_figure(
     support_fact_ids: Sequence[str] = (),
     weights: Mapping[str, float] | None = None,
     case_label: str = "",
+    source: str | None = None,
 ) -> Figure:
     """Every fact of one pool by rank: its score, the cut line, the support and why it went.
 
@@ -134,8 +137,8 @@ def explanation_figure(
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
     names.append("evicted (hatched)")
     fig.legend(handles, names, loc="outside lower center", ncols=3 if reserved_below else 5, frameon=False)
-    fig.suptitle(f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
-                 + (f", {case_label}" if case_label else "") + " (support in bold)")
+    title_with_source(fig, f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
+                      + (f", {case_label}" if case_label else "") + " (support in bold)", source)
     return fig
 
 
@@ -180,21 +183,22 @@ class ExplorerFigure:
     ``cases``), ``reference`` (``scenario``, ``policy``, ``retained``, ``cases``: DeerMem's two
     policies at their defaults) and ``cases`` (``scenario``, ``support_rank``,
     ``support_retained``, ``reserved``, ``selected``, one row per case in a fixed order), plus
-    ``policy`` (the bars' colour), ``capacity`` (the cut line), ``pool_size`` and a ``subtitle``
-    (the figure title, which should name the setting). Axes titles are static: matplotlib
+    ``policy`` (the bars' colour), ``capacity`` (the cut line), ``pool_size``, a ``subtitle``
+    (the figure title, which should name the setting) and a ``source`` (the data's origin, on a
+    line under it). Axes titles are static: matplotlib
     repositions them on every full draw, and the background is drawn without the changing
     artists.
     """
 
     def __init__(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,
-                 capacity: int, pool_size: int, subtitle: str = "") -> None:
+                 capacity: int, pool_size: int, subtitle: str = "", source: str | None = None) -> None:
         with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
             self.figure = Figure(figsize=(11.5, 5.0), dpi=EXPLORER_DPI, layout="constrained")
             self.canvas = FigureCanvasAgg(self.figure)
             self.groups = scenario_groups(summary)
             self.scenarios = [g for g in self.groups if g != ALL_CASES]
             self._build(cases, pool_size)
-            self.update(summary, reference, cases, policy=policy, capacity=capacity, subtitle=subtitle)
+            self.update(summary, reference, cases, policy=policy, capacity=capacity, subtitle=subtitle, source=source)
             self.figure.canvas.draw()
         self.figure.set_layout_engine("none")
         self._changing = [*self.bars.patches, *self.bar_labels, *self.references.values(), self.points, self.selected,
@@ -255,7 +259,7 @@ class ExplorerFigure:
         self.title = self.figure.suptitle("")
 
     def update(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,
-               capacity: int, subtitle: str = "") -> None:
+               capacity: int, subtitle: str = "", source: str | None = None) -> None:
         """Show a new view on the existing artists."""
         color = policy_color(policy)
         rates = summary.set_index("scenario").reindex(self.groups)
@@ -283,7 +287,7 @@ class ExplorerFigure:
         self.cut_label.set_position((capacity + 0.6, -0.6))
         # Not "ranks 1-k kept": a reserved slot can take a rank's place on either side of the line.
         self.cut_label.set_text(f"cut at capacity {capacity}")
-        self.title.set_text(subtitle)
+        self.title.set_text(with_source(subtitle, source))
 
     def background_png(self) -> bytes:
         """Everything that never changes, as PNG bytes at :data:`BACKGROUND_DPI` (rendered once)."""

@@ -163,7 +163,12 @@ def policy_legend(fig: Figure, policies: Sequence[str], *, title: str = "policy"
 
 def title_with_source(fig: Figure, title: str, source: str | None) -> None:
     """The figure title, with the data's origin on a second line so the file explains itself."""
-    fig.suptitle(title if not source else f"{title}\n{source}")
+    fig.suptitle(with_source(title, source))
+
+
+def with_source(title: str, source: str | None) -> str:
+    """``title``, and ``source`` (the data's origin) on a line of its own when there is one."""
+    return title if not source else f"{title}\n{source}"
 
 
 def dodge(count: int, width: float = 0.8) -> tuple[np.ndarray, float]:

@@ -376,6 +376,7 @@ def half_life_heatmaps(
     capacity: int,
     *,
     marked: tuple[float, float] = DEERMEM_HALF_LIVES,
+    source: str | None = None,
 ) -> Figure:
     """Support retention over confirmation x access half-lives at ``capacity``, one map per scenario.
 
@@ -440,5 +441,7 @@ def half_life_heatmaps(
                      label=f"DeerMem default: confirmation {marked[0]:g} days, access {marked[1]:g} days")]
     fig.legend(handles=handles, loc="outside lower center", frameon=False)
     weight_text = f" with weights {weights}" if len(weights) == 3 else ""
-    fig.suptitle(f"{policy or 'policy'} at capacity {capacity}{weight_text}: support retained over the half-lives")
+    title_with_source(
+        fig, f"{policy or 'policy'} at capacity {capacity}{weight_text}: support retained over the half-lives", source
+    )
     return fig

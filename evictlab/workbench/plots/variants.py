@@ -21,6 +21,7 @@ from .style import (
     policy_color,
     require_columns,
     styled,
+    title_with_source,
 )
 
 # One colour per cascade step (the steps are not policies).
@@ -88,7 +89,7 @@ def _side_label(side: Mapping[str, Any]) -> str:
 
 
 @styled
-def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame) -> Figure:
+def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: str | None = None) -> Figure:
     """The preset cascade: what each step changes (left) and support retained per preset (right).
 
     ``changes``: :func:`cascade_changes`; ``retention``: :func:`cascade_retention`.
@@ -149,5 +150,5 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame) -> Figure:
     right.legend(frameon=False, fontsize=8, loc="lower right", ncols=2)
     fig.legend(*left.get_legend_handles_labels(), title="step", loc="outside lower center", ncols=len(steps),
                frameon=False)
-    fig.suptitle("Protocol variants: " + " -> ".join(presets))
+    title_with_source(fig, "Protocol variants: " + " -> ".join(presets), source)
     return fig

@@ -97,7 +97,7 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
 
 
 @styled
-def capacity_curves(summary: pd.DataFrame) -> Figure:
+def capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     """Support retained against capacity: one panel per scenario, one line per policy.
 
     ``summary``: :func:`evictlab.analysis.zoo.zoo_summary` (``policy``, ``role``, ``scenario``,
@@ -146,8 +146,10 @@ def capacity_curves(summary: pd.DataFrame) -> Figure:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, [f"{label} ({roles[label]})" for label in labels], loc="outside lower center",
                ncols=min(len(labels), 5), frameon=False)
-    fig.suptitle(
+    title_with_source(
+        fig,
         "Support retained against capacity, per scenario: one line per policy\n"
-        "(policies with equal values share a line; the table beside this figure lists each one)"
+        "(policies with equal values share a line; the table beside this figure lists each one)",
+        source,
     )
     return fig
