@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from evictlab.analysis.qa import report as qa_report
+from evictlab.core.demo import DEMO_DATASET, DEMO_MANIFEST
 from evictlab.workbench import plots, report
 
 REQUIRED_PARAMETERS = {"spec": "pr4810-final", "smoke": False, "figures_dir": None}
@@ -140,7 +141,32 @@ def test_notebook_executes_in_smoke_mode(name, tmp_path):
     assert sorted(path.stem for path in run.figures if path.suffix == ".png") == pngs
     prefix = Path(name).stem.split("_")[0] + "_"
     assert all(stem.startswith(prefix) for stem in pngs), "figure names start with the notebook number"
-    for png in sorted(figures.glob("*.png")):  # each says under its title what data it shows
+    for stem, source in source_lines(figures).items():  # each says under its title what data it shows
+        assert SOURCES.get(name, DEMO_SOURCE) in source, f"{stem}: no source under its title, only {source!r}"
+
+
+@pytest.mark.slow
+def test_a_dataset_the_spec_names_is_named_under_every_figure(tmp_path):
+    """Notebook 04 on a dataset file of its own: its figures name that file and hash, never the demo."""
+    copy = tmp_path / "named.json"
+    copy.write_bytes(DEMO_DATASET.read_bytes() + b"\n")  # the demo's valid rows under another hash
+    spec = f"pr4810-final:dataset={copy},allow_unpinned=true,official_manifest={DEMO_MANIFEST}"
+    figures = tmp_path / "figures"
+    run = report.NotebookRun("04_half_life_sweep.ipynb", report.NOTEBOOK_DIR / "04_half_life_sweep.ipynb",
+                             tmp_path / "04.ipynb")
+    report.execute(run, {"spec": spec, "smoke": True, "figures_dir": str(figures)}, figures)
+    assert run.status == report.SUCCESS, report.describe_failure(run)
+    sources = source_lines(figures)
+    assert sorted(sources) == FIGURES["04_half_life_sweep.ipynb"]
+    for stem, source in sources.items():
+        assert source.startswith("named.json (sha256 ") and "unpinned), spec pr4810-final" in source, (stem, source)
+        assert "synthetic" not in source, (stem, source)
+
+
+def source_lines(figures: Path) -> dict[str, str]:
+    """The last title line of every PNG in ``figures`` (the ``Title`` its saving stored), by stem."""
+    lines = {}
+    for png in sorted(figures.glob("*.png")):
         with Image.open(png) as image:
-            title = image.text.get("Title", "")
-        assert SOURCES.get(name, DEMO_SOURCE) in title.splitlines()[-1], f"{png.name}: no source under {title!r}"
+            lines[png.stem] = (image.text.get("Title", "").splitlines() or [""])[-1]
+    return lines
