@@ -350,10 +350,12 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
 
     ``support_retained`` counts the decisions as made (ties by input order), ``support_expected``
     sums the expectation over random tie orders (``random``: its exact expectation), ``ties``
-    counts the decisions a tie at the cut line settled, ``near_ties`` those settled by a
-    margin below 1e-12 relative, and ``retention`` what tables count under each policy's
-    tie-break (:func:`evictlab.selection.decisions.decide_grid`). Groups appear in the order of
-    the rows: scenarios in case build order, then capacities.
+    counts the decisions a tie at the cut line settled, ``near_ties`` those whose support's
+    margin to the cut line is non-zero but at most 1e-12 of the larger score (a rounding
+    artefact; one count per case, not per pair of near-equal facts: see
+    :func:`evictlab.selection.decisions.tie_counts`), and ``retention`` what tables count under
+    each policy's tie-break (:func:`evictlab.selection.decisions.decide_grid`). Groups appear in
+    the order of the rows: scenarios in case build order, then capacities.
     """
     keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
     counts = (

@@ -16,6 +16,15 @@ members; :func:`keep_probability` gives that in closed form (the number of other
 before the ``q``-th reserved one is negative-hypergeometric). ``random`` ranks by a seeded
 draw, so its expectation is the one where every fact is tied (``Policy.uniform_order``):
 ``k / n`` for each fact.
+
+A near tie is narrower than it may sound. :meth:`CutLine.near_tie` compares one fact with
+the one fact across the cut line that its margin is measured against (:meth:`CutLine.reference`)
+and reports a non-zero margin of at most :data:`NEAR_TIE_RELATIVE` times the larger of the two
+scores: the doubles differ only in their last bits, so the order of the arithmetic, not the
+signals, put the fact on its side of the line (DeerMem decides on the doubles, so the decision
+stands). Near-equal scores elsewhere in the ranking, or on the same side of the line, are not
+near ties. The decisions table flags the support fact only (``support_near_tie``), so a count
+of near ties is a count of decisions, one per case, setting and capacity, not of pairs of facts.
 """
 
 from __future__ import annotations
@@ -224,7 +233,8 @@ class CutLine:
         return None if reference is None else self.values[index] - self.values[reference]
 
     def near_tie(self, index: int) -> bool:
-        """Whether the margin is a rounding artefact (see :func:`near_tie`)."""
+        """Whether the fact's margin to its :meth:`reference` fact is a rounding artefact
+        (:func:`near_tie`); only that pair is compared. False for a fact without one."""
         reference = self.reference(index)
         if reference is None:
             return False
@@ -233,7 +243,8 @@ class CutLine:
 
 
 def near_tie(margin: float, first: float, second: float) -> bool:
-    """A non-zero margin below :data:`NEAR_TIE_RELATIVE` of the larger of the two scores."""
+    """Whether ``margin`` (``first - second``) is non-zero and at most :data:`NEAR_TIE_RELATIVE`
+    times the larger magnitude of the two scores; an exact tie (0) or a NaN margin is not."""
     if not math.isfinite(margin) or margin == 0:
         return False
     return abs(margin) <= NEAR_TIE_RELATIVE * max(abs(first), abs(second))

@@ -29,7 +29,11 @@ seven setting columns           float64,    the :class:`~evictlab.policies.Polic
 ``support_expected``            float64     P(support kept) when the facts tied with it are
                                             ordered uniformly at random (``random``: k / n)
 ``support_tied``                bool        an exact tie at the cut line settled the support
-``support_near_tie``            bool        the margin is non-zero but below 1e-12 relative
+``support_near_tie``            bool        ``support_margin`` is non-zero but at most 1e-12
+                                            times the larger of the two scores it compares:
+                                            a rounding artefact put the support on its side of
+                                            the cut line (that one pair only; see
+                                            :mod:`evictlab.policies.ties`)
 ``tie_break``                   category    ``input-order`` or ``expected``: the policy's
                                             default (DeerMem's two: input order) or the
                                             ``tie_break`` asked for
@@ -493,6 +497,39 @@ def scenario_table(decisions: pd.DataFrame, *, total: str = "total", intervals: 
     )
 
 
+def tie_counts(decisions: pd.DataFrame) -> pd.DataFrame:
+    """How many decisions of ``decisions`` a tie at the cut line settled, per preset x policy x capacity.
+
+    Columns ``preset``, ``policy``, ``capacity``; ``decisions``, the rows of the group (one per
+    seed x setting x case); ``ties``, those whose support an exact tie settled (``support_tied``);
+    ``near_ties``, those whose support's margin to the cut line is non-zero but at most 1e-12 of
+    the larger score (``support_near_tie``); ``near_ties_kept``, the near ties whose support was
+    kept; and ``near_tie_settings``, the settings with at least one near tie. Each count is of
+    supports at one capacity, not of pairs of facts: near-equal scores of two other facts, or of
+    the support and a fact on its own side of the cut line, count nowhere, and a sum over
+    capacities counts one case once per capacity. Groups come in the order of the rows.
+    """
+    keys = ["preset", "policy", "capacity"]
+    flagged = decisions.assign(
+        near_kept=decisions["support_near_tie"] & decisions["support_retained"],
+        near_setting=decisions["setting"].where(decisions["support_near_tie"]),
+    )
+    counts = (
+        flagged.groupby(keys, sort=False, observed=True)
+        .agg(
+            decisions=("support_near_tie", "size"),
+            ties=("support_tied", "sum"),
+            near_ties=("support_near_tie", "sum"),
+            near_ties_kept=("near_kept", "sum"),
+            near_tie_settings=("near_setting", "nunique"),
+        )
+        .reset_index()
+    )
+    for name in ("decisions", "ties", "near_ties", "near_ties_kept", "near_tie_settings"):
+        counts[name] = counts[name].astype(np.int64)
+    return counts
+
+
 def _keys(frame: pd.DataFrame, keys: list[str]) -> list[Any]:
     if len(keys) == 1:
         return list(frame[keys[0]])
@@ -515,4 +552,5 @@ __all__ = [
     "retention_table",
     "scenario_table",
     "settings_frame",
+    "tie_counts",
 ]
