@@ -42,10 +42,11 @@ support fact's score distance to the cut line:
 * NaN when that other fact does not exist (nothing evicted; no kept fact it could displace).
 
 This is the ``margin`` of :mod:`evictlab.selection.explain` for the support fact (``None`` there).
-``support_near_tie`` flags a non-zero margin below 1e-12 of the scores it separates (a rounding
-artefact), ``support_expected`` is the probability the support is kept when tied facts are
-ordered uniformly at random, and ``support_tied`` says that a tie at the cut line settled it
-(0 < ``support_expected`` < 1); see :mod:`evictlab.policies.ties`.
+``support_near_tie`` flags a non-zero margin of at most 1e-12 of the larger of the two scores
+it compares (the support's and the other fact's above: a rounding artefact; near-equal scores
+elsewhere in the ranking are not counted), ``support_expected`` is the probability the
+support is kept when tied facts are ordered uniformly at random, and ``support_tied`` says that
+a tie at the cut line settled it (0 < ``support_expected`` < 1); see :mod:`evictlab.policies.ties`.
 
 :func:`reference_outcome` computes the same five outputs from one scalar decision; the tests
 and the benchmark compare the two paths, and the sweep uses it for registry policies the
