@@ -61,10 +61,12 @@ def run_all(page, notebook):
 
 
 def drag(page, handle, dx):
-    handle.scroll_into_view_if_needed()
+    # hover() scrolls the handle into view and waits until it is what the pointer hits at its
+    # centre. Right after a scroll the press could land on the cell instead (seen on a loaded
+    # machine: JupyterLab's content-visibility windowing draws a cell's content once in view).
+    handle.hover()
     box = handle.bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
     page.mouse.down()
     page.mouse.move(x + dx, y, steps=8)
     page.mouse.up()
