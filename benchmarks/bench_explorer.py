@@ -164,10 +164,9 @@ def browser_moves(repeats):
             handle = page.locator(".widget-slider .noUi-handle").first
             latencies = []
             for move in range(repeats + 2):  # the first two warm the kernel and the page up
-                handle.scroll_into_view_if_needed()
+                handle.hover()  # waits until the handle, not the cell, is what the pointer hits
                 box = handle.bounding_box()
                 x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-                page.mouse.move(x, y)
                 page.mouse.down()
                 page.mouse.move(x + (12 if move % 2 else -12), y, steps=4)
                 page.mouse.up()
