@@ -13,6 +13,7 @@ import errno
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,19 +80,19 @@ class FolderLock:
     def _create_locked(self) -> int | None:
         """A new lock file, already locked when it appears at its path; None if one exists there.
 
-        The file is made and locked under a private name, then hard-linked into place (a link
-        fails if the name exists). A lock file that exists is therefore always locked unless
-        its run died, and a second run can never find a live run's file unlocked (which it
-        would take for stale) in the moment between creating and locking it.
+        The file is made and locked under a private name of its own (unique per call, so two
+        runs in one process or two processes with one pid never share it), then hard-linked
+        into place (a link fails if the name exists). A lock file that exists is therefore
+        always locked unless its run died, and a second run can never find a live run's file
+        unlocked (which it would take for stale) in the moment between creating and locking it.
         """
-        private = self.folder / f"{LOCK_FILE}.{os.getpid()}"
-        fd = os.open(private, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd, private = tempfile.mkstemp(dir=self.folder, prefix=f"{LOCK_FILE}.")
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file nobody else has opened
             os.link(private, self.path)
-        except FileExistsError:
+        except (FileExistsError, FileNotFoundError):
             os.close(fd)
-            return None
+            return None  # taken by another run, or our private file removed: look again
         except OSError as error:
             os.close(fd)
             if error.errno not in _NO_HARD_LINKS:
@@ -106,12 +107,18 @@ class FolderLock:
         return fd
 
     def _create_then_lock(self) -> int | None:
-        """For a file system without hard links: create, then lock (a narrow window stays open)."""
+        """For a file system without hard links: create, then lock. A narrow window stays
+        open there: a second run may find the new file unlocked and take it for stale, and
+        then this one finds it locked and reports the folder busy (None: look again)."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return None
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
         return fd
 
     def release(self) -> None:
@@ -121,6 +128,11 @@ class FolderLock:
             os.unlink(self.path)  # while still holding it; see acquire for the race this closes
         os.close(self.fd)  # closing the last descriptor releases the flock
         self.fd = None
+
+
+def is_lock_file(name: str) -> bool:
+    """Whether a folder entry is a run's lock file, or one being made (see FolderLock)."""
+    return name == LOCK_FILE or name.startswith(f"{LOCK_FILE}.")
 
 
 def _same_file(path: Path, fd: int) -> bool:

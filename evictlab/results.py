@@ -318,7 +318,10 @@ def run(
     except EvictlabError:
         lock.release()
         if lock.created and not any(folder.iterdir()):
-            folder.rmdir()  # refused before it started (precheck): the folder this run made goes too
+            # Refused before it started (precheck): the folder this run made goes too, unless
+            # another run has just begun to lock it.
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     finally:
         lock.release()

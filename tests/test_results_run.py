@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -9,11 +10,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
 from evictlab import locks, results
 from evictlab.errors import ContractError, OutputExistsError
+from evictlab.workbench import report_folder
 
 
 def record(folder, kind="demo"):
@@ -179,3 +182,54 @@ def test_a_lock_file_is_never_seen_unlocked_while_a_run_takes_it(tmp_path, monke
         assert not run.record.notes  # not taken for stale
     assert seen_unlocked == []
     assert sorted(path.name for path in tmp_path.iterdir()) == ["demo.run.json"]
+
+
+def test_runs_racing_for_one_folder_in_threads_get_one_lock_and_clear_refusals(tmp_path):
+    """Runs of one process start at once into one folder: one gets the lock, the others a
+    FolderBusyError, never a raw OS error, and no private file of theirs is left behind."""
+    outcomes: list[str] = []
+
+    def attempt(folder, start, tried):
+        lock = locks.FolderLock(folder, "demo")
+        start.wait()
+        try:
+            lock.acquire()
+            outcomes.append("locked")
+        except locks.FolderBusyError:
+            outcomes.append("busy")
+        except Exception as error:  # noqa: BLE001 - recorded, so the assertion names it
+            outcomes.append(repr(error))
+        tried.wait()  # the lock is held until every thread has tried
+        lock.release()
+
+    for trial in range(40):
+        folder = tmp_path / str(trial)
+        start, tried = threading.Barrier(4), threading.Barrier(4)
+        threads = [threading.Thread(target=attempt, args=(folder, start, tried)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(outcomes) == ["busy", "busy", "busy", "locked"], outcomes
+        assert list(folder.iterdir()) == []
+        outcomes.clear()
+
+
+def test_a_file_system_without_hard_links_still_gets_a_lock(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(target))
+
+    monkeypatch.setattr(locks.os, "link", no_links)
+    with results.run(tmp_path, "demo"):
+        assert (tmp_path / results.LOCK_FILE).exists()
+        with pytest.raises(results.FolderBusyError, match="in use by evictlab demo"), results.run(tmp_path, "other"):
+            pass
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo.run.json"]
+
+
+def test_a_report_folder_holding_only_lock_files_counts_as_empty(tmp_path):
+    (tmp_path / f"{results.LOCK_FILE}.k2j3x9a1").write_bytes(b"")  # left by a run killed while locking
+    report_folder.check_folder(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match=r"is not empty and holds no report\.run\.json"):
+        report_folder.check_folder(tmp_path)

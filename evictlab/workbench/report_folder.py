@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import results
 from ..core.protocol import DEFAULT_PRESET
 from ..errors import ContractError, OutputExistsError
+from ..locks import is_lock_file
 
 RESULTS_DIR = Path("results")  # relative to the working directory
 KIND = REPORT_KIND = "report"
@@ -52,7 +53,7 @@ def check_folder(root: Path) -> None:
     manifest of an earlier evictlab): evictlab never writes into a folder it did not make."""
     if results.read_record(root, KIND) is not None:
         return
-    entries = [path for path in root.iterdir() if path.name != results.LOCK_FILE]
+    entries = [path for path in root.iterdir() if not is_lock_file(path.name)]
     if entries and not _legacy_report(root):
         raise OutputExistsError(
             f"{root} is not empty and holds no {MANIFEST_FILE}; refusing to write a report into it"
