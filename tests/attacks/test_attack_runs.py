@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,16 @@ def finish(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def wait_until_paused(process: subprocess.Popen) -> None:
-    """Block until ``process`` has stopped itself; fail with its output if it ended instead."""
-    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    """Wait (bounded) until ``process`` has stopped itself; fail with its output if it ended instead."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        pid, status = os.waitpid(process.pid, os.WUNTRACED | os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the run never reached its pause: {process.communicate()}")
+        time.sleep(0.005)
     if not os.WIFSTOPPED(status):
         process.returncode = os.waitstatus_to_exitcode(status)
         pytest.fail(f"the run ended (exit {process.returncode}) before its pause: {process.communicate()}")
