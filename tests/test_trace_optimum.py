@@ -124,7 +124,8 @@ def test_capacity_zero_and_unasked_traces():
         {"time": START, "event": "add", "fact_id": "a", "content_length": 1, "confidence": 0.9, "category": "x"},
         {"time": START + 1, "event": "ask", "fact_id": "a"},
     ])
-    assert offline_optimum([chunk], 0).answerable == 0
+    nothing_kept = offline_optimum([chunk], 0)
+    assert (nothing_kept.answerable, nothing_kept.asks, nothing_kept.reachable) == (0, 1, 1)
     assert offline_optimum([chunk], 1).answerable == 1
     with pytest.raises(ValueError, match="capacity"):
         offline_optimum([chunk], -1)

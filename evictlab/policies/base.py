@@ -156,7 +156,7 @@ class EvictedFact:
     components: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
-        """Every parameter by name: also the keyword arguments of DeerMem's ``select_facts_for_capacity``."""
+        """The evicted fact as a plain record: id, category, score and its components."""
         return {
             "fact_id": self.fact_id,
             "category": self.category,

@@ -4,7 +4,8 @@ A clairvoyant memory knows every future question. It still lives under DeerMem's
 enter only when added, at most ``capacity`` facts stay after each write, and an evicted fact
 never returns. Which facts should it evict, and when, to answer the most questions?
 
-**Formulation (a min-cost flow, solved exactly as an integer programme with HiGHS).**
+**Formulation (a min-cost flow, solved exactly with HiGHS: as a linear programme, whose
+simplex vertex is integral for a flow, or as an integer programme should it not be).**
 Number the writes (updates that add at least one fact) 1..W; *period* p is the time after
 write p and before write p+1 (period 0 precedes the first write). A question asked in period p
 is answerable when its fact is in memory then. The timeline is a chain of nodes v_0 .. v_{W+1}
@@ -104,9 +105,11 @@ def offline_optimum(trace: Outline | Iterable[Chunk], capacity: int) -> Optimum:
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
         raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
     shape = trace if isinstance(trace, Outline) else outline(trace)
+    if capacity == 0:  # nothing is ever kept: no flow to build
+        return Optimum(0, len(shape.asks), 0, _asked_periods(shape)[1])
     flow = answer_flow(shape, capacity)
-    if capacity == 0 or flow.reachable == 0:
-        return Optimum(int(capacity), len(shape.asks), 0, flow.reachable)
+    if flow.reachable == 0:
+        return Optimum(int(capacity), len(shape.asks), 0, 0)
     # The dual simplex ends on a vertex of the flow polytope, which is integral; a solution
     # that is not (which the theory rules out) is solved again as an integer programme.
     answers = most_answers_linear(flow)
@@ -127,8 +130,9 @@ class Flow:
     reachable: int  # asks whose fact was added before them
 
 
-def answer_flow(shape: Outline, capacity: int) -> Flow:
-    """The flow of the module docstring for ``shape`` at ``capacity``."""
+def _asked_periods(shape: Outline) -> tuple[dict[str, dict[int, int]], int]:
+    """Per fact, the periods it is asked in (with the number of asks), and the asks whose
+    fact was added before them."""
     periods: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     reachable = 0
     for period, fact_id in shape.asks:
@@ -136,7 +140,12 @@ def answer_flow(shape: Outline, capacity: int) -> Flow:
         if added is not None and added <= period:
             periods[fact_id][period] += 1
             reachable += 1
+    return periods, reachable
 
+
+def answer_flow(shape: Outline, capacity: int) -> Flow:
+    """The flow of the module docstring for ``shape`` at ``capacity``."""
+    periods, reachable = _asked_periods(shape)
     timeline = shape.writes + 2  # nodes v_0 .. v_{W+1}
     tails: list[int] = []
     heads: list[int] = []
@@ -174,7 +183,8 @@ def answer_flow(shape: Outline, capacity: int) -> Flow:
 
 
 def most_answers_linear(flow: Flow) -> int | None:
-    """The flow's most answers by linear programme (dual simplex); ``None`` if not integral."""
+    """The flow's most answers by linear programme (dual simplex); ``None`` if the solver
+    fails or its solution is not integral (the caller then solves the integer programme)."""
     limits = np.column_stack((np.zeros(len(flow.cost)), flow.upper))
     result = linprog(flow.cost, A_eq=flow.incidence, b_eq=flow.supply, bounds=limits, method="highs-ds")
     if not result.success or np.abs(result.x - np.round(result.x)).max() > INTEGRAL_TOLERANCE:
