@@ -27,7 +27,8 @@ other fact (a score's bits stay below 2**62 while it is below 2.0). Ascending, e
 then: padding (``-inf`` reads as a negative int64), the other facts, the corrections. Counts
 against the support's score are binary searches in that row, and the ties before the support
 a pass over the rows that have ties. The scores are compared exactly as the selector compares
-them: nothing here rounds, and counts summed in float64 are exact integers.
+them: nothing here rounds, and counts summed as floats are exact integers (float32 below
+2**24 facts, float64 above).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ import numpy as np
 from ..errors import ContractError
 from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
 
-#: The largest pool the kernel decides (far beyond DeerMem's cap of 500 facts).
+#: The largest pool the kernel decides: a bound on one case's memory, far beyond DeerMem's cap
+#: of 500 facts (a chunk holds at least one setting's scores and keys for every case).
 MAX_WIDTH = (1 << 26) - 1
 
 #: Added to a correction's key so that corrections sort above every other fact.
@@ -255,8 +257,9 @@ def decide(
     return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
 
 
-# The share of marked rows from which _ties_before counts over all rows in one product (at
-# 1,000 facts a third of the rows marked is faster per case; with half or more, batched).
+# The share of marked rows from which _ties_before counts over all rows in one product: a
+# chosen threshold between two measurements (per case was faster with a third of the rows
+# marked at 1,000 facts; batched, with most rows marked at 10 to 1,000 facts).
 _BATCHED_SHARE = 0.5
 
 
