@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "\n"
             "Each row says whether the support fact was kept, its rank, its margin to the cut line,\n"
             "the chance it is kept when tied facts are ordered at random, and a near-tie flag (a\n"
-            "non-zero margin of at most 1e-12 of the two scores compared: a rounding artefact).\n"
+            "non-zero margin of at most 1e-12 of the larger score compared: a rounding artefact).\n"
             "The summary counts ties and near ties per setting, scenario and capacity: a count of\n"
             "decisions, so a sum over capacities counts a case once per capacity.\n"
             "\n"
