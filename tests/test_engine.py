@@ -30,7 +30,7 @@ from evictlab.core.protocol import PRESETS, load_protocol
 from evictlab.errors import ContractError
 from evictlab.policies import PolicyParams
 from evictlab.policies.base import Reservation
-from evictlab.selection import engine, engine_kernel
+from evictlab.selection import engine
 from evictlab.selection.deermem import select_facts_for_capacity
 from evictlab.selection.engine import PreparedCases, reference_outcome
 from evictlab.selection.engine_settings import SettingColumns
@@ -594,22 +594,3 @@ def test_reference_outcome_accepts_registry_policies_and_rejects_rankless_ones(m
     monkeypatch.setitem(registry._POLICIES, "rankless", Rankless)
     with pytest.raises(ContractError, match="'rankless' reports no ranking"):
         reference_outcome(PROTOCOL_CASES[0], "rankless", PolicyParams(), 7, CLOCK)
-
-
-@pytest.mark.parametrize("width", [1, 7, 300])
-@pytest.mark.parametrize("share", [0.05, 0.9])
-def test_ties_before_the_support_counted_alike_for_few_and_many_tied_rows(width, share):
-    """Both ways of counting (a product per case over few marked rows, one over all) count
-    the tied facts before the support, and the corrections among them, as a plain loop does."""
-    rng = np.random.default_rng(width)
-    n_settings, n_cases = 40, 9
-    values = rng.integers(0, 4, (n_settings, n_cases, width)) / 4
-    correction = rng.random((n_cases, width)) < 0.3
-    positions = rng.integers(0, width, n_cases)
-    support = values[:, np.arange(n_cases), positions]
-    rows = rng.random((n_settings, n_cases)) < share
-    ties, corrections = engine_kernel._ties_before(values, support, rows, correction, positions)
-    for s, c in np.ndindex(n_settings, n_cases):
-        before = [p for p in range(positions[c]) if values[s, c, p] == support[s, c]] if rows[s, c] else []
-        assert ties[s, c] == len(before)
-        assert corrections[s, c] == sum(correction[c, p] for p in before)
