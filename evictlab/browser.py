@@ -131,9 +131,11 @@ class JupyterLab:
     Address, port and token reach the server through its config folder (``JUPYTER_CONFIG_DIR``),
     which, with its settings, workspaces and runtime files, is a temporary folder: a run
     neither reads nor leaves a user's JupyterLab state. The server is given port 0: it asks
-    the system for a free port just before binding it (not seconds earlier in another process,
-    which leaves time for someone else to take it), and :attr:`port` is read back from its
-    runtime file. Output goes to :attr:`log_path`, which :meth:`log` reads.
+    the system for a free port itself and binds it moments later in the same process, a far
+    narrower window for another process to take it than a port chosen seconds earlier
+    elsewhere (narrower, not closed: losing that race ends the server, and the start fails
+    with its log). :attr:`port` is read back from its runtime file. Output goes to
+    :attr:`log_path`, which :meth:`log` reads.
     """
 
     def __init__(
