@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -116,13 +117,17 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
 
 
 def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+    """Each installed package's version (``None`` when it is not installed)."""
+    return {name: _package_version(name) for name in names}
+
+
+@functools.cache
+def _package_version(name: str) -> str | None:
+    # Looked up once per process: reading a package's metadata scans sys.path (several ms each).
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def provenance() -> dict[str, Any]:

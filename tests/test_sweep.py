@@ -14,7 +14,14 @@ from test_engine import CLOCK, scenario_cases
 from evictlab import cli, results
 from evictlab.analysis import sweep, sweep_output
 from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
-from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
+from evictlab.analysis.sweep_output import (
+    CASES_FILE,
+    EXTREMES_FILE,
+    MANIFEST_FILE,
+    ROWS_FILE,
+    SETTINGS_FILE,
+    SUMMARY_FILE,
+)
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
 from evictlab.policies import PolicyParams
 from evictlab.selection.engine import PreparedCases, reference_outcome
@@ -280,11 +287,14 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     assert parameters["presets"] == ["pr4810-final"]
     assert parameters["inputs"]["pr4810-final"]["cases"] == 45
     assert parameters["arguments"] == {"weights_step": None}
-    assert parameters["chunking"] == {"chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows}
+    assert parameters["chunking"] == {
+        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.ROWS_LAYOUT,
+    }  # fmt: skip
+    assert parameters["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0
     files = folder_files(folder)
-    assert set(files) == {EXTREMES_FILE, *(f"{name}/part-00000{i}.parquet" for name in (ROWS_FILE, SUMMARY_FILE)
-                                           for i in (0, 1))}
+    assert set(files) == {EXTREMES_FILE, SETTINGS_FILE, CASES_FILE,
+                          *(f"{name}/part-00000{i}.parquet" for name in (ROWS_FILE, SUMMARY_FILE) for i in (0, 1))}
     assert {name: entry["sha256"] for name, entry in manifest["outputs"].items()} == {
         name: hashlib.sha256(data).hexdigest() for name, data in files.items()
     }
@@ -362,7 +372,9 @@ def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_ov
             "--capacities", "5,7,9", "--output-dir", str(folder)]
     assert run_cli(*argv) == 0
     out = capsys.readouterr().out
-    assert {path.name for path in folder.iterdir()} == {MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE, EXTREMES_FILE}
+    assert {path.name for path in folder.iterdir()} == {
+        MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE,
+    }  # fmt: skip
     manifest = read_manifest(folder)
     assert manifest["status"] == "success"
     assert manifest["parameters"]["grid"]["confirmation_half_lives"] == [90, 7.5]

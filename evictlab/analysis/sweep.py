@@ -188,6 +188,28 @@ class SweepGrid:
         block = SettingColumns.product(self.weights[first:last], *self._axes[1:])
         return block[start - first * per_triple : stop - first * per_triple]
 
+    def setting(self, index: int) -> PolicyParams:
+        """Setting ``index`` in grid order, as ``settings_between(index, index + 1)[0]`` gives
+        it, from the five lists alone."""
+        if not 0 <= index < self.size:
+            raise IndexError(f"setting {index} of a grid of {self.size:,}")
+        picked = []
+        for values in reversed(self._axes):
+            index, at = divmod(index, len(values))
+            picked.append(values[at])
+        maximum, fraction, access, confirmation, weights = picked
+        # A weight of -0.0 as +0.0, as the columns hold it.
+        confidence, confirmed, accessed = (float(weight) + 0.0 for weight in weights)
+        return PolicyParams(
+            confidence_weight=confidence,
+            confirmation_weight=confirmed,
+            access_weight=accessed,
+            confirmation_half_life_days=float(confirmation),
+            access_half_life_days=float(access),
+            correction_reserved_fraction=float(fraction),
+            correction_reserved_max=int(maximum),
+        )
+
     @property
     def _axes(self) -> tuple[tuple[Any, ...], ...]:
         """The five lists whose product the settings are, outermost first."""

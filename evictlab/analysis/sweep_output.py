@@ -6,11 +6,15 @@ setting). Each chunk is decided, written and summarised, then dropped, so memory
 by the chunk size whatever the grid. The folder holds
 
 * ``rows.parquet/``: a Parquet dataset, one file per chunk (``part-000000.parquet``, ... in
-  row order) with the columns :data:`~evictlab.analysis.sweep.ROW_COLUMNS`; ``pandas.read_parquet``
-  reads the folder whole, ``pyarrow.dataset`` lazily;
-* ``scenario_summary.parquet/``: each chunk's scenario summary
-  (:data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`), one file per chunk, the same table as
-  :func:`evictlab.analysis.sweep.scenario_summary` of all rows;
+  row order) with each decision's keys and outputs
+  (:data:`~evictlab.analysis.sweep_tables.STORED_ROW_COLUMNS`); ``pandas.read_parquet`` reads
+  the folder whole, ``pyarrow.dataset`` lazily;
+* ``settings.parquet`` and ``cases.parquet``: each setting's parameters and each case's names,
+  written once (see :mod:`evictlab.analysis.sweep_tables`); :func:`load_sweep` joins them
+  back into the rows of :func:`evictlab.analysis.sweep.run_sweep`;
+* ``scenario_summary.parquet/``: each chunk's scenario summary, one file per chunk, the same
+  table as :func:`evictlab.analysis.sweep.scenario_summary` of all rows (the settings'
+  parameters joined on read, too);
 * ``extreme_settings.csv`` (small): the best and the worst setting per preset x policy x
   scenario, :func:`evictlab.analysis.sweep.extreme_settings` of the whole summary;
 * ``sweep.run.json``: the run record (:func:`evictlab.results.run`) with every file's SHA-256.
@@ -50,9 +54,10 @@ from .. import results
 from ..core.pools import PoolSet, check_capacities
 from ..distributed import Placement, dask_client, iter_tasks
 from ..errors import ContractError
-from ..policies import PolicyParams, resolve_policy
-from ..selection.decisions import DecisionRows, decide_batches, settings_frame
-from ..selection.engine import PreparedCases
+from ..policies import resolve_policy
+from ..selection.decisions import decide_batches, settings_frame
+from ..selection.engine import ENGINE_POLICIES, OUTPUTS, SETTING_FREE_POLICIES, PreparedCases
+from ..selection.engine_settings import SettingColumns
 from .sweep import (
     ROW_COLUMNS,
     SETTING_COLUMNS,
@@ -61,13 +66,31 @@ from .sweep import (
     default_settings,
     prepared_cases,
 )
+from .sweep_tables import (
+    SweepCategories,
+    cases_table,
+    parquet_bytes,
+    parquet_writer,
+    rows_table,
+    settings_table,
+    summary_table,
+    tidy_rows,
+    with_setting_columns,
+)
 
 KIND = "sweep"
 MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
 ROWS_FILE = "rows.parquet"  # a folder of part files
 SUMMARY_FILE = "scenario_summary.parquet"  # a folder of part files
+SETTINGS_FILE = "settings.parquet"
+CASES_FILE = "cases.parquet"
 EXTREMES_FILE = "extreme_settings.csv"
-OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, EXTREMES_FILE)
+OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE)
+#: The version of the part files' columns, in the plan a resumed sweep must share: 2 since
+#: the settings' parameters and the cases' names moved out of the rows.
+ROWS_LAYOUT = 2
+#: Rows a chunk is decided and encoded at a time, each batch a row group of its file.
+ROW_GROUP_ROWS = 1 << 17
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.4 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
@@ -76,8 +99,6 @@ EXTREME_COLUMNS = (
     "preset", "policy", "scenario", "extreme", "setting", "support_retained", "cases", "tied", "settings",
     *SETTING_COLUMNS,
 )  # fmt: skip
-#: Columns :func:`parquet_bytes` writes without a dictionary.
-PLAIN_COLUMNS = frozenset(("setting", *SETTING_COLUMNS, "capacity", "support_margin"))
 _PART = re.compile(r"^part-\d{6}\.parquet$")
 
 
@@ -110,6 +131,7 @@ class SweepPlan:
     chunk_rows: int
     tie_breaks: Mapping[str, str]
     chunks: tuple[Chunk, ...] = field(repr=False)
+    categories: SweepCategories = field(repr=False)
 
     @classmethod
     def build(cls, pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int) -> SweepPlan:
@@ -129,14 +151,15 @@ class SweepPlan:
                     stop = min(start + step, grid.size)
                     chunks.append(Chunk(len(chunks), preset, policy, start, stop, (stop - start) * per_setting))
         tie_breaks = {name: resolve_policy(name).default_tie_break for name in grid.policies}
-        return cls(prepared, grid, chunk_rows, tie_breaks, tuple(chunks))
+        categories = SweepCategories.of(prepared, grid.policies)
+        return cls(prepared, grid, chunk_rows, tie_breaks, tuple(chunks), categories)
 
     @property
     def rows(self) -> int:
         return sum(chunk.rows for chunk in self.chunks)
 
     def record(self) -> dict[str, Any]:
-        return {"chunk_rows": self.chunk_rows, "chunks": len(self.chunks), "rows": self.rows}
+        return {"chunk_rows": self.chunk_rows, "chunks": len(self.chunks), "rows": self.rows, "layout": ROWS_LAYOUT}
 
 
 @dataclass(frozen=True)
@@ -160,112 +183,80 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     """Decide chunks of one preset and run of settings and serialise each one's rows and scenario
     summary (a task: pure, picklable).
 
-    A chunk's rows are encoded on a second thread while this one decides and summarises the
-    next chunk (pyarrow releases the GIL while it encodes and compresses); one chunk at a time
-    is encoded, so memory holds two chunks' rows at most."""
+    A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows are
+    encoded, as one row group of the chunk's file, on a second thread while this one
+    summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
+    compresses), so memory holds two batches' rows at most."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
-    cases, capacities = len(plan.prepared[chunks[0].preset]), len(plan.grid.capacities)
-    rows: list[Future[bytes]] = []
-    summaries = []
+    capacities = plan.grid.capacities
+    files: list[tuple[Future[bytes], bytes]] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-encode") as encoder:
         for chunk in chunks:
-            columns, categories = _decide_chunk(plan, chunk, settings)
-            summaries.append(_table_bytes(chunk_summary(columns, cases, capacities), categories, SUMMARY_COLUMNS))
-            if rows:
-                rows[-1].result()
-            rows.append(encoder.submit(_table_bytes, columns, categories, ROW_COLUMNS))
-    return [ChunkFiles(rows=data.result(), summary=summary) for data, summary in zip(rows, summaries)]
+            head = (plan.categories, chunk.preset, chunk.policy)
+            rows, summaries = _StreamedFile(encoder), []
+            for first, outputs in decided_batches(plan, chunk, settings):
+                start = chunk.start + first
+                summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
+                rows.add(rows_table, *head, start, capacities, outputs)
+            files.append((rows.close(), parquet_bytes(pa.concat_tables(summaries))))
+    return [ChunkFiles(rows=data.result(), summary=summary) for data, summary in files]
 
 
-def _decide_chunk(
-    plan: SweepPlan, chunk: Chunk, settings: Sequence[PolicyParams]
-) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-    """One chunk's rows as coded columns and their categories (:meth:`DecisionRows.coded`)."""
-    grid = plan.grid
-    decided = DecisionRows(
-        plan.prepared, grid.policies, (0,), settings, grid.capacities,
-        tie_breaks=plan.tie_breaks, first_setting=chunk.start, size=chunk.rows,
-    )  # fmt: skip
-    for first, outputs, _ in decide_batches(plan.prepared[chunk.preset], chunk.policy, 0, settings, grid.capacities):
-        decided.add(chunk.preset, chunk.policy, 0, first, outputs)
-    return decided.coded()
+def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
+    """Yield (index of the first setting in ``settings``, outputs shaped (settings, cases,
+    capacities)) for runs of about :data:`ROW_GROUP_ROWS` rows of one chunk, in setting order:
+    the engine decides a run in one call, the scalar selector one setting at a time."""
+    cases, capacities = plan.prepared[chunk.preset], plan.grid.capacities
+    step = max(1, ROW_GROUP_ROWS // (len(cases) * len(capacities)))
+    if chunk.policy in SETTING_FREE_POLICIES:  # decided once, the same for every setting
+        once = cases.select(chunk.policy, settings[:1], capacities).outputs()
+        for first in range(0, len(settings), step):
+            count = min(step, len(settings) - first)
+            yield first, {name: np.broadcast_to(array, (count, *array.shape[1:])) for name, array in once.items()}
+        return
+    if chunk.policy in ENGINE_POLICIES:
+        for first in range(0, len(settings), step):
+            yield first, cases.select(chunk.policy, settings[first : first + step], capacities).outputs()
+        return
+    gathered: list[dict[str, np.ndarray]] = []
+    for index, outputs, _ in decide_batches(cases, chunk.policy, 0, settings, capacities):
+        gathered.append(outputs)
+        if len(gathered) == step or index == len(settings) - 1:
+            joined = {name: np.concatenate([part[name] for part in gathered]) for name in OUTPUTS}
+            yield index + 1 - len(gathered), joined
+            gathered = []
 
 
-def _table_bytes(columns: Mapping[str, np.ndarray], categories: Mapping[str, list[str]], names: Sequence[str]) -> bytes:
-    return parquet_bytes(arrow_table(columns, categories, names))
+class _StreamedFile:
+    """A Parquet file built a row group at a time on ``encoder`` (a one-thread executor, so
+    its tasks run in the order given); :meth:`add` waits for the previous row group first,
+    which bounds memory to the one being encoded and the one being made."""
 
+    def __init__(self, encoder: ThreadPoolExecutor) -> None:
+        self.encoder = encoder
+        self.sink = pa.BufferOutputStream()
+        self.writer: pq.ParquetWriter | None = None
+        self.last: Future[None] | None = None
 
-def arrow_table(
-    columns: Mapping[str, np.ndarray], categories: Mapping[str, list[str]], names: Sequence[str]
-) -> pa.Table:
-    """The ``names`` columns as an Arrow table; category codes become dictionary columns."""
-    arrays = [
-        pa.DictionaryArray.from_arrays(pa.array(columns[name], pa.int32()), pa.array(categories[name], pa.string()))
-        if name in categories
-        else pa.array(columns[name])
-        for name in names
-    ]
-    return pa.Table.from_arrays(arrays, names=list(names))
+    def add(self, make_table: Any, *arguments: Any) -> None:
+        if self.last is not None:
+            self.last.result()
+        self.last = self.encoder.submit(self._write, make_table, arguments)
 
+    def _write(self, make_table: Any, arguments: tuple[Any, ...]) -> None:
+        table = make_table(*arguments)
+        if self.writer is None:
+            self.writer = parquet_writer(self.sink, table.schema)
+        self.writer.write_table(table)
 
-def parquet_bytes(table: pa.Table) -> bytes:
-    """``table`` as a Parquet file: LZ4, min/max statistics only for ``setting`` (a reader can
-    skip files by setting with them; statistics of every column would triple the writing time).
+    def close(self) -> Future[bytes]:
+        """The file's bytes, once every row group is written."""
+        return self.encoder.submit(self._close)
 
-    Columns with few distinct values in a chunk are dictionary-encoded; the others
-    (:data:`PLAIN_COLUMNS`: constant over long runs of rows, which LZ4 compresses as well,
-    or nearly all distinct) are written plain, which is cheaper (the hybrid-v1 dense-grid
-    chunk of 695,385 rows: 52 instead of 73 ms CPU, 7 % larger). Written to an Arrow buffer,
-    not a Python file object, so that encoding on another thread never waits for the GIL."""
-    buffer = pa.BufferOutputStream()
-    dictionary = [name for name in table.column_names if name not in PLAIN_COLUMNS]
-    pq.write_table(table, buffer, compression="lz4", use_dictionary=dictionary, write_statistics=["setting"])
-    return buffer.getvalue().to_pybytes()
-
-
-def chunk_summary(columns: Mapping[str, np.ndarray], cases: int, capacities: int) -> dict[str, np.ndarray]:
-    """:func:`evictlab.analysis.sweep.scenario_summary` of one chunk's coded rows, with numpy.
-
-    The rows are settings x cases x capacities of one preset and policy; groups are (source,
-    scenario) in case order. Sums run over the cases in order with the compensated (Kahan)
-    summation pandas' group sums use, so the values are those of the pandas summary, bit for bit.
-    """
-    per_setting = cases * capacities
-    settings = len(columns["setting"]) // per_setting
-    first = slice(0, per_setting, capacities)  # the first setting's row of each case
-    keys = list(zip(columns["source"][first].tolist(), columns["scenario"][first].tolist()))
-    groups = list(dict.fromkeys(keys))
-    group_of = np.array([groups.index(key) for key in keys])
-    shape = (settings, len(groups), capacities)
-
-    def total(name: str) -> np.ndarray:
-        # Case-major copies, so that every step below reads and writes contiguous blocks.
-        values = np.ascontiguousarray(columns[name].reshape(settings, cases, capacities).transpose(1, 0, 2))
-        block = (len(groups), settings, capacities)
-        if values.dtype == bool or values.dtype.kind == "i":
-            counts = np.zeros(block, dtype=np.int64)
-            for case, group in enumerate(group_of):
-                counts[group] += values[case]
-            return counts.transpose(1, 0, 2)
-        out, compensation = np.zeros(block), np.zeros(block)
-        for case, group in enumerate(group_of):
-            term = values[case] - compensation[group]
-            running = out[group] + term
-            compensation[group] = (running - out[group]) - term
-            out[group] = running
-        return out.transpose(1, 0, 2)
-
-    summary = {name: total(name).reshape(-1) for name in ("support_retained", "support_expected", "retention")}
-    summary["ties"] = total("support_tied").reshape(-1)
-    summary["near_ties"] = total("support_near_tie").reshape(-1)
-    summary["cases"] = np.broadcast_to(np.bincount(group_of)[None, :, None], shape).astype(np.int64).reshape(-1)
-    summary["support_retained_rate"] = summary["support_retained"] / summary["cases"]
-    rows = np.arange(settings)[:, None, None] * per_setting + np.zeros(shape, dtype=np.int64)
-    rows += (np.array([keys.index(group) for group in groups]) * capacities)[None, :, None]
-    rows += np.arange(capacities)[None, None, :]
-    for name in ("preset", "policy", "setting", *SETTING_COLUMNS, "source", "scenario", "capacity"):
-        summary[name] = columns[name][rows.reshape(-1)]
-    return summary
+    def _close(self) -> bytes:
+        assert self.writer is not None, "a chunk has at least one setting"
+        self.writer.close()
+        return self.sink.getvalue().to_pybytes()
 
 
 # --------------------------------------------------------------------------- running totals
@@ -287,7 +278,8 @@ class SweepTally:
 
     def add(self, summary: pa.Table, rows: int) -> None:
         """Count one chunk: its scenario summary (one preset and policy, settings x groups x
-        capacities in row order, as :func:`chunk_summary` makes it) and its number of rows."""
+        capacities in row order, as
+        :func:`~evictlab.analysis.sweep_tables.summary_table` makes it) and its number of rows."""
         self.rows += rows
         self.summary_rows += len(summary)
         codes = {}
@@ -342,7 +334,7 @@ class SweepTally:
         for name in EXTREME_COLUMNS[4:9]:
             frame[name] = frame[name].astype(np.int64)
         chosen = sorted(set(frame["setting"]))
-        settings = settings_frame([self.grid.settings_between(index, index + 1)[0] for index in chosen])
+        settings = settings_frame([self.grid.setting(index) for index in chosen])
         settings["setting"] = np.array(chosen, dtype=np.int64)
         return frame.merge(settings, on="setting", how="left", validate="many_to_one")
 
@@ -350,7 +342,21 @@ class SweepTally:
         """The scenario-summary rows of DeerMem's default settings (empty when the grid has none)."""
         if not self.default_rows:
             return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-        return pd.concat(self.default_rows, ignore_index=True)
+        frame = pd.concat(self.default_rows, ignore_index=True)
+        return with_setting_columns(frame, _setting_lookup(self.grid, frame["setting"]))[list(SUMMARY_COLUMNS)]
+
+
+def _setting_lookup(grid: SweepGrid, indices: pd.Series) -> pd.DataFrame:
+    """A settings table for :func:`with_setting_columns` that holds just the ``indices`` asked
+    for (the rest of its rows are never read)."""
+    wanted = sorted(set(indices.tolist()))
+    columns = {name: np.zeros(max(wanted) + 1, dtype=np.int64 if name == SETTING_COLUMNS[-1] else np.float64)
+               for name in SETTING_COLUMNS}  # fmt: skip
+    for index in wanted:
+        setting = grid.setting(index)
+        for name in SETTING_COLUMNS:
+            columns[name][index] = getattr(setting, name)
+    return pd.DataFrame(columns)
 
 
 # --------------------------------------------------------------------------- run folders
@@ -443,11 +449,16 @@ def write_sweep_files(
     placement = placement or Placement(workers=0)
     plan = SweepPlan.build(pools, grid, chunk_rows)
     parameters = run.record.parameters
-    parameters.update(presets=[str(name) for name in pools], inputs=input_record(pools), chunking=plan.record())
+    parameters.update(
+        presets=[str(name) for name in pools], inputs=input_record(pools), chunking=plan.record(),
+        tie_breaks=dict(plan.tie_breaks),
+    )  # fmt: skip
     datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
     run.record.dataset = datasets[0] if datasets else None
     run.save()  # the plan on disk before any chunk, so a killed run can be resumed
     done = _complete_chunks(run, plan)
+    run.write_bytes(SETTINGS_FILE, parquet_bytes(settings_table(grid.settings_between(0, grid.size))))
+    run.write_bytes(CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
     tally = SweepTally(grid)
     for chunk in plan.chunks:
         if chunk.index in done:
@@ -523,8 +534,12 @@ class LoadedSweep:
 
 
 def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
-    """Read a finished sweep folder back (``rows=False`` skips the row table, which can be
-    large: read parts of it with ``pyarrow.dataset``); an unfinished one is an error naming its status."""
+    """Read a finished sweep folder back, as :func:`evictlab.analysis.sweep.run_sweep` holds it:
+    rows (:data:`~evictlab.analysis.sweep.ROW_COLUMNS`) and scenario summary
+    (:data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`) with the settings' parameters and the
+    cases' names joined in. ``rows=False`` skips the row table, which can be large: read parts
+    of ``rows.parquet/`` with ``pyarrow.dataset`` and join them with :func:`tidy_rows`. An
+    unfinished sweep is an error naming its status."""
     output = Path(output_dir)
     record = results.read_record(output, KIND)
     if record is None:
@@ -534,10 +549,14 @@ def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
             f"{results.record_path(output, KIND)}: the sweep did not finish (status {record.status!r},"
             f" error {record.error!r})"
         )
-    return LoadedSweep(
-        record.as_dict(),
-        pd.read_parquet(output / ROWS_FILE) if rows else pd.DataFrame(columns=list(ROW_COLUMNS)),
-        pd.read_parquet(output / SUMMARY_FILE),
-        pd.read_csv(output / EXTREMES_FILE),
-    )
-
+    summary, extremes = pd.read_parquet(output / SUMMARY_FILE), pd.read_csv(output / EXTREMES_FILE)
+    if not (output / SETTINGS_FILE).exists():  # written before the settings moved out of the rows
+        table = pd.read_parquet(output / ROWS_FILE) if rows else pd.DataFrame(columns=list(ROW_COLUMNS))
+        return LoadedSweep(record.as_dict(), table, summary, extremes)
+    settings = pd.read_parquet(output / SETTINGS_FILE)
+    table = pd.DataFrame(columns=list(ROW_COLUMNS))
+    if rows:
+        stored, cases = pd.read_parquet(output / ROWS_FILE), pd.read_parquet(output / CASES_FILE)
+        table = tidy_rows(stored, cases, settings, record.parameters["tie_breaks"])
+    summary = with_setting_columns(summary, settings)[list(SUMMARY_COLUMNS)]
+    return LoadedSweep(record.as_dict(), table, summary, extremes)

@@ -10,10 +10,12 @@ import pandas as pd
 
 from ..analysis.sweep import MAX_SETTINGS, SweepGrid, check_capacities, check_presets, make_grid, parse_weights
 from ..analysis.sweep_output import (
+    CASES_FILE,
     CHUNK_ROWS,
     EXTREMES_FILE,
     MANIFEST_FILE,
     ROWS_FILE,
+    SETTINGS_FILE,
     SUMMARY_FILE,
     WrittenSweep,
     check_output_dir,
@@ -22,6 +24,7 @@ from ..analysis.sweep_output import (
 )
 from ..core.pools import PoolSet, open_pools
 from ..core.protocol import DEFAULT_PRESET, PRESETS, Config
+from ..core.runspec import RunSpec
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
@@ -33,7 +36,6 @@ from ._common import (
     add_pool_options,
     parse_csv,
     positive_int,
-    protocol_from,
     report_dataset,
     spec_from,
     with_policy_parameters,
@@ -68,8 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Rows are decided and written in chunks of about --chunk-rows rows, so memory stays\n"
             f"bounded whatever the grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
             f"preset x policy x setting x case x capacity) and {SUMMARY_FILE}/ (per setting\n"
-            f"x scenario x capacity), Parquet datasets of one file per chunk; {EXTREMES_FILE}\n"
-            "(the best and worst setting per scenario); and the run record\n"
+            f"x scenario x capacity), Parquet datasets of one file per chunk; {SETTINGS_FILE}\n"
+            f"and {CASES_FILE} (each setting's parameters and each case's names, which rows\n"
+            "name by index; evictlab.analysis.sweep_output.load_sweep joins them back);\n"
+            f"{EXTREMES_FILE} (the best and worst setting per scenario); and the run record\n"
             f"{MANIFEST_FILE} (parameters, provenance, status).\n"
             "A finished sweep is never overwritten. Rerun the same command into the folder of an\n"
             "interrupted or failed one to continue from its last complete chunk.\n"
@@ -144,30 +148,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``evictlab sweep``: check everything cheap first, then build pools and sweep."""
     check_output_dir(args.output_dir)
-    protocol = protocol_from(args)
+    presets = presets_from(args)
+    specs = {preset: spec_from(args, preset) for preset in presets}
+    protocol = specs[presets[0]].resolved.protocol  # read once: the pools below use it too
     grid = grid_from(args, protocol.config)
     check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
-    presets = presets_from(args)
     placement = placement_from(args)
     # The folder is locked from here on: a second run into it is refused at once.
     with open_sweep(args.output_dir, grid, _recorded(args)) as current:
-        pools = pools_from(args, presets)
+        pools = pools_from(specs)
         written = write_sweep_files(
             current, pools, grid, progress=False if args.no_progress else None, chunk_rows=args.chunk_rows,
             placement=placement,
         )  # fmt: skip
     for line in report_lines(written):
         print(line)
-    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/ and {EXTREMES_FILE} to {args.output_dir}")
+    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/, {SETTINGS_FILE}, {CASES_FILE} and {EXTREMES_FILE}"
+          f" to {args.output_dir}")  # fmt: skip
     return 0
 
 
-def pools_from(args: argparse.Namespace, presets: tuple[str, ...]) -> dict[str, PoolSet]:
+def pools_from(specs: dict[str, RunSpec]) -> dict[str, PoolSet]:
     """Each preset's pools through :func:`evictlab.core.pools.open_pools`, from the run spec of the
     options with that preset (``--variant`` overrides apply to every preset)."""
     pools: dict[str, PoolSet] = {}
-    for preset in presets:
-        pools[preset] = open_pools(spec_from(args, preset), notice=None if pools else report_dataset)
+    for preset, spec in specs.items():
+        pools[preset] = open_pools(spec, notice=None if pools else report_dataset)
     return pools
 
 
@@ -242,7 +248,7 @@ def report_lines(written: WrittenSweep) -> list[str]:
     for preset in written.presets:
         mine = written.defaults[written.defaults["preset"] == preset]
         for index in sorted(set(mine["setting"])):
-            setting = grid.settings_between(index, index + 1)[0]
+            setting = grid.setting(index)
             lines += ["", f"DeerMem default, {describe(setting, index)}, preset {preset}:"]
             lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
         lines += [
@@ -259,7 +265,7 @@ def report_lines(written: WrittenSweep) -> list[str]:
             lines.append(f"  {policy}:")
             for _, row in rows.iterrows():
                 index = int(row["setting"])
-                setting = grid.settings_between(index, index + 1)[0]
+                setting = grid.setting(index)
                 tie = f", {row['tied']:,} settings tie" if row["tied"] > 1 else ""
                 retained = f"{row['support_retained']}/{row['cases']}"
                 lines.append(

@@ -261,15 +261,8 @@ class DecisionRows:
         self.tie_breaks = {p: (tie_breaks or {}).get(p, resolve_policy(p).default_tie_break) for p in self.policies}
         self.settings = settings if isinstance(settings, SettingColumns) else tuple(settings)
         self.capacities = np.asarray(capacities, dtype=np.int64)
-        self.tables: dict[str, dict[str, int]] = {name: {} for name in CASE_COLUMNS}
-        # Per label: each case's code in the tables above.
-        self.codes = {
-            label: {
-                name: _encode(self.tables[name], [str(getattr(case, name, "")) for case in cases.cases])
-                for name in CASE_COLUMNS
-            }
-            for label, cases in prepared.items()
-        }
+        # Per label: each case's code in the case columns' categories.
+        self.categories, self.codes = case_codes(prepared, CASE_COLUMNS)
         # ``settings`` may be a window of a larger grid: the ``setting`` column counts from
         # ``first_setting``, and ``size`` rows (fewer than the whole product) may be filled.
         self.first_setting = first_setting
@@ -328,7 +321,7 @@ class DecisionRows:
         categories = {
             "preset": self.labels,
             "policy": self.policies,
-            **{name: list(self.tables[name]) for name in CASE_COLUMNS},
+            **self.categories,
             "tie_break": list(TIE_BREAKS),
         }
         local = columns["setting"] - self.first_setting
@@ -370,9 +363,23 @@ def setting_arrays(settings: Sequence[PolicyParams]) -> dict[str, np.ndarray]:
     return columns
 
 
-def _encode(table: dict[str, int], values: Sequence[str]) -> np.ndarray:
-    """Codes of ``values`` in ``table``, adding unseen values in order of appearance."""
-    return np.array([table.setdefault(value, len(table)) for value in values], dtype=np.int32)
+def case_codes(
+    prepared: Mapping[str, PreparedCases], names: Sequence[str]
+) -> tuple[dict[str, list[str]], dict[str, dict[str, np.ndarray]]]:
+    """The values of each case column ``name`` over every label's cases, in order of first
+    appearance (labels in order), and each case's int32 code into them, per label."""
+    tables: dict[str, dict[str, int]] = {name: {} for name in names}
+    codes = {
+        label: {
+            name: np.array(
+                [tables[name].setdefault(str(getattr(case, name, "")), len(tables[name])) for case in cases.cases],
+                dtype=np.int32,
+            )
+            for name in names
+        }
+        for label, cases in prepared.items()
+    }
+    return {name: list(table) for name, table in tables.items()}, codes
 
 
 # --------------------------------------------------------------------------- views

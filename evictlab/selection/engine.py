@@ -73,6 +73,9 @@ from .engine_kernel import decide, kept_in_rank_order
 from .engine_settings import FIELDS, SettingColumns
 
 ENGINE_POLICIES = ("confidence", "hybrid-v1")
+#: The engine's policies whose decisions do not depend on the setting: one decision per case
+#: and capacity serves every setting.
+SETTING_FREE_POLICIES = ("confidence",)
 #: The per-(setting, case, capacity) outputs, as :class:`BatchResult` fields.
 OUTPUTS = (
     "support_retained", "support_rank", "reserved_correction_slots", "support_margin",
@@ -280,8 +283,7 @@ class PreparedCases:
         check_policy(policy)
         settings = check_settings(settings)
         capacities = check_capacities(capacities)
-        if policy == "confidence":
-            # One decision per case and capacity serves every setting.
+        if policy in SETTING_FREE_POLICIES:
             part = self._select_chunk(self._confidence_scores()[None], capacities, None, details)
             arrays = {name: np.repeat(array, len(settings), axis=0) for name, array in part.items()}
             return BatchResult(self, policy, settings, capacities, **arrays)
