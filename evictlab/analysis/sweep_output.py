@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,6 +92,9 @@ OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FIL
 ROWS_LAYOUT = 2
 #: Rows a chunk is decided and encoded at a time, each batch a row group of its file.
 ROW_GROUP_ROWS = 1 << 17
+#: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
+#: some 5 MiB at 45 cases).
+ENCODE_QUEUE = 8
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.4 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
@@ -164,10 +168,12 @@ class SweepPlan:
 
 @dataclass(frozen=True)
 class ChunkFiles:
-    """A chunk's two Parquet files, as bytes."""
+    """A chunk's two Parquet files, as bytes, and its scenario summary as a table (what the
+    summary file holds, for the running totals without reading the file back)."""
 
     rows: bytes
     summary: bytes
+    summary_table: pa.Table = field(repr=False)
 
 
 def task_groups(chunks: Sequence[Chunk]) -> list[tuple[Chunk, ...]]:
@@ -186,11 +192,11 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows are
     encoded, as one row group of the chunk's file, on a second thread while this one
     summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
-    compresses), so memory holds two batches' rows at most."""
+    compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which bounds memory."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
-    files: list[tuple[Future[bytes], bytes]] = []
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-encode") as encoder:
+    files: list[tuple[Future[bytes], pa.Table]] = []
+    with _Encoder() as encoder:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
             rows, summaries = _StreamedFile(encoder), []
@@ -198,8 +204,9 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
                 start = chunk.start + first
                 summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
                 rows.add(rows_table, *head, start, capacities, outputs)
-            files.append((rows.close(), parquet_bytes(pa.concat_tables(summaries))))
-    return [ChunkFiles(rows=data.result(), summary=summary) for data, summary in files]
+            summary = pa.concat_tables(summaries)
+            files.append((rows.close(), summary))
+    return [ChunkFiles(data.result(), parquet_bytes(summary), summary) for data, summary in files]
 
 
 def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
@@ -227,21 +234,40 @@ def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
             gathered = []
 
 
-class _StreamedFile:
-    """A Parquet file built a row group at a time on ``encoder`` (a one-thread executor, so
-    its tasks run in the order given); :meth:`add` waits for the previous row group first,
-    which bounds memory to the one being encoded and the one being made."""
+class _Encoder:
+    """The encoding thread: its tasks run one at a time, in the order given, and at most
+    :data:`ENCODE_QUEUE` wait (:meth:`submit` waits for the oldest first). A policy whose
+    batches cost nothing to decide (``confidence``'s) so queues its row groups and the next
+    policy is decided while they are encoded."""
 
-    def __init__(self, encoder: ThreadPoolExecutor) -> None:
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-encode")
+        self.pending: deque[Future[Any]] = deque()
+
+    def __enter__(self) -> _Encoder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.pool.shutdown(wait=True)
+
+    def submit(self, function: Any, *arguments: Any) -> Future[Any]:
+        while len(self.pending) >= ENCODE_QUEUE:
+            self.pending.popleft().result()
+        future = self.pool.submit(function, *arguments)
+        self.pending.append(future)
+        return future
+
+
+class _StreamedFile:
+    """A Parquet file built a row group at a time on the encoding thread."""
+
+    def __init__(self, encoder: _Encoder) -> None:
         self.encoder = encoder
         self.sink = pa.BufferOutputStream()
         self.writer: pq.ParquetWriter | None = None
-        self.last: Future[None] | None = None
 
     def add(self, make_table: Any, *arguments: Any) -> None:
-        if self.last is not None:
-            self.last.result()
-        self.last = self.encoder.submit(self._write, make_table, arguments)
+        self.encoder.submit(self._write, make_table, arguments)
 
     def _write(self, make_table: Any, arguments: tuple[Any, ...]) -> None:
         table = make_table(*arguments)
@@ -477,7 +503,7 @@ def write_sweep_files(
             for chunk, files in zip(task, task_files):
                 run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
                 run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
-                tally.add(pq.read_table(pa.BufferReader(files.summary)), chunk.rows)
+                tally.add(files.summary_table, chunk.rows)
                 bar.update(chunk.rows)
     extremes = tally.extreme_settings()
     run.write_bytes(EXTREMES_FILE, extremes.to_csv(index=False, lineterminator="\n").encode("utf-8"))

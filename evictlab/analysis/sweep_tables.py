@@ -126,11 +126,17 @@ def summary_table(
     groups = list(dict.fromkeys(keys))
     group_of = [groups.index(key) for key in keys]
     shape = (n_settings, len(groups), n_capacities)
+    # Outputs broadcast over the settings (a policy that ignores them) are summed once.
+    once = all(array.strides[0] == 0 for array in outputs.values())
+    summed = {name: array[:1] for name, array in outputs.items()} if once else outputs
+
+    def spread(sums: np.ndarray) -> np.ndarray:
+        return (np.broadcast_to(sums, shape) if once else sums).reshape(-1)
 
     def count(name: str) -> np.ndarray:
-        return _group_sums(outputs[name], group_of, len(groups), np.int64).reshape(-1)
+        return spread(_group_sums(summed[name], group_of, len(groups), np.int64))
 
-    expected_sums = _compensated_group_sums(outputs["support_expected"], group_of, len(groups)).reshape(-1)
+    expected_sums = spread(_compensated_group_sums(summed["support_expected"], group_of, len(groups)))
     retained = count("support_retained")
     cases = np.broadcast_to(np.bincount(group_of)[None, :, None], shape).astype(np.int64).reshape(-1)
     size = retained.size
@@ -172,9 +178,12 @@ def _compensated_group_sums(values: np.ndarray, group_of: Sequence[int], groups:
     compensated one; only the (setting, capacity) columns holding a fraction (a tie's
     expectation, rare) go through the compensated loop."""
     totals = _group_sums(values, group_of, groups, np.float64)
-    columns = np.nonzero((values != np.floor(values)).any(axis=1))
-    if not len(columns[0]):
+    fractions = np.flatnonzero(values != np.floor(values))
+    if not len(fractions):
         return totals
+    settings, _, capacities = np.unravel_index(fractions, values.shape)
+    columns = np.unique(settings * values.shape[2] + capacities)
+    columns = (columns // values.shape[2], columns % values.shape[2])
     picked = values[columns[0], :, columns[1]]  # (columns, cases)
     sums, compensation = np.zeros((groups, len(picked))), np.zeros((groups, len(picked)))
     for case, group in enumerate(group_of):
