@@ -182,8 +182,8 @@ def _compensated_group_sums(values: np.ndarray, group_of: Sequence[int], groups:
     if not len(fractions):
         return totals
     settings, _, capacities = np.unravel_index(fractions, values.shape)
-    columns = np.unique(settings * values.shape[2] + capacities)
-    columns = (columns // values.shape[2], columns % values.shape[2])
+    flat = np.unique(settings * values.shape[2] + capacities)
+    columns = (flat // values.shape[2], flat % values.shape[2])
     picked = values[columns[0], :, columns[1]]  # (columns, cases)
     sums, compensation = np.zeros((groups, len(picked))), np.zeros((groups, len(picked)))
     for case, group in enumerate(group_of):
