@@ -5,11 +5,13 @@
    then ``select`` for each policy, settings built beforehand) against the whole
    ``evictlab sweep`` command run in this process (options, pools, grid, engine, the Parquet
    files, summaries and run record). Best of 5 each, in wall time and in CPU time of this
-   process (less disturbed by other jobs on a shared machine; the command's waits for the disk
-   are not in it); target: the command within 2x of the engine. Printed beside them: the
+   process. The target, the command within 2x of the engine, is on wall time, the time a user
+   waits: the command encodes its rows on a second thread while it decides the next batch.
+   CPU time adds up the work of both threads (the engine runs on one), so its ratio is printed
+   as the cost the second thread adds, not against the target. Printed beside them: the
    Parquet encoding of the same rows alone (the command's written parts read back and encoded
-   again by ``parquet_bytes``, CPU time), a floor the command adds to the engine's time, and
-   the same command as a fresh process (interpreter start and imports included).
+   again by ``parquet_bytes``, CPU time), and the same command as a fresh process
+   (interpreter start and imports included).
 2. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
    (507,525 settings) x 45 cases x 3 capacities x 2 policies, as ``evictlab sweep`` in a child
    process: its peak resident memory (``os.wait4``), target under 1.5 GiB, with wall time and
@@ -125,9 +127,9 @@ def dense(scratch: Path) -> None:
     print("                                              wall       CPU")
     print(f"   engine (prepare + select, both policies): {engine_seconds[0]:7.3f} s {engine_seconds[1]:7.3f} s")
     print(f"   evictlab sweep, in this process:          {command_seconds[0]:7.3f} s {command_seconds[1]:7.3f} s")
-    for label, at in (("wall", 0), ("CPU", 1)):
-        ratio = command_seconds[at] / engine_seconds[at]
-        print(f"   ratio, {label + ':':<5} {ratio:5.2f}x (target <= 2x: {'met' if ratio <= 2 else 'MISSED'})")
+    wall, cpu = (command_seconds[at] / engine_seconds[at] for at in (0, 1))
+    print(f"   ratio, wall: {wall:5.2f}x (target <= 2x: {'met' if wall <= 2 else 'MISSED'})")
+    print(f"   ratio, CPU:  {cpu:5.2f}x (both of the command's threads against the engine's one)")
     print(f"   Parquet encoding of the rows alone:                {encoding_seconds[1]:7.3f} s"
           f" ({encoding_seconds[1] / engine_seconds[1]:.2f}x the engine's CPU time)")
     print(f"   evictlab sweep, a fresh process:          {process_seconds:7.3f} s wall"
