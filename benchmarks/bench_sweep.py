@@ -12,7 +12,12 @@
    Parquet encoding of the same rows alone (the command's written parts read back and encoded
    again by ``parquet_bytes``, CPU time), and the same command as a fresh process
    (interpreter start and imports included).
-2. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
+2. **Dask**: weight step 0.02 x confirmation half-lives 30 and 90 (2,652 settings, 716,040
+   rows) in chunks of 100,000 rows, in this process and on a local Dask cluster of two
+   worker processes (``--workers 2``); every file the two write must be identical, byte for
+   byte, and the rows read back equal (the script fails otherwise). Wall time of each, the
+   cluster's start included.
+3. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
    (507,525 settings) x 45 cases x 3 capacities x 2 policies, as ``evictlab sweep`` in a child
    process: its peak resident memory (``os.wait4``), target under 1.5 GiB, with wall time and
    the size of the files. ``--skip-large`` leaves it out (it takes minutes).
@@ -38,7 +43,7 @@ import pyarrow.parquet as pq
 
 from evictlab import cli
 from evictlab.analysis.sweep import make_grid
-from evictlab.analysis.sweep_output import ROWS_FILE, parquet_bytes
+from evictlab.analysis.sweep_output import ROWS_FILE, load_sweep, parquet_bytes
 from evictlab.core.pools import open_pools
 from evictlab.core.runspec import RunSpec
 from evictlab.selection.engine import PreparedCases
@@ -137,9 +142,35 @@ def dense(scratch: Path) -> None:
     print(f"   files: {disk_bytes(folders[-1]) / 2**20:.1f} MiB")
 
 
+def same_on_dask(scratch: Path) -> None:
+    argv = ["--weights-step", "0.02", "--confirmation-half-lives", "30,90", "--capacities", "5,7,9",
+            "--chunk-rows", "100000"]  # fmt: skip
+    here, cluster = scratch / "in-process", scratch / "dask"
+    seconds = []
+    for folder, extra in ((here, []), (cluster, ["--workers", "2"])):
+        start = time.perf_counter()
+        command_in_process([*argv, *extra], folder)
+        seconds.append(time.perf_counter() - start)
+    rows = check_rows(here, 2 * 2652 * 45 * 3)
+    check_rows(cluster, rows)
+    files = {folder: {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*.*"))
+                      if path.is_file() and path.name != "sweep.run.json"} for folder in (here, cluster)}  # fmt: skip
+    if files[here] != files[cluster]:
+        differ = sorted(str(name) for name in files[here].keys() | files[cluster].keys()
+                        if files[here].get(name) != files[cluster].get(name))  # fmt: skip
+        raise SystemExit(f"the Dask run wrote other files than the in-process run: {', '.join(differ)}")
+    if not load_sweep(here).rows.equals(load_sweep(cluster).rows):
+        raise SystemExit("the Dask run's rows differ from the in-process run's")
+    print(f"2. Dask: 2,652 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows in"
+          f" {json.loads((here / 'sweep.run.json').read_text())['summary']['chunks']} chunks")  # fmt: skip
+    print(f"   in this process {seconds[0]:6.2f} s wall; on a local cluster of 2 workers {seconds[1]:6.2f} s wall"
+          " (its start included)")  # fmt: skip
+    print(f"   the same {len(files[here])} files, byte for byte, and the same rows read back: yes")
+
+
 def large(scratch: Path) -> None:
     rows = 2 * 20_301 * 25 * 45 * 3
-    print(f"2. large grid: 507,525 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows (child process)")
+    print(f"3. large grid: 507,525 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows (child process)")
     folder = scratch / "large"
     seconds, peak = child(LARGE, folder)
     check_rows(folder, rows)
@@ -156,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at start: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as scratch:
         dense(Path(scratch))
+        same_on_dask(Path(scratch))
         if not args.skip_large:
             large(Path(scratch))
     print(f"load average at end:   {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
