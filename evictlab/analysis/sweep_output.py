@@ -95,7 +95,7 @@ ROW_GROUP_ROWS = 1 << 17
 #: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
 #: some 5 MiB at 45 cases).
 ENCODE_QUEUE = 8
-#: Rows per chunk unless asked otherwise: the whole process peaks at about 0.4 GiB with it
+#: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
 EXTREME_KEYS = ("preset", "policy", "scenario")
