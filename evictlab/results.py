@@ -117,7 +117,8 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
 
 
 def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
-    """Each installed package's version (``None`` when it is not installed)."""
+    """Each installed package's version (``None`` when it is not installed), as this process
+    first read it: a package upgraded while the process runs keeps its old version here."""
     return {name: _package_version(name) for name in names}
 
 

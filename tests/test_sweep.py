@@ -289,6 +289,7 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     assert parameters["arguments"] == {"weights_step": None}
     assert parameters["chunking"] == {
         "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.ROWS_LAYOUT,
+        "row_group_rows": sweep_output.ROW_GROUP_ROWS,
     }  # fmt: skip
     assert parameters["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0

@@ -96,7 +96,7 @@ def test_a_rerun_keeps_complete_chunks_of_the_same_plan_and_starts_over_otherwis
     mark_interrupted(folder)
     written = sweep_output.write_sweep(folder, POOLS, GRID, progress=False, chunk_rows=5000)
     assert written.reused_chunks == 0
-    assert "another grid, inputs or chunk size; starting over" in capsys.readouterr().err
+    assert "another grid, inputs, chunk size or file layout" in capsys.readouterr().err
     assert len(list((folder / ROWS_FILE).iterdir())) == written.chunks < chunks
     pd.testing.assert_frame_equal(pd.read_parquet(folder / ROWS_FILE), pd.read_parquet(fresh / ROWS_FILE))
 

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from test_sweep import POOLS, TWO_PRESETS
+from test_engine import CLOCK
+from test_sweep import CASES, POOLS, RAW_CASES, TWO_PRESETS, read_manifest
 
+from evictlab import cli
 from evictlab.analysis import sweep_output, sweep_tables
-from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep
+from evictlab.analysis.sweep import make_grid, run_sweep
 from evictlab.analysis.sweep_output import CASES_FILE, MANIFEST_FILE, ROWS_FILE, SETTINGS_FILE, SUMMARY_FILE
 from evictlab.analysis.sweep_tables import STORED_ROW_COLUMNS, STORED_SUMMARY_COLUMNS
+from evictlab.errors import ContractError, EvictlabError
+from evictlab.selection.engine import PreparedCases
 
 GRID = make_grid(weights_step=0.25, confirmation_half_lives=(90, 7), capacities=(5, 7, 9))
 
@@ -36,8 +41,6 @@ def test_part_files_hold_keys_and_outputs_and_the_rest_is_written_once(tmp_path)
     assert cases["preset"].astype(str).unique().tolist() == list(TWO_PRESETS)
     record = json.loads((tmp_path / MANIFEST_FILE).read_text())
     assert record["parameters"]["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
-    # Without the joins the stored rows are much narrower than the tidy ones.
-    assert len(part.column_names) < len(ROW_COLUMNS) - 8
 
 
 def test_chunks_are_decided_and_written_in_row_groups(tmp_path, monkeypatch):
@@ -51,20 +54,23 @@ def test_chunks_are_decided_and_written_in_row_groups(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(loaded.summary, expected.summary)
 
 
-def test_a_folder_written_before_the_settings_moved_out_still_loads(tmp_path):
-    sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False)
-    expected = run_sweep(POOLS, GRID, progress=False)
-    for folder in (ROWS_FILE, SUMMARY_FILE):
-        for path in (tmp_path / folder).iterdir():
-            path.unlink()
-    expected.rows.to_parquet(tmp_path / ROWS_FILE / "part-000000.parquet")
-    expected.summary.to_parquet(tmp_path / SUMMARY_FILE / "part-000000.parquet")
-    for name in (SETTINGS_FILE, CASES_FILE):
-        (tmp_path / name).unlink()
-    loaded = sweep_output.load_sweep(tmp_path)
+LEGACY = Path(__file__).parent / "fixtures" / "sweep-layout-1"  # written by evictlab at 476f281
+
+
+def test_a_folder_written_before_the_settings_moved_out_still_loads():
+    grid = make_grid(weights=[(0.65, 0.25, 0.10), (1.0, 0.0, 0.0)], capacities=(5, 7))
+    expected = run_sweep(POOLS, grid, progress=False)
+    loaded = sweep_output.load_sweep(LEGACY)
+    assert "layout" not in loaded.manifest["parameters"]["chunking"]
     pd.testing.assert_frame_equal(loaded.rows, expected.rows)
     pd.testing.assert_frame_equal(loaded.summary, expected.summary)
-    assert list(loaded.summary.columns) == list(SUMMARY_COLUMNS)
+
+
+def test_a_folder_of_this_layout_without_its_settings_file_is_an_error(tmp_path):
+    sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False)
+    (tmp_path / SETTINGS_FILE).unlink()
+    with pytest.raises(ContractError, match=r"settings\.parquet: missing"):
+        sweep_output.load_sweep(tmp_path)
 
 
 def kahan_by_group(values, group_of, groups):
@@ -114,3 +120,91 @@ def test_a_setting_by_index_is_the_one_the_grid_builds():
         )  # -0.0 is +0.0 in both
     with pytest.raises(IndexError):
         grid.setting(grid.size)
+
+
+def test_presets_of_other_cases_and_orders_are_joined_back_by_name(tmp_path):
+    pools = {
+        "later": PreparedCases(CASES[5:], CLOCK),
+        "reversed": PreparedCases(RAW_CASES[:17][::-1], CLOCK),
+    }
+    grid = make_grid(weights=[(0.65, 0.25, 0.10), (0.2, 0.6, 0.2)], capacities=(5, 7),
+                     policies=("random", "hybrid-v1", "lru", "confidence"))  # fmt: skip
+    sweep_output.write_sweep(tmp_path, pools, grid, progress=False, chunk_rows=60)
+    expected = run_sweep(pools, grid, progress=False)
+    loaded = sweep_output.load_sweep(tmp_path)
+    pd.testing.assert_frame_equal(loaded.rows, expected.rows)
+    pd.testing.assert_frame_equal(loaded.summary, expected.summary)
+    # A part read on its own joins as well, and an empty selection gives an empty frame.
+    stored = pd.read_parquet(tmp_path / ROWS_FILE / "part-000005.parquet")
+    tables = [pd.read_parquet(tmp_path / name) for name in (CASES_FILE, SETTINGS_FILE)]
+    part = sweep_tables.tidy_rows(stored, *tables, dict.fromkeys(grid.policies, "input-order"))
+    assert part["case_id"].tolist() == [
+        case.case_id for case in pools[str(stored["preset"].iloc[0])].cases for _ in (5, 7)
+    ][: len(part)]
+    empty = sweep_tables.tidy_rows(stored.iloc[:0], *tables, {})
+    assert empty.empty and list(empty.columns) == list(expected.rows.columns)
+
+
+@pytest.mark.parametrize("failing", [0, 27, 87])  # the first, a middle and the last row group
+def test_a_row_group_that_fails_to_encode_fails_the_sweep(tmp_path, monkeypatch, failing):
+    monkeypatch.setattr(sweep_output, "ROW_GROUP_ROWS", 500)  # 3 settings a row group: starts 0, 3, ..., 87
+    real = sweep_output.rows_table
+
+    def rows_table(categories, preset, policy, first, *rest):
+        if policy == "hybrid-v1" and first == failing:
+            raise ValueError("cannot encode")
+        return real(categories, preset, policy, first, *rest)
+
+    monkeypatch.setattr(sweep_output, "rows_table", rows_table)
+    grid = make_grid(weights_step=0.125, confirmation_half_lives=(90, 7), capacities=(5, 7, 9))
+    assert grid.size == 90
+    with pytest.raises(EvictlabError, match=r"chunk 1 \(pr4810-final, hybrid-v1, settings 0-89\): writing its rows"):
+        sweep_output.write_sweep(tmp_path / "api", POOLS, grid, progress=False)
+    assert read_manifest(tmp_path / "api")["status"] == "error"
+
+
+def test_the_command_reports_a_failed_row_group_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweep_output, "rows_table", lambda *arguments: 1 / 0)
+    assert cli.main(["sweep", "--no-progress", "--output-dir", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    (line,) = [line for line in error.splitlines() if line.startswith("evictlab sweep: error:")]
+    assert line.startswith("evictlab sweep: error: chunk 0 (pr4810-final, confidence") and "ZeroDivisionError" in line
+    assert "Traceback" not in error and read_manifest(tmp_path)["status"] == "error"
+
+
+def test_an_unfinished_sweep_of_the_earlier_layout_starts_over(tmp_path, capsys):
+    sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False, chunk_rows=2000)
+    path = tmp_path / MANIFEST_FILE
+    record = json.loads(path.read_text())
+    del record["parameters"]["chunking"]["layout"]
+    path.write_text(json.dumps({**record, "status": "interrupted", "error": "killed"}))
+    written = sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False, chunk_rows=2000)
+    assert written.reused_chunks == 0
+    assert "file layout (an earlier evictlab's); starting over" in capsys.readouterr().err
+
+
+def test_group_sums_are_pandas_group_sums_bit_for_bit():
+    rng = np.random.default_rng(11)
+    values = rng.choice([0.0, 1.0, 1 / 3, 0.1, 2 / 7], size=(25, 40, 3), p=[0.4, 0.4, 0.1, 0.05, 0.05])
+    group_of = rng.integers(0, 5, size=40)
+    group_of[:5] = range(5)  # groups in order of first appearance, as the summary numbers them
+    sums = sweep_tables._compensated_group_sums(values, group_of.tolist(), 5)
+    frame = pd.DataFrame({
+        "setting": np.repeat(np.arange(25), 40 * 3), "group": np.tile(np.repeat(group_of, 3), 25),
+        "capacity": np.tile(np.arange(3), 25 * 40), "value": values.reshape(-1),
+    })  # fmt: skip
+    by_pandas = frame.groupby(["setting", "group", "capacity"], sort=False)["value"].sum()
+    assert np.array_equal(sums.reshape(-1), by_pandas.to_numpy())
+
+
+def test_a_summary_of_outputs_broadcast_over_settings_is_that_of_their_copies():
+    cases = POOLS["pr4810-final"]
+    categories = sweep_tables.SweepCategories.of(POOLS, ("confidence",))
+    once = cases.select("confidence", GRID.settings_between(0, 1), (5, 7, 9)).outputs()
+    broadcast = {name: np.broadcast_to(array, (12, *array.shape[1:])) for name, array in once.items()}
+    copies = {name: np.ascontiguousarray(array) for name, array in broadcast.items()}
+    tables = [
+        sweep_tables.summary_table(categories, "pr4810-final", "confidence", "input-order", 3, (5, 7, 9), outputs)
+        for outputs in (broadcast, copies)
+    ]
+    assert tables[0].equals(tables[1]) and tables[0].num_rows == 12 * 5 * 3

@@ -2,8 +2,9 @@
 
 A sweep is cut into *chunks*: the rows of one preset x policy x a run of consecutive
 settings, with every case and capacity, about ``chunk_rows`` rows each (at least one
-setting). Each chunk is decided, written and summarised, then dropped, so memory is bounded
-by the chunk size whatever the grid. The folder holds
+setting). Each chunk is decided in batches (row groups of its file), written and
+summarised, then dropped, so memory is bounded by a few batches and one chunk's file
+whatever the grid. The folder holds
 
 * ``rows.parquet/``: a Parquet dataset, one file per chunk (``part-000000.parquet``, ... in
   row order) with each decision's keys and outputs
@@ -54,7 +55,7 @@ from tqdm.auto import tqdm
 from .. import results
 from ..core.pools import PoolSet, check_capacities
 from ..distributed import Placement, dask_client, iter_tasks
-from ..errors import ContractError
+from ..errors import ContractError, EvictlabError
 from ..policies import resolve_policy
 from ..selection.decisions import decide_batches, settings_frame
 from ..selection.engine import ENGINE_POLICIES, OUTPUTS, SETTING_FREE_POLICIES, PreparedCases
@@ -93,7 +94,7 @@ ROWS_LAYOUT = 2
 #: Rows a chunk is decided and encoded at a time, each batch a row group of its file.
 ROW_GROUP_ROWS = 1 << 17
 #: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
-#: some 5 MiB at 45 cases).
+#: about 4.5 MiB; more when one setting's rows, cases x capacities, are more than that).
 ENCODE_QUEUE = 8
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
@@ -163,7 +164,10 @@ class SweepPlan:
         return sum(chunk.rows for chunk in self.chunks)
 
     def record(self) -> dict[str, Any]:
-        return {"chunk_rows": self.chunk_rows, "chunks": len(self.chunks), "rows": self.rows, "layout": ROWS_LAYOUT}
+        return {
+            "chunk_rows": self.chunk_rows, "chunks": len(self.chunks), "rows": self.rows, "layout": ROWS_LAYOUT,
+            "row_group_rows": ROW_GROUP_ROWS,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -192,21 +196,34 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows are
     encoded, as one row group of the chunk's file, on a second thread while this one
     summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
-    compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which bounds memory."""
+    compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which bounds memory. A
+    row group that fails to encode fails its chunk, with an error naming it."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
-    files: list[tuple[Future[bytes], pa.Table]] = []
+    files: list[tuple[Chunk, Future[bytes], pa.Table]] = []
     with _Encoder() as encoder:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
-            rows, summaries = _StreamedFile(encoder), []
+            rows, summaries = _StreamedFile(encoder, chunk.rows), []
             for first, outputs in decided_batches(plan, chunk, settings):
                 start = chunk.start + first
                 summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
                 rows.add(rows_table, *head, start, capacities, outputs)
             summary = pa.concat_tables(summaries)
-            files.append((rows.close(), summary))
-    return [ChunkFiles(data.result(), parquet_bytes(summary), summary) for data, summary in files]
+            files.append((chunk, rows.close(), summary))
+    return [ChunkFiles(_encoded(chunk, data), parquet_bytes(summary), summary) for chunk, data, summary in files]
+
+
+def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
+    """A chunk's rows file once written; an error naming the chunk if a row group failed
+    (an :class:`OSError` or an evictlab error as it is)."""
+    try:
+        return data.result()
+    except (EvictlabError, OSError):
+        raise
+    except Exception as error:  # e.g. pyarrow's errors, MemoryError: report the chunk, not a traceback
+        where = f"{chunk.preset}, {chunk.policy}, settings {chunk.start}-{chunk.stop - 1}"
+        raise EvictlabError(f"chunk {chunk.index} ({where}): writing its rows failed: {error!r}") from error
 
 
 def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
@@ -236,7 +253,7 @@ def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
 
 class _Encoder:
     """The encoding thread: its tasks run one at a time, in the order given, and at most
-    :data:`ENCODE_QUEUE` wait (:meth:`submit` waits for the oldest first). A policy whose
+    :data:`ENCODE_QUEUE` wait (:meth:`submit` waits for the oldest to end first). A policy whose
     batches cost nothing to decide (``confidence``'s) so queues its row groups and the next
     policy is decided while they are encoded."""
 
@@ -247,40 +264,49 @@ class _Encoder:
     def __enter__(self) -> _Encoder:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.pool.shutdown(wait=True)
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        # After an error (or Ctrl-C) here the queued row groups are of no use: drop them.
+        self.pool.shutdown(wait=True, cancel_futures=kind is not None)
 
     def submit(self, function: Any, *arguments: Any) -> Future[Any]:
         while len(self.pending) >= ENCODE_QUEUE:
-            self.pending.popleft().result()
+            self.pending.popleft().exception()  # waits; a failure is raised by its file's close
         future = self.pool.submit(function, *arguments)
         self.pending.append(future)
         return future
 
 
 class _StreamedFile:
-    """A Parquet file built a row group at a time on the encoding thread."""
+    """A Parquet file of ``rows`` rows built a row group at a time on the encoding thread."""
 
-    def __init__(self, encoder: _Encoder) -> None:
+    def __init__(self, encoder: _Encoder, rows: int) -> None:
         self.encoder = encoder
+        self.rows = rows
         self.sink = pa.BufferOutputStream()
         self.writer: pq.ParquetWriter | None = None
+        self.writes: list[Future[None]] = []
+        self.written = 0
 
     def add(self, make_table: Any, *arguments: Any) -> None:
-        self.encoder.submit(self._write, make_table, arguments)
+        self.writes.append(self.encoder.submit(self._write, make_table, arguments))
 
     def _write(self, make_table: Any, arguments: tuple[Any, ...]) -> None:
         table = make_table(*arguments)
         if self.writer is None:
             self.writer = parquet_writer(self.sink, table.schema)
         self.writer.write_table(table)
+        self.written += table.num_rows
 
     def close(self) -> Future[bytes]:
-        """The file's bytes, once every row group is written."""
+        """The file's bytes, once every row group is written; the first error of a row group
+        if one failed."""
         return self.encoder.submit(self._close)
 
     def _close(self) -> bytes:
-        assert self.writer is not None, "a chunk has at least one setting"
+        for write in self.writes:  # each ran before this task, on this thread: done
+            write.result()
+        if self.writer is None or self.written != self.rows:
+            raise EvictlabError(f"a sweep chunk's file holds {self.written:,} rows, not {self.rows:,}")
         self.writer.close()
         return self.sink.getvalue().to_pybytes()
 
@@ -373,16 +399,11 @@ class SweepTally:
 
 
 def _setting_lookup(grid: SweepGrid, indices: pd.Series) -> pd.DataFrame:
-    """A settings table for :func:`with_setting_columns` that holds just the ``indices`` asked
-    for (the rest of its rows are never read)."""
+    """A settings table for :func:`with_setting_columns` of just the settings at ``indices``."""
     wanted = sorted(set(indices.tolist()))
-    columns = {name: np.zeros(max(wanted) + 1, dtype=np.int64 if name == SETTING_COLUMNS[-1] else np.float64)
-               for name in SETTING_COLUMNS}  # fmt: skip
-    for index in wanted:
-        setting = grid.setting(index)
-        for name in SETTING_COLUMNS:
-            columns[name][index] = getattr(setting, name)
-    return pd.DataFrame(columns)
+    frame = settings_frame([grid.setting(index) for index in wanted])
+    frame["setting"] = np.array(wanted, dtype=np.int64)
+    return frame
 
 
 # --------------------------------------------------------------------------- run folders
@@ -526,13 +547,16 @@ def _complete_chunks(run: results.Run, plan: SweepPlan) -> set[int]:
     previous = run.previous
     same = previous is not None and all(
         results.json_document(previous.parameters.get(name)) == results.json_document(run.record.parameters[name])
-        for name in ("grid", "presets", "inputs", "chunking")
+        for name in ("grid", "presets", "inputs", "chunking", "tie_breaks")
     )
     done = parts[ROWS_FILE] & parts[SUMMARY_FILE] if same else set()
     stale = {folder: found - done for folder, found in parts.items()}
     if any(stale.values()):
         if not same:
-            note = "the unfinished sweep here had another grid, inputs or chunk size; starting over"
+            note = (
+                "the unfinished sweep here had another grid, inputs, chunk size or file layout"
+                " (an earlier evictlab's); starting over"
+            )
             print(f"note: {note}", file=sys.stderr)
             run.record.notes.append(note)
         for folder, indices in stale.items():
@@ -576,9 +600,12 @@ def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
             f" error {record.error!r})"
         )
     summary, extremes = pd.read_parquet(output / SUMMARY_FILE), pd.read_csv(output / EXTREMES_FILE)
-    if not (output / SETTINGS_FILE).exists():  # written before the settings moved out of the rows
+    if record.parameters.get("chunking", {}).get("layout", 1) < 2:  # rows written whole, as before
         table = pd.read_parquet(output / ROWS_FILE) if rows else pd.DataFrame(columns=list(ROW_COLUMNS))
         return LoadedSweep(record.as_dict(), table, summary, extremes)
+    for name in (SETTINGS_FILE, CASES_FILE):
+        if not (output / name).is_file():
+            raise ContractError(f"{output / name}: missing; the sweep's rows name their settings and cases by index")
     settings = pd.read_parquet(output / SETTINGS_FILE)
     table = pd.DataFrame(columns=list(ROW_COLUMNS))
     if rows:

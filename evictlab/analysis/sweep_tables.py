@@ -45,6 +45,13 @@ STORED_ROW_COLUMNS = ("preset", "policy", "setting", "case", "capacity", *OUTPUT
 STORED_SUMMARY_COLUMNS = tuple(name for name in SUMMARY_COLUMNS if name not in SETTING_COLUMNS)
 #: The stored rows' int32 columns, as int64 again in the rows :func:`tidy_rows` returns.
 WIDE_TYPES = dict.fromkeys(("setting", "capacity", "support_rank", "reserved_correction_slots"), np.int64)
+#: The dtypes of the tidy rows' non-category columns (an empty read keeps them).
+ROW_DTYPES = {
+    "setting": np.int64, **dict.fromkeys(SETTING_COLUMNS[:-1], np.float64), SETTING_COLUMNS[-1]: np.int64,
+    "capacity": np.int64, "support_retained": bool, "support_rank": np.int64, "reserved_correction_slots": np.int64,
+    "support_margin": np.float64, "support_expected": np.float64, "support_tied": bool, "support_near_tie": bool,
+    "retention": np.float64,
+}  # fmt: skip
 #: Columns :func:`parquet_bytes` writes without a dictionary: constant over long runs of rows
 #: (which LZ4 compresses as well) or nearly all distinct.
 PLAIN_COLUMNS = frozenset(("setting", "case", "capacity", "support_rank", "support_margin", "support_expected"))
@@ -243,9 +250,10 @@ def cases_table(categories: SweepCategories, prepared: Mapping[str, PreparedCase
 def with_setting_columns(frame: pd.DataFrame, settings: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the seven parameters of each row's ``setting`` inserted after it.
 
-    ``settings`` is ``settings.parquet`` read back (or any frame whose ``setting`` column is
-    0, 1, 2, ... in order)."""
-    index = frame["setting"].to_numpy()
+    ``settings`` is ``settings.parquet`` read back, or any frame of settings sorted by their
+    ``setting`` index that holds every index ``frame`` names."""
+    known = settings["setting"].to_numpy()
+    index = np.searchsorted(known, frame["setting"].to_numpy())  # the identity for settings.parquet
     at = frame.columns.get_loc("setting") + 1
     columns = {name: frame[name] for name in frame.columns[:at]}
     columns.update({name: settings[name].to_numpy()[index] for name in SETTING_COLUMNS})
@@ -258,8 +266,12 @@ def tidy_rows(stored: pd.DataFrame, cases: pd.DataFrame, settings: pd.DataFrame,
     """The rows of ``rows.parquet`` as :data:`~evictlab.analysis.sweep.ROW_COLUMNS`: the case
     names from ``cases.parquet``, the parameters from ``settings.parquet``, and ``tie_break``
     and ``retention`` from each policy's tie-break."""
-    presets = stored["preset"].cat.codes.to_numpy()
-    first_case = np.concatenate([[0], np.cumsum(np.bincount(cases["preset"].cat.codes, minlength=presets.max() + 1))])
+    if stored.empty:
+        return pd.DataFrame({name: pd.Series(dtype=ROW_DTYPES.get(name, "category")) for name in ROW_COLUMNS})
+    # Presets by name, as cases.parquet orders them; each preset's cases follow the last's.
+    labels = cases["preset"].cat.categories
+    presets = pd.Categorical(stored["preset"].astype(str), categories=labels).codes.astype(np.int64)
+    first_case = np.concatenate([[0], np.cumsum(np.bincount(cases["preset"].cat.codes, minlength=len(labels)))])
     position = first_case[presets] + stored["case"].to_numpy()
     policies = list(stored["policy"].cat.categories)
     breaks = [tie_breaks[policy] for policy in policies]

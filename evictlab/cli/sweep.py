@@ -67,8 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "The summary counts ties and near ties per setting, scenario and capacity: a count of\n"
             "decisions, so a sum over capacities counts a case once per capacity.\n"
             "\n"
-            "Rows are decided and written in chunks of about --chunk-rows rows, so memory stays\n"
-            f"bounded whatever the grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
+            "Rows are written in chunks of about --chunk-rows rows (a file each, the unit a rerun\n"
+            "resumes from), decided in smaller batches, so memory stays bounded whatever the\n"
+            f"grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
             f"preset x policy x setting x case x capacity) and {SUMMARY_FILE}/ (per setting\n"
             f"x scenario x capacity), Parquet datasets of one file per chunk; {SETTINGS_FILE}\n"
             f"and {CASES_FILE} (each setting's parameters and each case's names, which rows\n"
@@ -137,7 +138,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="N",
-        help="rows decided and written at a time, the bound on memory (default: %(default)s)",
+        help="rows per file of the row and summary tables, the unit an interrupted sweep resumes from;"
+        " the encoded file of one chunk is held in memory (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     add_placement_options(parser, default_workers=0)
