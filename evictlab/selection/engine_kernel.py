@@ -46,6 +46,13 @@ from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
 #: of 500 facts (a chunk holds at least one setting's scores and keys for every case).
 MAX_WIDTH = (1 << 26) - 1
 
+#: The widest pools decided by the dense path (the support's counts from bit masks of its
+#: pool, the margins from a second sort instead of searches); the searches win on wider pools.
+DENSE_WIDTH = 32
+#: The widest pools the dense path can decide: one bit per fact in a float64 product, exact
+#: up to 2**53.
+MAX_DENSE_WIDTH = 53
+
 #: Added to a correction's key so that corrections sort above every other fact.
 _CORRECTION_BIT = np.int64(1 << 62)
 # Sentinels below and above every key: "no such fact" and "no bound from this side".
@@ -125,6 +132,10 @@ class _Lookups:
         first, width = self.first.reshape(-1)[row], (self.last - self.first).flat[0]
         return _Lookups(self.flat, first, first + width, self.corrections.reshape(-1)[row % shape[2]])
 
+    def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
+        """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``."""
+        return self.subset(index, shape).correction_at(reserved - 1)
+
     def correction_at(self, rank: np.ndarray) -> np.ndarray:
         """Key (flag removed) of the ``rank``-th best correction (0-based; the caller keeps it in range)."""
         return self.flat[self.last - rank] - _CORRECTION_BIT
@@ -164,6 +175,57 @@ class _Lookups:
         return found
 
 
+class _DenseRows:
+    """The look-ups of :class:`_Lookups` for pools of at most DENSE_WIDTH facts, without searches.
+
+    Two sorts of each (setting, case)'s keys: all of them, and the other facts alone (the
+    corrections' keys replaced by ``_NONE``), ascending, so the ``t``-th best of either is
+    ``t`` before its row's last key. The open facts are all facts but the ``reserved`` best
+    corrections, and their ``rank``-th best (0-based) is the better of two facts: the
+    ``(rank + reserved)``-th best of all facts, and the ``rank``-th best other fact. If every
+    reserved correction ranks above the former, the former is the one sought (exactly
+    ``reserved`` facts above it are not open) and the latter, an open fact at least ``rank``
+    open facts down, is no better. Otherwise the first ``rank + reserved + 1`` facts hold
+    fewer than ``reserved`` corrections, so the latter is among them and no worse than the
+    former; and down to the last reserved correction the open facts are the other facts, so
+    the latter is the one sought. Only scores are compared, so how ties are ordered does not
+    matter. At these widths one more sort of short rows costs less than searching two sorted
+    lists, whose every step is a gather over all queries.
+
+    Rows carry no sentinel: an index is clipped to the whole array rather than its row, so a
+    query past its row's facts reads a key of another row. That happens only where the
+    answer is not used: for a pool over the cap, ``rank + reserved`` is at most the capacity,
+    below the pool's size, and a ``rank`` past its other facts lands on a correction's
+    ``_NONE`` or on padding (``-inf``, negative), which loses the comparison.
+    """
+
+    def __init__(self, values: np.ndarray, correction: np.ndarray) -> None:
+        n_settings, n_cases, width = values.shape
+        keys = values.view(np.int64)
+        self.values, self.correction = values, correction
+        self.all = np.sort(keys, axis=-1).reshape(-1)
+        others = np.where(correction, _NONE, keys)
+        others.sort(axis=-1)
+        self.others = others.reshape(-1)
+        self.last = np.arange(width - 1, n_settings * n_cases * width, width).reshape(n_settings, n_cases)
+
+    def open_at(self, rank: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+        """Key of the ``rank``-th best open fact (0-based), for a pool over the cap."""
+        best = np.take(self.all, self.last - (rank + reserved), mode="clip")
+        return np.maximum(best, np.take(self.others, self.last - rank, mode="clip"), out=best)
+
+    def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
+        """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``.
+
+        Few queries ask (an evicted correction with slots reserved), so their pools are
+        sorted again with only the corrections' scores.
+        """
+        settings, cases = np.divmod(index % (shape[1] * shape[2]), shape[2])
+        mine = np.where(self.correction[cases], self.values[settings, cases], -np.inf).view(np.int64)
+        mine.sort(axis=-1)
+        return mine[np.arange(len(index)), mine.shape[-1] - reserved]
+
+
 def decide(
     values: np.ndarray,
     *,
@@ -172,6 +234,7 @@ def decide(
     support_positions: np.ndarray,
     capacities: Sequence[int],
     slots: np.ndarray | None,
+    dense: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """The outputs for one chunk of scores (S, C, P); ``slots`` (S, K) or ``None`` (no reservation).
 
@@ -186,17 +249,19 @@ def decide(
     corrections = correction.sum(axis=1)
     support_value = values[:, cases, support_positions]  # (S, C)
 
-    rows = _SortedRows(values, correction, corrections)
-    # Facts scoring above / the same as the support, split into corrections and the others
-    # (a correction's key exceeds every unflagged key), by binary searches in the sorted rows;
-    # the ties before the support in input order (which outrank it) where there are ties.
-    support_key = support_value.view(np.int64)
-    corrections_above, at_least_correction = rows.count_above(support_key + _CORRECTION_BIT)
-    tied_corrections = at_least_correction - corrections_above
-    above, at_least = rows.count_above(support_key)
-    others_above = above - corrections
-    tied = at_least - above + tied_corrections
-    tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
+    if dense is None:
+        dense = width <= DENSE_WIDTH
+    elif dense and width > MAX_DENSE_WIDTH:
+        raise ContractError(f"the dense path decides pools of at most {MAX_DENSE_WIDTH} facts, got {width:,}")
+    lookups: _Lookups | _DenseRows
+    if dense:
+        counts = _dense_counts(values, support_value, correction, support_positions)
+        lookups = _DenseRows(values, correction)
+    else:
+        rows = _SortedRows(values, correction, corrections)
+        counts = _searched_counts(rows, values, support_value, correction, support_positions)
+        lookups = rows.lookups()
+    others_above, corrections_above, tied, tied_corrections, tied_before, corrections_before = counts
     rank = others_above + corrections_above + tied_before  # 0-based
     outranking_corrections = corrections_above + corrections_before
 
@@ -214,7 +279,6 @@ def decide(
 
     # The fact the margin is measured against, as a key: the best evicted fact for a kept
     # support, else its displacer (see the module docstring of evictlab.selection.engine).
-    lookups = rows.lookups()
     other = lookups.open_at(np.maximum(fill - 1 + retained, 0), reserved)
     exists = over & (retained | (fill >= 1))
     if slots is not None:
@@ -223,8 +287,7 @@ def decide(
         takes_reserved = ~retained & support_is_correction & (reserved >= 1)
         index = np.flatnonzero(takes_reserved)
         if len(index):
-            part = lookups.subset(index, other.shape)
-            lowest_reserved = part.correction_at(reserved.reshape(-1)[index] - 1)
+            lowest_reserved = lookups.reserved_at(index, other.shape, reserved.reshape(-1)[index])
             flat_other = other.reshape(-1)  # a view: open_at returns a contiguous array
             filled = fill.reshape(-1)[index] >= 1
             flat_other[index] = np.where(filled, np.minimum(flat_other[index], lowest_reserved), lowest_reserved)
@@ -255,6 +318,69 @@ def decide(
         "support_near_tie": near,
     }
     return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
+
+
+def _searched_counts(
+    rows: _SortedRows,
+    values: np.ndarray,
+    support_value: np.ndarray,
+    correction: np.ndarray,
+    support_positions: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The support's counts by binary searches in the sorted rows (any width); see _dense_counts."""
+    # Facts scoring above / the same as the support, split into corrections and the others
+    # (a correction's key exceeds every unflagged key); the ties before the support in input
+    # order (which outrank it) counted only where there are ties.
+    support_key = support_value.view(np.int64)
+    corrections_above, at_least_correction = rows.count_above(support_key + _CORRECTION_BIT)
+    tied_corrections = at_least_correction - corrections_above
+    above, at_least = rows.count_above(support_key)
+    tied = at_least - above + tied_corrections
+    tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
+    return above - rows.corrections, corrections_above, tied, tied_corrections, tied_before, corrections_before
+
+
+def _dense_counts(
+    values: np.ndarray,
+    support_value: np.ndarray,
+    correction: np.ndarray,
+    support_positions: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The support's counts per (setting, case), shape (S, C), for pools of at most DENSE_WIDTH facts:
+    the other facts and the corrections above it, the facts tied with it (itself included) and
+    the corrections among them, the tied facts before it in input order and the corrections
+    among those.
+
+    Each (setting, case)'s facts above the support and those tied with it become two bit
+    masks (bit ``p`` for the fact at position ``p``), each from one comparison and one
+    matrix product with the powers of two (exact: the sums stay below 2**24 in float32, 2**53
+    in float64); every count is then a popcount of a mask, or of a mask and the case's
+    correction or earlier-than-the-support mask, over (S, C) integers. At these widths that
+    is cheaper than binary searches, whose every step is a gather over all rows.
+    """
+    width = values.shape[-1]
+    dtype = np.float32 if width <= 24 else np.float64
+    powers = 2.0 ** np.arange(width, dtype=dtype)
+
+    def bits(mask: np.ndarray) -> np.ndarray:
+        return np.matmul(mask.astype(dtype), powers).astype(np.uint64)
+
+    above = bits(values > support_value[..., None])
+    same = bits(values == support_value[..., None])
+    corrections = bits(correction)  # (C,)
+    before = (np.uint64(1) << support_positions.astype(np.uint64)) - np.uint64(1)
+    count = np.bitwise_count
+    corrections_above = count(above & corrections).astype(np.int64)
+    tied_corrections = count(same & corrections).astype(np.int64)
+    same_before = same & before
+    return (
+        count(above).astype(np.int64) - corrections_above,
+        corrections_above,
+        count(same).astype(np.int64),
+        tied_corrections,
+        count(same_before).astype(np.int64),
+        count(same_before & corrections).astype(np.int64),
+    )
 
 
 # The share of marked rows from which _ties_before counts over all rows in one product: a
