@@ -360,7 +360,7 @@ def _dense_counts(
     """
     width = values.shape[-1]
     dtype = np.float32 if width <= 24 else np.float64
-    powers = 2.0 ** np.arange(width, dtype=dtype)
+    powers = (np.int64(1) << np.arange(width, dtype=np.int64)).astype(dtype)
 
     def bits(mask: np.ndarray) -> np.ndarray:
         return np.matmul(mask.astype(dtype), powers).astype(np.uint64)
