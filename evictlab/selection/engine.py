@@ -87,6 +87,9 @@ OUTPUTS = (
 #: fit it. Half a million keeps a chunk's arrays near the caches and is faster than larger.
 CHUNK_ELEMENTS = 1 << 19
 
+# The integer outputs, int64 in a result (the kernel computes them in int32).
+_INT64_OUTPUTS = ("support_rank", "reserved_correction_slots")
+
 # Decay tables kept per half-life; a slider sweeping many values must not grow them forever.
 _MAX_CACHED_HALF_LIVES = 256
 
@@ -285,7 +288,10 @@ class PreparedCases:
         capacities = check_capacities(capacities)
         if policy in SETTING_FREE_POLICIES:
             part = self._select_chunk(self._confidence_scores()[None], capacities, None, details)
-            arrays = {name: np.repeat(array, len(settings), axis=0) for name, array in part.items()}
+            arrays = {
+                name: np.repeat(array.astype(_result_type(name, array)), len(settings), axis=0)
+                for name, array in part.items()
+            }
             return BatchResult(self, policy, settings, capacities, **arrays)
         # Settings sharing a half-life pair are scored together; outputs return to input order.
         order = _by_half_lives(settings)
@@ -301,7 +307,7 @@ class PreparedCases:
         arrays = {}
         for name in parts[0]:
             chunks = [part[name] for part in parts]
-            arrays[name] = np.empty((len(settings), *chunks[0].shape[1:]), dtype=chunks[0].dtype)
+            arrays[name] = np.empty((len(settings), *chunks[0].shape[1:]), dtype=_result_type(name, chunks[0]))
             if len(chunks) == 1 and name in OUTPUTS:
                 # An (S, C, K) view of a (K, S, C) array: reordered capacity by capacity,
                 # far faster than through the view's rows of K elements.
@@ -325,6 +331,7 @@ class PreparedCases:
             support_positions=self.support_positions,
             capacities=capacities,
             slots=slots,
+            scratch=not details,  # without details the scores are not kept: the kernel may sort them
         )
         if details:
             ranking, kept = kept_in_rank_order(
@@ -336,6 +343,11 @@ class PreparedCases:
             )
             out.update(kept=kept, ranking=ranking, scores=values)
         return out
+
+
+def _result_type(name: str, array: np.ndarray) -> np.dtype:
+    """The type of an output in a result: the kernel's int32 counts as int64."""
+    return np.dtype(np.int64) if name in _INT64_OUTPUTS else array.dtype
 
 
 def _by_half_lives(settings: SettingColumns) -> np.ndarray:
