@@ -136,6 +136,10 @@ class _Lookups:
         """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``."""
         return self.subset(index, shape).correction_at(reserved - 1)
 
+    def margin_keys(self, caps: np.ndarray, retained: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+        """Key of the open fact each margin is measured against (see decide)."""
+        return self.open_at(np.maximum(caps - reserved - 1 + retained, 0), reserved)
+
     def correction_at(self, rank: np.ndarray) -> np.ndarray:
         """Key (flag removed) of the ``rank``-th best correction (0-based; the caller keeps it in range)."""
         return self.flat[self.last - rank] - _CORRECTION_BIT
@@ -201,15 +205,18 @@ class _DenseRows:
 
     def __init__(self, values: np.ndarray, correction: np.ndarray, *, in_place: bool) -> None:
         self.values, self.correction, self.in_place = values, correction, in_place
-        n_settings, n_cases, width = values.shape
-        self.last = np.arange(width - 1, n_settings * n_cases * width, width).reshape(n_settings, n_cases)
 
-    def open_at(self, rank: np.ndarray, reserved: np.ndarray) -> np.ndarray:
-        """Key of the ``rank``-th best open fact (0-based), for a pool over the cap.
+    def margin_keys(self, caps: np.ndarray, retained: np.ndarray, reserved: np.ndarray) -> np.ndarray:
+        """Key of the open fact each margin is measured against, where it is used: the best
+        evicted one for a kept support (rank ``fill = capacity - reserved``), else the lowest
+        kept one (rank ``fill - 1``; see decide).
 
         Sorts the rows first, the scores themselves when ``in_place`` (their memory serves,
-        instead of a fresh array's page faults): ask :meth:`reserved_at` before.
+        instead of a fresh array's page faults): ask :meth:`reserved_at` before. The
+        ``(rank + reserved)``-th best of all facts is then the ``(capacity - 1 + retained)``-th,
+        whichever the reservation: one of two columns of the sorted rows per capacity.
         """
+        n_settings, n_cases, width = self.values.shape
         keys = self.values.view(np.int64)
         others = np.where(self.correction, _NONE, keys)
         others.sort(axis=-1)
@@ -217,8 +224,19 @@ class _DenseRows:
             keys.sort(axis=-1)
         else:
             keys = np.sort(keys, axis=-1)
-        best = np.take(keys, self.last - (rank + reserved), mode="clip")
-        return np.maximum(best, np.take(others, self.last - rank, mode="clip"), out=best)
+        best = np.empty(retained.shape, dtype=np.int64)
+        for k, capacity in enumerate(caps.reshape(-1).tolist()):
+            # Columns of the capacity-th and the (capacity - 1)-th best, clipped into the row
+            # (where they fall outside, no pool is over that capacity).
+            evicted, kept = (min(max(width - capacity - shift, 0), width - 1) for shift in (1, 0))
+            np.copyto(best[k], keys[..., evicted])
+            np.copyto(best[k], keys[..., kept], where=~retained[k])
+        # The rank-th best other fact: rank = capacity - 1 + retained - reserved before the row's last.
+        first = (np.arange(n_settings * n_cases, dtype=np.int64) * width).reshape(n_settings, n_cases)
+        index = (first + width) - caps
+        index -= retained
+        index += reserved
+        return np.maximum(best, np.take(others, index, mode="clip"), out=best)
 
     def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
         """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``.
@@ -300,7 +318,7 @@ def decide(
         takes_reserved = np.flatnonzero(~retained & support_is_correction & (reserved >= 1))
         if len(takes_reserved):
             lowest_reserved = lookups.reserved_at(takes_reserved, reserved.shape, reserved.reshape(-1)[takes_reserved])
-    other = lookups.open_at(np.maximum(fill - 1 + retained, 0), reserved)
+    other = lookups.margin_keys(caps, retained, reserved)
     del lookups  # the sorted keys, whose memory now serves the arrays below
     if takes_reserved is not None and lowest_reserved is not None:
         flat_other = other.reshape(-1)  # a view: open_at returns a contiguous array
@@ -381,12 +399,14 @@ def _dense_counts(
     dtype = np.float32 if width <= 24 else np.float64
     powers = (np.int64(1) << np.arange(width, dtype=np.int64)).astype(dtype)
 
-    def bits(mask: np.ndarray) -> np.ndarray:
-        return np.matmul(mask.astype(dtype), powers).astype(np.uint64)
+    compared = np.empty(values.shape, dtype=dtype)  # one buffer for both comparisons' 0/1
 
-    above = bits(values > support_value[..., None])
-    same = bits(values == support_value[..., None])
-    corrections = bits(correction)  # (C,)
+    def bits(compare: np.ufunc) -> np.ndarray:
+        compare(values, support_value[..., None], out=compared, casting="unsafe")
+        return np.matmul(compared, powers).astype(np.uint64)
+
+    above, same = bits(np.greater), bits(np.equal)
+    corrections = np.matmul(correction.astype(dtype), powers).astype(np.uint64)  # (C,)
     before = (np.uint64(1) << support_positions.astype(np.uint64)) - np.uint64(1)
 
     def count(mask: np.ndarray) -> np.ndarray:
