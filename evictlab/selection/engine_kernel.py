@@ -509,7 +509,7 @@ def _expected(
         # The exact sum once per distinct set of counts.
         columns = (capacity, reserved, better_reserved, better_other, tied_reserved, size - tied_reserved)
         counts = np.stack([*columns, reserved_member[c]], axis=1)[closed_form].astype(np.int64)
-        distinct, which = np.unique(counts, axis=0, return_inverse=True)
+        distinct, which = _distinct_rows(counts)
         probabilities = np.array(
             [
                 float(_keep_probability(**dict(zip(_COUNT_NAMES, row[:6])), reserved_member=bool(row[6])))
@@ -517,8 +517,26 @@ def _expected(
             ]
         )
         where = k[closed_form], s[closed_form], c[closed_form]
-        expected[where] = probabilities[which.reshape(-1)]
+        expected[where] = probabilities[which]
     return expected
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a non-negative integer matrix and each row's index among them
+    (as ``np.unique(rows, axis=0, return_inverse=True)``).
+
+    Rows whose digits fit one int64 in a mixed radix are deduplicated by that number: a
+    sort of integers, several times faster than numpy's comparison of whole rows.
+    """
+    radix = int(rows.max(initial=0)) + 1
+    if radix ** rows.shape[1] >= 1 << 63:
+        distinct, which = np.unique(rows, axis=0, return_inverse=True)
+        return distinct, which.reshape(-1)
+    number = np.zeros(len(rows), dtype=np.int64)
+    for column in rows.T:
+        number = number * radix + column
+    _, first, which = np.unique(number, return_index=True, return_inverse=True)
+    return rows[first], which.reshape(-1)
 
 
 def kept_in_rank_order(
