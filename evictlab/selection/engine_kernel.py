@@ -182,72 +182,66 @@ class _Lookups:
 class _DenseRows:
     """The look-ups of :class:`_Lookups` for pools of at most DENSE_WIDTH facts, without searches.
 
-    Two sorts of each (setting, case)'s keys: all of them, and the other facts alone (the
-    corrections' keys replaced by ``_NONE``), ascending, so the ``t``-th best of either is
-    ``t`` before its row's last key. The open facts are all facts but the ``reserved`` best
-    corrections, and their ``rank``-th best (0-based) is the better of two facts: the
-    ``(rank + reserved)``-th best of all facts, and the ``rank``-th best other fact. If every
-    reserved correction ranks above the former, the former is the one sought (exactly
-    ``reserved`` facts above it are not open) and the latter, an open fact at least ``rank``
-    open facts down, is no better. Otherwise the first ``rank + reserved + 1`` facts hold
-    fewer than ``reserved`` corrections, so the latter is among them and no worse than the
-    former; and down to the last reserved correction the open facts are the other facts, so
-    the latter is the one sought. Only scores are compared, so how ties are ordered does not
-    matter. At these widths one more sort of short rows costs less than searching two sorted
-    lists, whose every step is a gather over all queries.
+    One sort per (setting, case) of keys that carry the correction flag in their lowest bit
+    (the score's bits doubled: scores below 2.0 keep them below 2**63), so each row lists all
+    its facts best last, and a bit mask per row marks where its corrections stand (bit ``q``:
+    ``q`` places below the best). The reserved corrections are the first ``reserved`` marked
+    places; the open fact of a given rank is found by walking down past them, one step per
+    reserved slot (a few: the reservation is small), and read with one gather. Ties between
+    a correction and another fact sort the correction first, a valid ranking; only scores
+    are read, so which of tied facts is reserved does not matter.
 
-    Rows carry no sentinel: an index is clipped to the whole array rather than its row, so a
-    query past its row's facts reads a key of another row. That happens only where the
-    answer is not used: for a pool over the cap, ``rank + reserved`` is at most the capacity,
-    below the pool's size, and a ``rank`` past its other facts lands on a correction's
-    ``_NONE`` or on padding (``-inf``, negative), which loses the comparison.
+    A query past its row reads a key of another row (indices are clipped to the whole
+    array only): that happens only where the answer is not used (see decide).
     """
 
     def __init__(self, values: np.ndarray, correction: np.ndarray, *, in_place: bool) -> None:
-        self.values, self.correction, self.in_place = values, correction, in_place
+        n_settings, n_cases, width = values.shape
+        keys = values.view(np.int64) if in_place else values.view(np.int64).copy()
+        np.left_shift(keys, 1, out=keys)  # padding's -inf stays negative, below every fact
+        np.bitwise_or(keys, correction, out=keys)
+        keys.sort(axis=-1)
+        self.keys = keys.reshape(-1)
+        self.last = np.arange(width - 1, n_settings * n_cases * width, width).reshape(n_settings, n_cases)
+        # Bit q for the place q below the best: the last column weighs 1.
+        powers = _powers(width)[::-1]
+        flags = np.empty(keys.shape, dtype=powers.dtype)
+        np.bitwise_and(keys, 1, out=flags, casting="unsafe")
+        self.places = np.matmul(flags, powers).astype(np.uint64)
+
+    def _key(self, index: np.ndarray) -> np.ndarray:
+        return np.take(self.keys, index, mode="clip") >> 1  # the flag dropped
 
     def margin_keys(self, caps: np.ndarray, retained: np.ndarray, reserved: np.ndarray) -> np.ndarray:
         """Key of the open fact each margin is measured against, where it is used: the best
-        evicted one for a kept support (rank ``fill = capacity - reserved``), else the lowest
-        kept one (rank ``fill - 1``; see decide).
-
-        Sorts the rows first, the scores themselves when ``in_place`` (their memory serves,
-        instead of a fresh array's page faults): ask :meth:`reserved_at` before. The
-        ``(rank + reserved)``-th best of all facts is then the ``(capacity - 1 + retained)``-th,
-        whichever the reservation: one of two columns of the sorted rows per capacity.
-        """
-        n_settings, n_cases, width = self.values.shape
-        keys = self.values.view(np.int64)
-        others = np.where(self.correction, _NONE, keys)
-        others.sort(axis=-1)
-        if self.in_place:
-            keys.sort(axis=-1)
-        else:
-            keys = np.sort(keys, axis=-1)
-        best = np.empty(retained.shape, dtype=np.int64)
-        for k, capacity in enumerate(caps.reshape(-1).tolist()):
-            # Columns of the capacity-th and the (capacity - 1)-th best, clipped into the row
-            # (where they fall outside, no pool is over that capacity).
-            evicted, kept = (min(max(width - capacity - shift, 0), width - 1) for shift in (1, 0))
-            np.copyto(best[k], keys[..., evicted])
-            np.copyto(best[k], keys[..., kept], where=~retained[k])
-        # The rank-th best other fact: rank = capacity - 1 + retained - reserved before the row's last.
-        first = (np.arange(n_settings * n_cases, dtype=np.int64) * width).reshape(n_settings, n_cases)
-        index = (first + width) - caps
-        index -= retained
-        index += reserved
-        return np.maximum(best, np.take(others, index, mode="clip"), out=best)
+        evicted one for a kept support (open rank ``fill = capacity - reserved``), else the
+        lowest kept one (open rank ``fill - 1``; see decide)."""
+        place = caps - 1 + retained - reserved  # the open rank; then one step per reserved place at or above
+        left = self.places.copy()
+        for slot in range(1, int(reserved.max(initial=0)) + 1):
+            lowest = left & (~left + np.uint64(1))
+            left ^= lowest
+            # The slot-th reserved correction's place (64 where the row has no more of them).
+            reserved_place = np.bitwise_count(lowest - np.uint64(1)).astype(place.dtype)
+            place += (reserved >= slot) & (reserved_place <= place)
+        return self._key(self.last - place)
 
     def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
-        """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``.
+        """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``."""
+        row = index % (shape[1] * shape[2])
+        left = self.places.reshape(-1)[row]
+        for _ in range(int(reserved.max()) - 1):
+            # Drop the lowest place where more remain to skip.
+            left = np.where(reserved > 1, left & (left - np.uint64(1)), left)
+            reserved = reserved - 1
+        place = np.bitwise_count((left & (~left + np.uint64(1))) - np.uint64(1)).astype(np.int64)
+        return self._key(self.last.reshape(-1)[row] - place)
 
-        Few queries ask (an evicted correction with slots reserved), so their pools are
-        sorted again with only the corrections' scores.
-        """
-        settings, cases = np.divmod(index % (shape[1] * shape[2]), shape[2])
-        mine = np.where(self.correction[cases], self.values[settings, cases], -np.inf).view(np.int64)
-        mine.sort(axis=-1)
-        return mine[np.arange(len(index)), mine.shape[-1] - reserved]
+
+def _powers(width: int) -> np.ndarray:
+    """2**p for each position p < width, exact in the type returned (float32 up to 2**24, else float64)."""
+    dtype = np.float32 if width <= 24 else np.float64
+    return (np.int64(1) << np.arange(width, dtype=np.int64)).astype(dtype)
 
 
 def decide(
@@ -406,7 +400,7 @@ def _dense_counts(
         return np.matmul(compared, powers).astype(np.uint64)
 
     above, same = bits(np.greater), bits(np.equal)
-    corrections = np.matmul(correction.astype(dtype), powers).astype(np.uint64)  # (C,)
+    corrections = np.matmul(correction.astype(powers.dtype), powers).astype(np.uint64)  # (C,)
     before = (np.uint64(1) << support_positions.astype(np.uint64)) - np.uint64(1)
 
     def count(mask: np.ndarray) -> np.ndarray:
