@@ -30,7 +30,7 @@ def test_ties_before_the_support_counted_alike_for_few_and_many_tied_rows(width,
 
 
 @st.composite
-def score_chunks(draw, max_width=engine_kernel.MAX_DENSE_WIDTH):
+def score_chunks(draw, max_width=engine_kernel.DENSE_WIDTH):
     """Keyword arguments of ``decide``: scores (S, C, P) on a coarse grid (ties everywhere),
     pools of different sizes (padding ``-inf``), corrections, capacities from 0 to past the
     widest pool, and reserved-slot budgets (or none)."""
