@@ -201,11 +201,18 @@ class _DenseRows:
         keys.sort(axis=-1)
         self.keys = keys.reshape(-1)
         self.last = np.arange(width - 1, n_settings * n_cases * width, width).reshape(n_settings, n_cases)
-        # Bit q for the place q below the best: the last column weighs 1.
-        powers = _powers(width)[::-1]
-        flags = np.empty(keys.shape, dtype=powers.dtype)
-        np.bitwise_and(keys, 1, out=flags, casting="unsafe")
-        self.places = np.matmul(flags, powers).astype(np.uint64)
+
+    @functools.cached_property
+    def places(self) -> np.ndarray:
+        """The corrections' places per row, shape (S, C): bit q for q places below the best.
+
+        Computed only when a slot is reserved somewhere in the chunk.
+        """
+        rows = self.keys.reshape(*self.last.shape, -1)
+        powers = _powers(rows.shape[-1])[::-1]  # the last column (the best) weighs 1
+        flags = np.empty(rows.shape, dtype=powers.dtype)
+        np.bitwise_and(rows, 1, out=flags, casting="unsafe")
+        return np.matmul(flags, powers).astype(np.uint64)
 
     def _key(self, index: np.ndarray) -> np.ndarray:
         return np.take(self.keys, index, mode="clip") >> 1  # the flag dropped
@@ -215,13 +222,15 @@ class _DenseRows:
         evicted one for a kept support (open rank ``fill = capacity - reserved``), else the
         lowest kept one (open rank ``fill - 1``; see decide)."""
         place = caps - 1 + retained - reserved  # the open rank; then one step per reserved place at or above
-        left = self.places.copy()
-        for slot in range(1, int(reserved.max(initial=0)) + 1):
-            lowest = left & (~left + np.uint64(1))
-            left ^= lowest
-            # The slot-th reserved correction's place (64 where the row has no more of them).
-            reserved_place = np.bitwise_count(lowest - np.uint64(1)).astype(place.dtype)
-            place += (reserved >= slot) & (reserved_place <= place)
+        slots = int(reserved.max(initial=0))
+        if slots:
+            left = self.places.copy()
+            for slot in range(1, slots + 1):
+                lowest = left & (~left + np.uint64(1))
+                left ^= lowest
+                # The slot-th reserved correction's place (64 where the row has no more of them).
+                reserved_place = np.bitwise_count(lowest - np.uint64(1)).astype(place.dtype)
+                place += (reserved >= slot) & (reserved_place <= place)
         return self._key(self.last - place)
 
     def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
@@ -302,28 +311,23 @@ def decide(
 
     # The fact the margin is measured against, as a key: the best evicted fact for a kept
     # support, else its displacer (see the module docstring of evictlab.selection.engine).
+    other = lookups.margin_keys(caps, retained, reserved)
     exists = over & (retained | (fill >= 1))
-    lowest_reserved = takes_reserved = None
     if slots is not None:
         # An evicted correction could have taken a reserved slot: its displacer is the
         # lowest-ranked kept fact of all, the lower of the last filled and the last reserved.
-        takes_reserved = np.flatnonzero(~retained & support_is_correction & (reserved >= 1))
-        if len(takes_reserved):
-            lowest_reserved = lookups.reserved_at(takes_reserved, reserved.shape, reserved.reshape(-1)[takes_reserved])
-    other = lookups.margin_keys(caps, retained, reserved)
+        index = np.flatnonzero(~retained & support_is_correction & (reserved >= 1))
+        if len(index):
+            lowest_reserved = lookups.reserved_at(index, reserved.shape, reserved.reshape(-1)[index])
+            flat_other = other.reshape(-1)  # a view: margin_keys returns a contiguous array
+            filled = fill.reshape(-1)[index] >= 1
+            flat_other[index] = np.where(filled, np.minimum(flat_other[index], lowest_reserved), lowest_reserved)
+            exists[np.unravel_index(index, exists.shape)] = True  # numpy may lay exists out in any order
     del lookups  # the sorted keys, whose memory now serves the arrays below
-    if takes_reserved is not None and lowest_reserved is not None:
-        flat_other = other.reshape(-1)  # a view: open_at returns a contiguous array
-        filled = fill.reshape(-1)[takes_reserved] >= 1
-        flat_other[takes_reserved] = np.where(
-            filled, np.minimum(flat_other[takes_reserved], lowest_reserved), lowest_reserved
-        )
-        exists[np.unravel_index(takes_reserved, exists.shape)] = True  # numpy may lay exists out in any order
     other_value = other.view(np.float64)
     margin = np.full(other.shape, np.nan)
     np.subtract(support_value, other_value, out=margin, where=exists)
-    # Scores are >= 0, so max(|support|, |other|) is the larger score; NaN compares false.
-    near = (margin != 0) & (np.abs(margin) <= NEAR_TIE_RELATIVE * np.maximum(support_value, other_value))
+    near = _near_ties(margin, support_value, other_value)
     expected = _expected(
         caps,
         reserved,
@@ -345,6 +349,22 @@ def decide(
         "support_near_tie": near,
     }
     return {name: array.transpose(1, 2, 0) for name, array in by_decision.items()}
+
+
+def _near_ties(margin: np.ndarray, support_value: np.ndarray, other_value: np.ndarray) -> np.ndarray:
+    """Margins that are not zero and at most NEAR_TIE_RELATIVE of the larger of the two scores.
+
+    Scores are >= 0, so max(|support|, |other|) is the larger score, and below 2.0, so only a
+    margin of at most twice the tolerance can qualify: the exact test runs on those alone.
+    NaN compares false.
+    """
+    near = np.abs(margin) <= 2.0 * NEAR_TIE_RELATIVE
+    index = np.flatnonzero(near)
+    if len(index):
+        k, s, c = np.unravel_index(index, margin.shape)
+        small, larger = margin[k, s, c], np.maximum(support_value[s, c], other_value[k, s, c])
+        near[k, s, c] = (small != 0) & (np.abs(small) <= NEAR_TIE_RELATIVE * larger)
+    return near
 
 
 def _searched_counts(
