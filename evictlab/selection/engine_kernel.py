@@ -358,12 +358,12 @@ def _near_ties(margin: np.ndarray, support_value: np.ndarray, other_value: np.nd
     margin of at most twice the tolerance can qualify: the exact test runs on those alone.
     NaN compares false.
     """
-    near = np.abs(margin) <= 2.0 * NEAR_TIE_RELATIVE
+    near = (np.abs(margin) <= 2.0 * NEAR_TIE_RELATIVE) & (margin != 0)
     index = np.flatnonzero(near)
     if len(index):
         k, s, c = np.unravel_index(index, margin.shape)
-        small, larger = margin[k, s, c], np.maximum(support_value[s, c], other_value[k, s, c])
-        near[k, s, c] = (small != 0) & (np.abs(small) <= NEAR_TIE_RELATIVE * larger)
+        larger = np.maximum(support_value[s, c], other_value[k, s, c])
+        near[k, s, c] = np.abs(margin[k, s, c]) <= NEAR_TIE_RELATIVE * larger
     return near
 
 
