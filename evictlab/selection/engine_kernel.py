@@ -215,7 +215,9 @@ class _DenseRows:
         return np.matmul(flags, powers).astype(np.uint64)
 
     def _key(self, index: np.ndarray) -> np.ndarray:
-        return np.take(self.keys, index, mode="clip") >> 1  # the flag dropped
+        key = np.take(self.keys, index, mode="clip")
+        key >>= 1  # the flag dropped
+        return key
 
     def margin_keys(self, caps: np.ndarray, retained: np.ndarray, reserved: np.ndarray) -> np.ndarray:
         """Key of the open fact each margin is measured against, where it is used: the best
