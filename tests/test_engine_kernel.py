@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evictlab.selection import engine_kernel
+from evictlab.errors import ContractError
+from evictlab.selection import engine_dense, engine_kernel
 
 
 @pytest.mark.parametrize("width", [1, 7, 300])
@@ -30,7 +31,7 @@ def test_ties_before_the_support_counted_alike_for_few_and_many_tied_rows(width,
 
 
 @st.composite
-def score_chunks(draw, max_width=engine_kernel.DENSE_WIDTH):
+def score_chunks(draw, max_width=engine_dense.DENSE_WIDTH):
     """Keyword arguments of ``decide``: scores (S, C, P) on a coarse grid (ties everywhere),
     pools of different sizes (padding ``-inf``), corrections, capacities from 0 to past the
     widest pool, and reserved-slot budgets (or none)."""
@@ -66,3 +67,17 @@ def test_the_dense_path_decides_as_the_searched_path(chunk):
     searched = engine_kernel.decide(**chunk, dense=False)
     for name, array in searched.items():
         np.testing.assert_array_equal(dense[name], array, err_msg=name)
+
+
+def test_the_dense_path_refuses_pools_wider_than_its_bit_masks():
+    chunk = {
+        "values": np.zeros((1, 1, engine_dense.DENSE_WIDTH + 1)),
+        "correction": np.zeros((1, engine_dense.DENSE_WIDTH + 1), dtype=bool),
+        "sizes": np.array([engine_dense.DENSE_WIDTH + 1]),
+        "support_positions": np.array([0]),
+        "capacities": [1],
+        "slots": None,
+    }
+    with pytest.raises(ContractError, match="dense path"):
+        engine_kernel.decide(**chunk, dense=True)
+    assert engine_kernel.decide(**chunk)["support_rank"][0, 0, 0] == 1  # the searched path decides it

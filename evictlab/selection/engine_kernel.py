@@ -16,19 +16,29 @@ so every output follows from a few counts per (setting, case) and the scores at 
   (a reserved slot), or when fewer than ``m`` open facts outrank it.
 * A margin needs the score of the ``j``-th best open fact (``j = m`` for the best evicted
   one, ``m - 1`` for the lowest kept one). The open facts are the other facts plus the
-  corrections after the ``R`` best, so that score is the ``(j+1)``-th largest of two sorted
-  lists, found by a binary search. Which of several tied corrections is reserved does not
+  corrections after the ``R`` best. Which of several tied corrections is reserved does not
   change these scores.
 
-One sort per (setting, case) provides both lists: scores are non-negative doubles, whose bit
-patterns read as int64 order exactly as the scores do (``+0.0`` is the smallest; the engine
-never produces ``-0.0``), and bit 62 added to the corrections' keys sorts them above every
-other fact (a score's bits stay below 2**62 while it is below 2.0). Ascending, each row is
-then: padding (``-inf`` reads as a negative int64), the other facts, the corrections. Counts
-against the support's score are binary searches in that row, and the ties before the support
-a pass over the rows that have ties. The scores are compared exactly as the selector compares
-them: nothing here rounds, and counts summed as floats are exact integers (float32 below
-2**24 facts, float64 above).
+Scores are non-negative doubles below 2.0 (weights on the simplex, components in [0, 1]),
+whose bit patterns read as int64 order exactly as the scores do (``+0.0`` is the smallest; the
+engine never produces ``-0.0``; padding's ``-inf`` reads as a negative int64). Each
+(setting, case) is sorted once, in one of two ways:
+
+* Pools of more than DENSE_WIDTH facts (the searched path): bit 62 added to the corrections'
+  keys sorts them above every other fact (a score's bits stay below 2**62), so a row reads,
+  ascending: padding, the other facts, the corrections. Counts against the support's score
+  are binary searches in that row, the ties before the support a pass over the rows that
+  have ties, and a margin's score the ``(j+1)``-th largest of the two sorted lists, found by
+  a binary search.
+* Pools of at most DENSE_WIDTH facts (the dense path, where a search's every step, a gather
+  over all rows, costs more than the arithmetic it saves): the support's counts come from
+  bit masks of the facts above it and tied with it (one comparison and one matrix product
+  each, then popcounts), and the keys, doubled and flagged in their lowest bit when they are
+  corrections, are sorted as one list, where a margin's fact is found by walking past the
+  reserved corrections' places (:mod:`evictlab.selection.engine_dense`).
+
+The scores are compared exactly as the selector compares them: nothing here rounds, and
+counts summed as floats are exact integers (float32 below 2**24, float64 below 2**53).
 """
 
 from __future__ import annotations
@@ -41,15 +51,11 @@ import numpy as np
 
 from ..errors import ContractError
 from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
+from .engine_dense import DENSE_WIDTH, DenseRows, dense_counts
 
 #: The largest pool the kernel decides: a bound on one case's memory, far beyond DeerMem's cap
 #: of 500 facts (a chunk holds at least one setting's scores and keys for every case).
 MAX_WIDTH = (1 << 26) - 1
-
-#: The widest pools decided by the dense path (the support's counts and the corrections'
-#: places as bit masks, one bit per fact from a float64 product, exact up to 2**53; one sort
-#: and no search). Measured faster than the searches at every width up to it.
-DENSE_WIDTH = 53
 
 #: Added to a correction's key so that corrections sort above every other fact.
 _CORRECTION_BIT = np.int64(1 << 62)
@@ -177,82 +183,6 @@ class _Lookups:
         return found
 
 
-class _DenseRows:
-    """The look-ups of :class:`_Lookups` for pools of at most DENSE_WIDTH facts, without searches.
-
-    One sort per (setting, case) of keys that carry the correction flag in their lowest bit
-    (the score's bits doubled: scores below 2.0 keep them below 2**63), so each row lists all
-    its facts best last, and a bit mask per row marks where its corrections stand (bit ``q``:
-    ``q`` places below the best). The reserved corrections are the first ``reserved`` marked
-    places; the open fact of a given rank is found by walking down past them, one step per
-    reserved slot (a few: the reservation is small), and read with one gather. Ties between
-    a correction and another fact sort the correction first, a valid ranking; only scores
-    are read, so which of tied facts is reserved does not matter.
-
-    A query past its row reads a key of another row (indices are clipped to the whole
-    array only): that happens only where the answer is not used (see decide).
-    """
-
-    def __init__(self, values: np.ndarray, correction: np.ndarray, *, in_place: bool) -> None:
-        n_settings, n_cases, width = values.shape
-        keys = values.view(np.int64) if in_place else values.view(np.int64).copy()
-        np.left_shift(keys, 1, out=keys)  # padding's -inf stays negative, below every fact
-        np.bitwise_or(keys, correction, out=keys)
-        keys.sort(axis=-1)
-        self.keys = keys.reshape(-1)
-        self.last = np.arange(width - 1, n_settings * n_cases * width, width).reshape(n_settings, n_cases)
-
-    @functools.cached_property
-    def places(self) -> np.ndarray:
-        """The corrections' places per row, shape (S, C): bit q for q places below the best.
-
-        Computed only when a slot is reserved somewhere in the chunk.
-        """
-        rows = self.keys.reshape(*self.last.shape, -1)
-        powers = _powers(rows.shape[-1])[::-1]  # the last column (the best) weighs 1
-        flags = np.empty(rows.shape, dtype=powers.dtype)
-        np.bitwise_and(rows, 1, out=flags, casting="unsafe")
-        return np.matmul(flags, powers).astype(np.uint64)
-
-    def _key(self, index: np.ndarray) -> np.ndarray:
-        key = np.take(self.keys, index, mode="clip")
-        key >>= 1  # the flag dropped
-        return key
-
-    def margin_keys(self, caps: np.ndarray, retained: np.ndarray, reserved: np.ndarray) -> np.ndarray:
-        """Key of the open fact each margin is measured against, where it is used: the best
-        evicted one for a kept support (open rank ``fill = capacity - reserved``), else the
-        lowest kept one (open rank ``fill - 1``; see decide)."""
-        place = caps - 1 + retained - reserved  # the open rank; then one step per reserved place at or above
-        slots = int(reserved.max(initial=0))
-        if slots:
-            left = self.places.copy()
-            for slot in range(1, slots + 1):
-                lowest = left & (~left + np.uint64(1))
-                left ^= lowest
-                # The slot-th reserved correction's place (64 where the row has no more of them).
-                reserved_place = np.bitwise_count(lowest - np.uint64(1)).astype(place.dtype)
-                place += (reserved >= slot) & (reserved_place <= place)
-        return self._key(self.last - place)
-
-    def reserved_at(self, index: np.ndarray, shape: tuple[int, int, int], reserved: np.ndarray) -> np.ndarray:
-        """Key of the last of the ``reserved`` (>= 1) best corrections, for the queries at flat ``index``."""
-        row = index % (shape[1] * shape[2])
-        left = self.places.reshape(-1)[row]
-        for _ in range(int(reserved.max()) - 1):
-            # Drop the lowest place where more remain to skip.
-            left = np.where(reserved > 1, left & (left - np.uint64(1)), left)
-            reserved = reserved - 1
-        place = np.bitwise_count((left & (~left + np.uint64(1))) - np.uint64(1)).astype(np.int64)
-        return self._key(self.last.reshape(-1)[row] - place)
-
-
-def _powers(width: int) -> np.ndarray:
-    """2**p for each position p < width, exact in the type returned (float32 up to 2**24, else float64)."""
-    dtype = np.float32 if width <= 24 else np.float64
-    return (np.int64(1) << np.arange(width, dtype=np.int64)).astype(dtype)
-
-
 def decide(
     values: np.ndarray,
     *,
@@ -288,10 +218,10 @@ def decide(
     corrections = correction.sum(axis=1, dtype=np.int32)
     support_value = values[:, cases, support_positions]  # (S, C)
 
-    lookups: _Lookups | _DenseRows
+    lookups: _Lookups | DenseRows
     if dense:
-        counts = _dense_counts(values, support_value, correction, support_positions)
-        lookups = _DenseRows(values, correction, in_place=scratch)
+        counts = dense_counts(values, support_value, correction, support_positions)
+        lookups = DenseRows(values, correction, in_place=scratch)
     else:
         lookups, counts = _searched_counts(values, support_value, correction, support_positions, corrections)
     others_above, corrections_above, tied, tied_corrections, tied_before, corrections_before = counts
@@ -376,7 +306,7 @@ def _searched_counts(
     support_positions: np.ndarray,
     corrections: np.ndarray,
 ) -> tuple[_Lookups, tuple[np.ndarray, ...]]:
-    """The sorted rows' look-ups, and the support's counts (as _dense_counts) by binary searches in them."""
+    """The sorted rows' look-ups, and the support's counts (as engine_dense.dense_counts) by binary searches in them."""
     rows = _SortedRows(values, correction, corrections)
     # Facts scoring above / the same as the support, split into corrections and the others
     # (a correction's key exceeds every unflagged key); the ties before the support in input
@@ -389,53 +319,6 @@ def _searched_counts(
     tied_before, corrections_before = _ties_before(values, support_value, tied > 1, correction, support_positions)
     counts = (above - corrections, corrections_above, tied, tied_corrections, tied_before, corrections_before)
     return rows.lookups(), tuple(count.astype(np.int32) for count in counts)
-
-
-def _dense_counts(
-    values: np.ndarray,
-    support_value: np.ndarray,
-    correction: np.ndarray,
-    support_positions: np.ndarray,
-) -> tuple[np.ndarray, ...]:
-    """The support's counts per (setting, case), shape (S, C), for pools of at most DENSE_WIDTH facts:
-    the other facts and the corrections above it, the facts tied with it (itself included) and
-    the corrections among them, the tied facts before it in input order and the corrections
-    among those.
-
-    Each (setting, case)'s facts above the support and those tied with it become two bit
-    masks (bit ``p`` for the fact at position ``p``), each from one comparison and one
-    matrix product with the powers of two (exact: the sums stay below 2**24 in float32, 2**53
-    in float64); every count is then a popcount of a mask, or of a mask and the case's
-    correction or earlier-than-the-support mask, over (S, C) integers. At these widths that
-    is cheaper than binary searches, whose every step is a gather over all rows.
-    """
-    width = values.shape[-1]
-    dtype = np.float32 if width <= 24 else np.float64
-    powers = (np.int64(1) << np.arange(width, dtype=np.int64)).astype(dtype)
-
-    compared = np.empty(values.shape, dtype=dtype)  # one buffer for both comparisons' 0/1
-
-    def bits(compare: np.ufunc) -> np.ndarray:
-        compare(values, support_value[..., None], out=compared, casting="unsafe")
-        return np.matmul(compared, powers).astype(np.uint64)
-
-    above, same = bits(np.greater), bits(np.equal)
-    corrections = np.matmul(correction.astype(powers.dtype), powers).astype(np.uint64)  # (C,)
-    before = (np.uint64(1) << support_positions.astype(np.uint64)) - np.uint64(1)
-
-    def count(mask: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(mask).astype(np.int32)
-
-    corrections_above = count(above & corrections)
-    same_before = same & before
-    return (
-        count(above) - corrections_above,
-        corrections_above,
-        count(same),
-        count(same & corrections),
-        count(same_before),
-        count(same_before & corrections),
-    )
 
 
 # The share of marked rows from which _ties_before counts over all rows in one product: a
