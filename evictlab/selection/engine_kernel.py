@@ -255,7 +255,6 @@ def decide(
             filled = fill.reshape(-1)[index] >= 1
             flat_other[index] = np.where(filled, np.minimum(flat_other[index], lowest_reserved), lowest_reserved)
             exists[np.unravel_index(index, exists.shape)] = True  # numpy may lay exists out in any order
-    del lookups  # the sorted keys, whose memory now serves the arrays below
     other_value = other.view(np.float64)
     margin = np.full(other.shape, np.nan)
     np.subtract(support_value, other_value, out=margin, where=exists)
