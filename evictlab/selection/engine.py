@@ -26,8 +26,9 @@ The modules behind it: :mod:`evictlab.selection.engine_cases` reads the cases (c
 :mod:`evictlab.selection.engine_settings` holds a batch of settings as columns
 (:class:`~evictlab.selection.engine_settings.SettingColumns`, which also builds a grid without one object
 per setting), and :mod:`evictlab.selection.engine_kernel` decides a chunk of settings from its scores
-without building a ranking. Settings are processed in chunks whose largest intermediate array
-holds at most :data:`CHUNK_ELEMENTS` elements, so memory stays bounded however large the grid.
+without building a ranking (narrow pools through :mod:`evictlab.selection.engine_dense`).
+Settings are processed in chunks whose largest intermediate array holds at most
+:data:`CHUNK_ELEMENTS` elements, so memory stays bounded however large the grid.
 
 Each (setting, case, capacity) yields ``support_retained``, ``support_rank`` (1-based rank of
 the support fact among all facts), ``reserved_correction_slots`` and ``support_margin``, the
