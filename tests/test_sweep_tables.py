@@ -158,7 +158,7 @@ def test_a_row_group_that_fails_to_encode_fails_the_sweep(tmp_path, monkeypatch,
     monkeypatch.setattr(sweep_output, "rows_table", rows_table)
     grid = make_grid(weights_step=0.125, confirmation_half_lives=(90, 7), capacities=(5, 7, 9))
     assert grid.size == 90
-    with pytest.raises(EvictlabError, match=r"chunk 1 \(pr4810-final, hybrid-v1, settings 0-89\): writing its rows"):
+    with pytest.raises(EvictlabError, match=r"chunk 1 \(pr4810-final, hybrid-v1, settings 0-89\): writing its tables"):
         sweep_output.write_sweep(tmp_path / "api", POOLS, grid, progress=False)
     assert read_manifest(tmp_path / "api")["status"] == "error"
 

@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
@@ -95,7 +94,7 @@ ROWS_LAYOUT = 2
 ROW_GROUP_ROWS = 1 << 17
 #: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
 #: about 4.5 MiB; more when one setting's rows, cases x capacities, are more than that).
-ENCODE_QUEUE = 8
+ENCODE_QUEUE = 16
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
@@ -200,7 +199,7 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     row group that fails to encode fails its chunk, with an error naming it."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
-    files: list[tuple[Chunk, Future[bytes], pa.Table]] = []
+    files: list[tuple[Chunk, Future[bytes], Future[bytes], pa.Table]] = []
     with _Encoder() as encoder:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
@@ -210,12 +209,15 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
                 summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
                 rows.add(rows_table, *head, start, capacities, outputs)
             summary = pa.concat_tables(summaries)
-            files.append((chunk, rows.close(), summary))
-    return [ChunkFiles(_encoded(chunk, data), parquet_bytes(summary), summary) for chunk, data, summary in files]
+            files.append((chunk, rows.close(), encoder.submit(parquet_bytes, summary), summary))
+    return [
+        ChunkFiles(_encoded(chunk, data), _encoded(chunk, summary_data), summary)
+        for chunk, data, summary_data, summary in files
+    ]
 
 
 def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
-    """A chunk's rows file once written; an error naming the chunk if a row group failed
+    """A chunk's file once written; an error naming the chunk if a row group failed
     (an :class:`OSError` or an evictlab error as it is)."""
     try:
         return data.result()
@@ -223,7 +225,7 @@ def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
         raise
     except Exception as error:  # e.g. pyarrow's errors, MemoryError: report the chunk, not a traceback
         where = f"{chunk.preset}, {chunk.policy}, settings {chunk.start}-{chunk.stop - 1}"
-        raise EvictlabError(f"chunk {chunk.index} ({where}): writing its rows failed: {error!r}") from error
+        raise EvictlabError(f"chunk {chunk.index} ({where}): writing its tables failed: {error!r}") from error
 
 
 def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
@@ -339,12 +341,14 @@ class SweepTally:
             column = summary.column(name).combine_chunks()
             self.categories.setdefault(name, column.dictionary.to_pylist())
             codes[name] = column.indices.to_numpy()
+        # The chunk's settings are consecutive, each with the same number of rows.
         settings = summary.column("setting").to_numpy()
-        if self.defaults and np.isin(settings, self.defaults).any():
-            chosen = pc.is_in(summary.column("setting"), pa.array(self.defaults, pa.int64()))
-            self.default_rows.append(summary.filter(chosen).to_pandas())
-        count = len(np.unique(settings))
-        per_setting = len(settings) // count
+        per_setting = int(np.searchsorted(settings, settings[0], side="right"))
+        count = len(settings) // per_setting
+        wanted = [index - int(settings[0]) for index in self.defaults if 0 <= index - settings[0] < count]
+        if wanted:
+            rows = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
+            self.default_rows.append(summary.take(pa.array(rows)).to_pandas())
         retained = summary.column("support_retained").to_numpy().reshape(count, per_setting)
         cases = summary.column("cases").to_numpy()[:per_setting]
         scenarios = codes["scenario"][:per_setting]
