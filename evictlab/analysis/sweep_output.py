@@ -345,10 +345,11 @@ class SweepTally:
         settings = summary.column("setting").to_numpy()
         per_setting = int(np.searchsorted(settings, settings[0], side="right"))
         count = len(settings) // per_setting
-        wanted = [index - int(settings[0]) for index in self.defaults if 0 <= index - settings[0] < count]
+        first_setting = int(settings[0])
+        wanted = [index - first_setting for index in self.defaults if 0 <= index - first_setting < count]
         if wanted:
-            rows = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
-            self.default_rows.append(summary.take(pa.array(rows)).to_pandas())
+            picked = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
+            self.default_rows.append(summary.take(pa.array(picked)).to_pandas())
         retained = summary.column("support_retained").to_numpy().reshape(count, per_setting)
         cases = summary.column("cases").to_numpy()[:per_setting]
         scenarios = codes["scenario"][:per_setting]
