@@ -105,15 +105,17 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """``{"head": ..., "dirty": ...}`` of the repository holding evictlab (or ``cwd``)."""
     where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        # One call for both: the head's commit on a "# branch.oid" line, then a line per
+        # changed or untracked file.
         status = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=where, capture_output=True, text=True, check=True
-        ).stdout
+            ["git", "status", "--porcelain=v2", "--branch"], cwd=where, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return {"head": None, "dirty": None}
-    return {"head": head, "dirty": bool(status.strip())}
+    head = next((line.split()[2] for line in status if line.startswith("# branch.oid ")), "(initial)")
+    if head == "(initial)":  # no commit yet
+        return {"head": None, "dirty": None}
+    return {"head": head, "dirty": any(not line.startswith("#") for line in status)}
 
 
 def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, str | None]:

@@ -233,3 +233,23 @@ def test_a_report_folder_holding_only_lock_files_counts_as_empty(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(OutputExistsError, match=r"is not empty and holds no report\.run\.json"):
         report_folder.check_folder(tmp_path)
+
+
+def test_git_state_names_the_head_and_whether_the_tree_is_dirty(tmp_path):
+    def git(*argv):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org", *argv],
+                       check=True, capture_output=True)  # fmt: skip
+
+    assert results.git_state(tmp_path) == {"head": None, "dirty": None}  # not a repository
+    git("init", "-q")
+    assert results.git_state(tmp_path) == {"head": None, "dirty": None}  # no commit yet
+    (tmp_path / "a.txt").write_text("a\n")
+    git("add", "a.txt")
+    git("commit", "-qm", "first")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert results.git_state(tmp_path) == {"head": head.strip(), "dirty": False}
+    (tmp_path / "b.txt").write_text("untracked\n")
+    assert results.git_state(tmp_path)["dirty"] is True
+    (tmp_path / "b.txt").unlink()
+    (tmp_path / "a.txt").write_text("changed\n")
+    assert results.git_state(tmp_path) == {"head": head.strip(), "dirty": True}

@@ -208,3 +208,20 @@ def test_a_summary_of_outputs_broadcast_over_settings_is_that_of_their_copies():
         for outputs in (broadcast, copies)
     ]
     assert tables[0].equals(tables[1]) and tables[0].num_rows == 12 * 5 * 3
+
+
+@pytest.mark.parametrize(
+    "policies", [("confidence", "hybrid-v1"), ("random", "lru"), ("hybrid-v1",)],
+)
+def test_the_printed_default_table_is_pandas_text_of_the_retention_table(policies):
+    from evictlab.cli.sweep import retention_lines, retention_table
+
+    grid = make_grid(weights=[(0.65, 0.25, 0.10)], capacities=(5, 7, 9), policies=policies)
+    summary = run_sweep(TWO_PRESETS, grid, progress=False).summary
+    for preset in TWO_PRESETS:
+        mine = summary[summary["preset"] == preset]
+        lines = retention_lines(mine)
+        assert lines == retention_table(mine).to_string().splitlines()
+        assert lines[-1].startswith("total ") and len(lines) == 1 + mine["scenario"].nunique() + 1
+    if "random" in policies:  # expected counts print with a decimal
+        assert any("." in cell for cell in " ".join(retention_lines(summary[summary["preset"] == preset])).split("/"))

@@ -95,6 +95,8 @@ ROW_GROUP_ROWS = 1 << 17
 #: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
 #: about 4.5 MiB; more when one setting's rows, cases x capacities, are more than that).
 ENCODE_QUEUE = 16
+#: Files waiting to be written at most (each a chunk's rows or summary, as bytes).
+WRITE_QUEUE = 8
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
@@ -200,7 +202,7 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
     files: list[tuple[Chunk, Future[bytes], Future[bytes], pa.Table]] = []
-    with _Encoder() as encoder:
+    with _Background("sweep-encode", ENCODE_QUEUE) as encoder:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
             rows, summaries = _StreamedFile(encoder, chunk.rows), []
@@ -253,35 +255,51 @@ def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
             gathered = []
 
 
-class _Encoder:
-    """The encoding thread: its tasks run one at a time, in the order given, and at most
-    :data:`ENCODE_QUEUE` wait (:meth:`submit` waits for the oldest to end first). A policy whose
-    batches cost nothing to decide (``confidence``'s) so queues its row groups and the next
-    policy is decided while they are encoded."""
+class _Background:
+    """One thread of background work: its tasks run one at a time, in the order given, and at
+    most ``depth`` wait (:meth:`submit` waits for the oldest to end first).
 
-    def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-encode")
+    The encoding thread of :func:`chunk_files` (a policy whose batches cost nothing to decide,
+    ``confidence``'s, so queues its row groups and the next policy is decided while they are
+    encoded; a failed row group is raised by its file's close) and the file writer of
+    :func:`write_sweep_files` (``raising``: a failed write is raised by the next
+    :meth:`submit` or by :meth:`drain`)."""
+
+    def __init__(self, name: str, depth: int, *, raising: bool = False) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.depth = depth
+        self.raising = raising
         self.pending: deque[Future[Any]] = deque()
 
-    def __enter__(self) -> _Encoder:
+    def __enter__(self) -> _Background:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        # After an error (or Ctrl-C) here the queued row groups are of no use: drop them.
+        # After an error (or Ctrl-C) here the queued work is of no use: drop it.
         self.pool.shutdown(wait=True, cancel_futures=kind is not None)
 
     def submit(self, function: Any, *arguments: Any) -> Future[Any]:
-        while len(self.pending) >= ENCODE_QUEUE:
-            self.pending.popleft().exception()  # waits; a failure is raised by its file's close
+        while len(self.pending) >= self.depth:
+            self._wait(self.pending.popleft())
         future = self.pool.submit(function, *arguments)
         self.pending.append(future)
         return future
+
+    def drain(self) -> None:
+        """Wait for every task submitted (raising the first error, if ``raising``)."""
+        while self.pending:
+            self._wait(self.pending.popleft())
+
+    def _wait(self, future: Future[Any]) -> None:
+        error = future.exception()
+        if error is not None and self.raising:
+            raise error
 
 
 class _StreamedFile:
     """A Parquet file of ``rows`` rows built a row group at a time on the encoding thread."""
 
-    def __init__(self, encoder: _Encoder, rows: int) -> None:
+    def __init__(self, encoder: _Background, rows: int) -> None:
         self.encoder = encoder
         self.rows = rows
         self.sink = pa.BufferOutputStream()
@@ -324,7 +342,7 @@ class SweepTally:
     def __init__(self, grid: SweepGrid) -> None:
         self.grid = grid
         self.defaults = sorted(default_settings(grid))
-        self.default_rows: list[pd.DataFrame] = []
+        self.default_rows: list[pa.Table] = []
         self.extremes: dict[tuple[str, ...], dict[str, int]] = {}
         self.categories: dict[str, list[str]] = {}
         self.rows = 0
@@ -349,7 +367,7 @@ class SweepTally:
         wanted = [index - first_setting for index in self.defaults if 0 <= index - first_setting < count]
         if wanted:
             picked = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
-            self.default_rows.append(summary.take(pa.array(picked)).to_pandas())
+            self.default_rows.append(summary.take(pa.array(picked)))
         retained = summary.column("support_retained").to_numpy().reshape(count, per_setting)
         cases = summary.column("cases").to_numpy()[:per_setting]
         scenarios = codes["scenario"][:per_setting]
@@ -399,7 +417,7 @@ class SweepTally:
         """The scenario-summary rows of DeerMem's default settings (empty when the grid has none)."""
         if not self.default_rows:
             return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-        frame = pd.concat(self.default_rows, ignore_index=True)
+        frame = pa.concat_tables(self.default_rows).to_pandas()  # one conversion: each costs ms
         return with_setting_columns(frame, _setting_lookup(self.grid, frame["setting"]))[list(SUMMARY_COLUMNS)]
 
 
@@ -509,8 +527,6 @@ def write_sweep_files(
     run.record.dataset = datasets[0] if datasets else None
     run.save()  # the plan on disk before any chunk, so a killed run can be resumed
     done = _complete_chunks(run, plan)
-    run.write_bytes(SETTINGS_FILE, parquet_bytes(settings_table(grid.settings_between(0, grid.size))))
-    run.write_bytes(CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
     tally = SweepTally(grid)
     for chunk in plan.chunks:
         if chunk.index in done:
@@ -524,13 +540,20 @@ def write_sweep_files(
         tqdm(total=plan.rows, initial=plan.rows - pending, desc="sweep", unit=" decisions", unit_scale=True,
              leave=False, disable=not show) as bar,
         dask_client(placement) as client,
+        # Files are written (and synced) on a thread of their own while the next task runs; in
+        # order, so a chunk's rows file is on disk before its summary file marks it complete.
+        _Background("sweep-write", WRITE_QUEUE, raising=True) as writer,
     ):  # fmt: skip
+        settings = settings_table(grid.settings_between(0, grid.size))
+        writer.submit(run.write_bytes, SETTINGS_FILE, parquet_bytes(settings))
+        writer.submit(run.write_bytes, CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
         for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks)):
             for chunk, files in zip(task, task_files):
-                run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
-                run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
+                writer.submit(run.write_bytes, part_name(ROWS_FILE, chunk.index), files.rows)
+                writer.submit(run.write_bytes, part_name(SUMMARY_FILE, chunk.index), files.summary)
                 tally.add(files.summary_table, chunk.rows)
                 bar.update(chunk.rows)
+        writer.drain()
     extremes = tally.extreme_settings()
     run.write_bytes(EXTREMES_FILE, extremes.to_csv(index=False, lineterminator="\n").encode("utf-8"))
     run.record.summary = {
