@@ -197,17 +197,17 @@ def test_group_sums_are_pandas_group_sums_bit_for_bit():
     assert np.array_equal(sums.reshape(-1), by_pandas.to_numpy())
 
 
-def test_a_summary_of_outputs_broadcast_over_settings_is_that_of_their_copies():
+def test_a_summary_of_repeated_outputs_is_summed_once_and_is_that_of_the_whole():
     cases = POOLS["pr4810-final"]
     categories = sweep_tables.SweepCategories.of(POOLS, ("confidence",))
     once = cases.select("confidence", GRID.settings_between(0, 1), (5, 7, 9)).outputs()
-    broadcast = {name: np.broadcast_to(array, (12, *array.shape[1:])) for name, array in once.items()}
-    copies = {name: np.ascontiguousarray(array) for name, array in broadcast.items()}
-    tables = [
-        sweep_tables.summary_table(categories, "pr4810-final", "confidence", "input-order", 3, (5, 7, 9), outputs)
-        for outputs in (broadcast, copies)
-    ]
+    copies = {name: np.repeat(array, 12, axis=0) for name, array in once.items()}
+    head = (categories, "pr4810-final", "confidence", "input-order", 3, (5, 7, 9))
+    tables = [sweep_tables.summary_table(*head, copies, repeated=repeated) for repeated in (True, False)]
     assert tables[0].equals(tables[1]) and tables[0].num_rows == 12 * 5 * 3
+    # Summed once: changing a later setting's outputs does not change the repeated summary.
+    copies["support_retained"][5] = ~copies["support_retained"][5]
+    assert sweep_tables.summary_table(*head, copies, repeated=True).equals(tables[0])
 
 
 @pytest.mark.parametrize(

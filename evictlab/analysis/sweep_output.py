@@ -70,6 +70,7 @@ from .sweep import (
 from .sweep_tables import (
     SweepCategories,
     cases_table,
+    narrow,
     parquet_bytes,
     parquet_writer,
     rows_table,
@@ -206,9 +207,10 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
             rows, summaries = _StreamedFile(encoder, chunk.rows), []
-            for first, outputs in decided_batches(plan, chunk, settings):
+            for first, outputs, repeated in decided_batches(plan, chunk, settings):
                 start = chunk.start + first
-                summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
+                tie_break = plan.tie_breaks[chunk.policy]
+                summaries.append(summary_table(*head, tie_break, start, capacities, outputs, repeated=repeated))
                 rows.add(rows_table, *head, start, capacities, outputs)
             summary = pa.concat_tables(summaries)
             files.append((chunk, rows.close(), encoder.submit(parquet_bytes, summary), summary))
@@ -232,26 +234,29 @@ def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
 
 def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
     """Yield (index of the first setting in ``settings``, outputs shaped (settings, cases,
-    capacities)) for runs of about :data:`ROW_GROUP_ROWS` rows of one chunk, in setting order:
-    the engine decides a run in one call, the scalar selector one setting at a time."""
+    capacities), whether every setting's outputs are the first's) for runs of about
+    :data:`ROW_GROUP_ROWS` rows of one chunk, in setting order: the engine decides a run in
+    one call, the scalar selector one setting at a time."""
     cases, capacities = plan.prepared[chunk.preset], plan.grid.capacities
     step = max(1, ROW_GROUP_ROWS // (len(cases) * len(capacities)))
-    if chunk.policy in SETTING_FREE_POLICIES:  # decided once, the same for every setting
+    if chunk.policy in SETTING_FREE_POLICIES:
+        # Decided once and repeated over a run of settings once: every batch is a view of it.
         once = cases.select(chunk.policy, settings[:1], capacities).outputs()
+        repeated = {name: np.repeat(narrow(array), min(step, len(settings)), axis=0) for name, array in once.items()}
         for first in range(0, len(settings), step):
             count = min(step, len(settings) - first)
-            yield first, {name: np.broadcast_to(array, (count, *array.shape[1:])) for name, array in once.items()}
+            yield first, {name: array[:count] for name, array in repeated.items()}, True
         return
     if chunk.policy in ENGINE_POLICIES:
         for first in range(0, len(settings), step):
-            yield first, cases.select(chunk.policy, settings[first : first + step], capacities).outputs()
+            yield first, cases.select(chunk.policy, settings[first : first + step], capacities).outputs(), False
         return
     gathered: list[dict[str, np.ndarray]] = []
     for index, outputs, _ in decide_batches(cases, chunk.policy, 0, settings, capacities):
         gathered.append(outputs)
         if len(gathered) == step or index == len(settings) - 1:
             joined = {name: np.concatenate([part[name] for part in gathered]) for name in OUTPUTS}
-            yield index + 1 - len(gathered), joined
+            yield index + 1 - len(gathered), joined, False
             gathered = []
 
 

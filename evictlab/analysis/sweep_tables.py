@@ -105,18 +105,18 @@ def rows_table(
         "case": pa.array(np.tile(np.repeat(np.arange(n_cases, dtype=np.int32), n_capacities), n_settings)),
         "capacity": pa.array(np.tile(np.asarray(capacities, dtype=np.int32), n_settings * n_cases)),
     }
-    values = {name: pa.array(_narrow(np.ascontiguousarray(outputs[name]).reshape(-1))) for name in OUTPUTS}
+    values = {name: pa.array(narrow(np.ascontiguousarray(outputs[name]).reshape(-1))) for name in OUTPUTS}
     return pa.Table.from_arrays([*keys.values(), *values.values()], names=list(STORED_ROW_COLUMNS))
 
 
-def _narrow(values: np.ndarray) -> np.ndarray:
+def narrow(values: np.ndarray) -> np.ndarray:
     """Integers as int32 (Parquet's own width for them: cheaper to encode than int64)."""
     return values.astype(np.int32) if values.dtype == np.int64 else values
 
 
 def summary_table(
     categories: SweepCategories, preset: str, policy: str, tie_break: str, first_setting: int,
-    capacities: Sequence[int], outputs: Mapping[str, np.ndarray],
+    capacities: Sequence[int], outputs: Mapping[str, np.ndarray], *, repeated: bool = False,
 ) -> pa.Table:  # fmt: skip
     """A chunk's part of ``scenario_summary.parquet``: :func:`evictlab.analysis.sweep.scenario_summary`
     of its rows without the settings' parameters, computed from ``outputs`` (settings, cases,
@@ -133,8 +133,9 @@ def summary_table(
     groups = list(dict.fromkeys(keys))
     group_of = [groups.index(key) for key in keys]
     shape = (n_settings, len(groups), n_capacities)
-    # Outputs broadcast over the settings (a policy that ignores them) are summed once.
-    once = all(array.strides[0] == 0 for array in outputs.values())
+    # ``repeated``: every setting's outputs are the first's (a policy that ignores the
+    # setting), summed once.
+    once = repeated
     summed = {name: array[:1] for name, array in outputs.items()} if once else outputs
 
     def spread(sums: np.ndarray) -> np.ndarray:
