@@ -195,9 +195,9 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     """Decide chunks of one preset and run of settings and serialise each one's rows and scenario
     summary (a task: pure, picklable).
 
-    A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows are
-    encoded, as one row group of the chunk's file, on a second thread while this one
-    summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
+    A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows and
+    its summary are encoded, as a row group of each of the chunk's files, on a second thread
+    while this one summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
     compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which bounds memory. A
     row group that fails to encode fails its chunk, with an error naming it."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
@@ -206,14 +206,15 @@ def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     with _Background("sweep-encode", ENCODE_QUEUE) as encoder:
         for chunk in chunks:
             head = (plan.categories, chunk.preset, chunk.policy)
-            rows, summaries = _StreamedFile(encoder, chunk.rows), []
+            rows, summary_file, summaries = _StreamedFile(encoder), _StreamedFile(encoder), []
             for first, outputs, repeated in decided_batches(plan, chunk, settings):
                 start = chunk.start + first
                 tie_break = plan.tie_breaks[chunk.policy]
                 summaries.append(summary_table(*head, tie_break, start, capacities, outputs, repeated=repeated))
                 rows.add(rows_table, *head, start, capacities, outputs)
+                summary_file.add(_as_it_is, summaries[-1])
             summary = pa.concat_tables(summaries)
-            files.append((chunk, rows.close(), encoder.submit(parquet_bytes, summary), summary))
+            files.append((chunk, rows.close(chunk.rows), summary_file.close(summary.num_rows), summary))
     return [
         ChunkFiles(_encoded(chunk, data), _encoded(chunk, summary_data), summary)
         for chunk, data, summary_data, summary in files
@@ -301,12 +302,15 @@ class _Background:
             raise error
 
 
-class _StreamedFile:
-    """A Parquet file of ``rows`` rows built a row group at a time on the encoding thread."""
+def _as_it_is(table: pa.Table) -> pa.Table:
+    return table
 
-    def __init__(self, encoder: _Background, rows: int) -> None:
+
+class _StreamedFile:
+    """A Parquet file built a row group at a time on the encoding thread."""
+
+    def __init__(self, encoder: _Background) -> None:
         self.encoder = encoder
-        self.rows = rows
         self.sink = pa.BufferOutputStream()
         self.writer: pq.ParquetWriter | None = None
         self.writes: list[Future[None]] = []
@@ -322,16 +326,16 @@ class _StreamedFile:
         self.writer.write_table(table)
         self.written += table.num_rows
 
-    def close(self) -> Future[bytes]:
+    def close(self, rows: int) -> Future[bytes]:
         """The file's bytes, once every row group is written; the first error of a row group
-        if one failed."""
-        return self.encoder.submit(self._close)
+        if one failed, or an error if the file does not hold ``rows`` rows."""
+        return self.encoder.submit(self._close, rows)
 
-    def _close(self) -> bytes:
+    def _close(self, rows: int) -> bytes:
         for write in self.writes:  # each ran before this task, on this thread: done
             write.result()
-        if self.writer is None or self.written != self.rows:
-            raise EvictlabError(f"a sweep chunk's file holds {self.written:,} rows, not {self.rows:,}")
+        if self.writer is None or self.written != rows:
+            raise EvictlabError(f"a sweep chunk's file holds {self.written:,} rows, not {rows:,}")
         self.writer.close()
         return self.sink.getvalue().to_pybytes()
 
