@@ -95,8 +95,8 @@ ROWS_LAYOUT = 2
 ROW_GROUP_ROWS = 1 << 17
 #: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
 #: about 4.5 MiB; more when one setting's rows, cases x capacities, are more than that).
-ENCODE_QUEUE = 16
-#: Files waiting to be written at most (each a chunk's rows or summary, as bytes).
+ENCODE_QUEUE = 32
+#: Chunks waiting for their files to be written at most (each a chunk's rows and summary, as bytes).
 WRITE_QUEUE = 8
 #: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
@@ -193,32 +193,48 @@ def task_groups(chunks: Sequence[Chunk]) -> list[tuple[Chunk, ...]]:
 
 def chunk_files(plan: SweepPlan, chunks: Sequence[Chunk]) -> list[ChunkFiles]:
     """Decide chunks of one preset and run of settings and serialise each one's rows and scenario
-    summary (a task: pure, picklable).
+    summary (a task: pure, picklable; see :func:`decide_chunks`)."""
+    with _Background("sweep-encode", ENCODE_QUEUE) as encoder:
+        return [item.files() for item in decide_chunks(plan, chunks, encoder)]
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A decided chunk: its summary table, and its two files as they are being encoded."""
+
+    chunk: Chunk
+    rows: Future[bytes]
+    summary: Future[bytes]
+    summary_table: pa.Table = field(repr=False)
+
+    def files(self) -> ChunkFiles:
+        """The files once encoded (waits for them); an error naming the chunk if one failed."""
+        return ChunkFiles(_encoded(self.chunk, self.rows), _encoded(self.chunk, self.summary), self.summary_table)
+
+
+def decide_chunks(plan: SweepPlan, chunks: Sequence[Chunk], encoder: _Background) -> list[PendingChunk]:
+    """Decide chunks of one preset and run of settings; their files are encoded on ``encoder``.
 
     A chunk is decided in batches of about :data:`ROW_GROUP_ROWS` rows. Each batch's rows and
-    its summary are encoded, as a row group of each of the chunk's files, on a second thread
-    while this one summarises the batch and decides the next (pyarrow releases the GIL while it encodes and
-    compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which bounds memory. A
-    row group that fails to encode fails its chunk, with an error naming it."""
+    its summary are encoded, as a row group of each of the chunk's files, on the encoding
+    thread while this one summarises the batch and decides the next (pyarrow releases the GIL
+    while it encodes and compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which
+    bounds memory. A row group that fails to encode fails its chunk, with an error naming it."""
     settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
-    files: list[tuple[Chunk, Future[bytes], Future[bytes], pa.Table]] = []
-    with _Background("sweep-encode", ENCODE_QUEUE) as encoder:
-        for chunk in chunks:
-            head = (plan.categories, chunk.preset, chunk.policy)
-            rows, summary_file, summaries = _StreamedFile(encoder), _StreamedFile(encoder), []
-            for first, outputs, repeated in decided_batches(plan, chunk, settings):
-                start = chunk.start + first
-                tie_break = plan.tie_breaks[chunk.policy]
-                summaries.append(summary_table(*head, tie_break, start, capacities, outputs, repeated=repeated))
-                rows.add(rows_table, *head, start, capacities, outputs)
-                summary_file.add(_as_it_is, summaries[-1])
-            summary = pa.concat_tables(summaries)
-            files.append((chunk, rows.close(chunk.rows), summary_file.close(summary.num_rows), summary))
-    return [
-        ChunkFiles(_encoded(chunk, data), _encoded(chunk, summary_data), summary)
-        for chunk, data, summary_data, summary in files
-    ]
+    decided = []
+    for chunk in chunks:
+        head = (plan.categories, chunk.preset, chunk.policy)
+        rows, summary_file, summaries = _StreamedFile(encoder), _StreamedFile(encoder), []
+        for first, outputs, repeated in decided_batches(plan, chunk, settings):
+            start = chunk.start + first
+            tie_break = plan.tie_breaks[chunk.policy]
+            summaries.append(summary_table(*head, tie_break, start, capacities, outputs, repeated=repeated))
+            rows.add(rows_table, *head, start, capacities, outputs)
+            summary_file.add(_as_it_is, summaries[-1])
+        summary = pa.concat_tables(summaries)
+        decided.append(PendingChunk(chunk, rows.close(chunk.rows), summary_file.close(summary.num_rows), summary))
+    return decided
 
 
 def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
@@ -262,8 +278,8 @@ def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
 
 
 class _Background:
-    """One thread of background work: its tasks run one at a time, in the order given, and at
-    most ``depth`` wait (:meth:`submit` waits for the oldest to end first).
+    """Background work on ``threads`` threads (one: its tasks run one at a time, in the order
+    given); at most ``depth`` tasks wait (:meth:`submit` waits for the oldest to end first).
 
     The encoding thread of :func:`chunk_files` (a policy whose batches cost nothing to decide,
     ``confidence``'s, so queues its row groups and the next policy is decided while they are
@@ -271,8 +287,8 @@ class _Background:
     :func:`write_sweep_files` (``raising``: a failed write is raised by the next
     :meth:`submit` or by :meth:`drain`)."""
 
-    def __init__(self, name: str, depth: int, *, raising: bool = False) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    def __init__(self, name: str, depth: int, *, raising: bool = False, threads: int = 1) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
         self.depth = depth
         self.raising = raising
         self.pending: deque[Future[Any]] = deque()
@@ -549,30 +565,50 @@ def write_sweep_files(
         tqdm(total=plan.rows, initial=plan.rows - pending, desc="sweep", unit=" decisions", unit_scale=True,
              leave=False, disable=not show) as bar,
         dask_client(placement) as client,
-        # Files are written (and synced) on a thread of their own while the next task runs; in
-        # order, so a chunk's rows file is on disk before its summary file marks it complete.
-        _Background("sweep-write", WRITE_QUEUE, raising=True) as writer,
+        # Files are written (and synced) on threads of their own while the next task runs, two
+        # chunks at a time; a chunk's rows file is on disk before its summary file marks it complete.
+        _Background("sweep-write", WRITE_QUEUE, raising=True, threads=2) as writer,
+        # In-process, one encoding thread serves every task (it starts only when used).
+        _Background("sweep-encode", ENCODE_QUEUE) as encoder,
     ):  # fmt: skip
         settings = settings_table(grid.settings_between(0, grid.size))
         writer.submit(run.write_bytes, SETTINGS_FILE, parquet_bytes(settings))
         writer.submit(run.write_bytes, CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
-        for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks)):
+        if client is None:
+            # A chunk is counted as soon as it is decided and written once it is encoded (the
+            # writer waits for that), so the next task and the totals go on meanwhile.
+            for task in tasks:
+                for item in decide_chunks(plan, task, encoder):
+                    writer.submit(_write_pending, run, item)
+                    tally.add(item.summary_table, item.chunk.rows)
+                    bar.update(item.chunk.rows)
+        for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks) if client else ()):
             for chunk, files in zip(task, task_files):
-                writer.submit(run.write_bytes, part_name(ROWS_FILE, chunk.index), files.rows)
-                writer.submit(run.write_bytes, part_name(SUMMARY_FILE, chunk.index), files.summary)
+                writer.submit(_write_chunk, run, chunk, files)
                 tally.add(files.summary_table, chunk.rows)
                 bar.update(chunk.rows)
+        # The tables of the totals while the last files are written.
+        extremes, defaults = tally.extreme_settings(), tally.default_summary()
+        extremes_csv = extremes.to_csv(index=False, lineterminator="\n").encode("utf-8")
         writer.drain()
-    extremes = tally.extreme_settings()
-    run.write_bytes(EXTREMES_FILE, extremes.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    run.write_bytes(EXTREMES_FILE, extremes_csv)
     run.record.summary = {
         "rows": tally.rows, "scenario_summary_rows": tally.summary_rows, "chunks": len(plan.chunks),
         "reused_chunks": len(done), "placement": placement.describe(),
     }  # fmt: skip
     return WrittenSweep(
-        grid, tuple(plan.prepared), tally.rows, tally.summary_rows, len(plan.chunks), len(done), extremes,
-        tally.default_summary(),
+        grid, tuple(plan.prepared), tally.rows, tally.summary_rows, len(plan.chunks), len(done), extremes, defaults
     )
+
+
+def _write_pending(run: results.Run, item: PendingChunk) -> None:
+    _write_chunk(run, item.chunk, item.files())
+
+
+def _write_chunk(run: results.Run, chunk: Chunk, files: ChunkFiles) -> None:
+    """A chunk's two files, rows first: its summary file marks it complete."""
+    run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
+    run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
 
 
 def _complete_chunks(run: results.Run, plan: SweepPlan) -> set[int]:
