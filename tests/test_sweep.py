@@ -389,7 +389,9 @@ def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_ov
     assert "total                       20/45        27/45        35/45       35/45       45/45       45/45" in out
     assert "best and worst setting per scenario" in out
     assert "confidence: every setting retains the same number of supports in every scenario" in out
-    assert len(pd.read_parquet(folder / ROWS_FILE)) == 2 * (len(simplex_weights(0.25)) + 1) * 2 * 45 * 3
+    settings = (len(simplex_weights(0.25)) + 1) * 2
+    assert len(sweep_output.load_sweep(folder).rows) == 2 * settings * 45 * 3
+    assert len(pd.read_parquet(folder / ROWS_FILE)) == (settings + 1) * 45 * 3  # confidence's stored once
 
     assert run_cli(*argv) == 2
     assert "finished sweep run; refusing to overwrite" in capsys.readouterr().err

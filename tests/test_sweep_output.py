@@ -36,7 +36,8 @@ def test_settings_are_built_by_index_in_grid_order():
 def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
     # 2,000 rows a chunk: 14 settings of 135 rows, so chunks end inside every preset x policy.
     written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=2000)
-    assert written.chunks == 2 * 2 * 5 and written.reused_chunks == 0
+    # Per preset: confidence's one chunk of every setting, hybrid-v1's five.
+    assert written.chunks == 2 * (1 + 5) and written.reused_chunks == 0
     expected = run_sweep(TWO_PRESETS, GRID, progress=False)
     loaded = sweep_output.load_sweep(tmp_path)
     pd.testing.assert_frame_equal(loaded.rows, expected.rows)
@@ -48,6 +49,8 @@ def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
                                   check_dtype=False)  # fmt: skip
     assert written.defaults.empty  # DeerMem's weights are off this grid
     assert len(pd.read_parquet(tmp_path / ROWS_FILE / "part-000001.parquet")) == 14 * 45 * 3
+    confidence = pd.read_parquet(tmp_path / ROWS_FILE / "part-000000.parquet")
+    assert len(confidence) == 45 * 3 and set(confidence["setting"]) == {sweep_output.EVERY_SETTING}
 
 
 def test_a_scalar_policy_is_chunked_too(tmp_path):
@@ -149,7 +152,7 @@ def test_a_local_dask_cluster_writes_the_same_files(tmp_path, capsys):
     assert folder_files(tmp_path / "dask") == folder_files(tmp_path / "here")
     record = read_record(tmp_path / "dask")
     assert record["summary"]["placement"] == "local Dask cluster of 2 process workers"
-    assert record["summary"]["chunks"] == 2 * 6  # 22 settings of 90 rows a chunk
+    assert record["summary"]["chunks"] == 1 + 6  # confidence's once; hybrid-v1's 22 settings of 90 rows a chunk
 
 
 def test_placement_reaches_write_sweep_in_process(tmp_path):

@@ -197,17 +197,34 @@ def test_group_sums_are_pandas_group_sums_bit_for_bit():
     assert np.array_equal(sums.reshape(-1), by_pandas.to_numpy())
 
 
-def test_a_summary_of_repeated_outputs_is_summed_once_and_is_that_of_the_whole():
-    cases = POOLS["pr4810-final"]
-    categories = sweep_tables.SweepCategories.of(POOLS, ("confidence",))
-    once = cases.select("confidence", GRID.settings_between(0, 1), (5, 7, 9)).outputs()
-    copies = {name: np.repeat(array, 12, axis=0) for name, array in once.items()}
-    head = (categories, "pr4810-final", "confidence", "input-order", 3, (5, 7, 9))
-    tables = [sweep_tables.summary_table(*head, copies, repeated=repeated) for repeated in (True, False)]
-    assert tables[0].equals(tables[1]) and tables[0].num_rows == 12 * 5 * 3
-    # Summed once: changing a later setting's outputs does not change the repeated summary.
-    copies["support_retained"][5] = ~copies["support_retained"][5]
-    assert sweep_tables.summary_table(*head, copies, repeated=True).equals(tables[0])
+def test_a_policy_that_ignores_the_setting_is_stored_once_and_read_back_for_every_setting(tmp_path):
+    grid = make_grid(weights_step=0.5, confirmation_half_lives=(90, 7), capacities=(5, 7),
+                     policies=("confidence", "hybrid-v1", "confidence+reserve(correction,0.1,10)"))  # fmt: skip
+    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=500)
+    assert written.rows == 3 * 2 * grid.size * 45 * 2
+    stored = pd.read_parquet(tmp_path / ROWS_FILE)
+    every = stored[stored["setting"] == sweep_output.EVERY_SETTING]
+    assert set(every["policy"]) == {"confidence"} and len(every) == 2 * 45 * 2  # once per preset
+    assert len(stored) == written.rows - 2 * 45 * 2 * (grid.size - 1)
+    expected = run_sweep(TWO_PRESETS, grid, progress=False)
+    loaded = sweep_output.load_sweep(tmp_path)
+    pd.testing.assert_frame_equal(loaded.rows, expected.rows)
+    pd.testing.assert_frame_equal(loaded.summary, expected.summary)
+    assert written.summary_rows == len(expected.summary)
+    extremes = written.extremes[written.extremes["policy"] == "confidence"]
+    assert (extremes["tied"] == grid.size).all() and (extremes["setting"] == 0).all()
+
+
+def test_rows_for_every_setting_are_written_out_where_they_stood():
+    frame = pd.DataFrame({
+        "preset": pd.Categorical(["a"] * 5 + ["b"] * 2), "policy": pd.Categorical(["x", "x", "y", "y", "y", "x", "x"]),
+        "setting": np.array([-1, -1, 0, 1, 2, -1, -1], dtype=np.int32), "value": range(7),
+    })  # fmt: skip
+    expanded = sweep_tables.expand_every_setting(frame, 3)
+    assert expanded["value"].tolist() == [0, 1, 0, 1, 0, 1, 2, 3, 4, 5, 6, 5, 6, 5, 6]
+    assert expanded["setting"].tolist() == [0, 0, 1, 1, 2, 2, 0, 1, 2, 0, 0, 1, 1, 2, 2]
+    assert expanded["setting"].dtype == np.int32
+    assert sweep_tables.expand_every_setting(frame.iloc[2:5], 3).equals(frame.iloc[2:5])
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ and they are written here, so every placement writes the same bytes.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections import deque
@@ -68,9 +69,10 @@ from .sweep import (
     prepared_cases,
 )
 from .sweep_tables import (
+    EVERY_SETTING,
     SweepCategories,
     cases_table,
-    narrow,
+    expand_every_setting,
     parquet_bytes,
     parquet_writer,
     rows_table,
@@ -119,7 +121,9 @@ def part_name(folder: str, index: int) -> str:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Rows of ``preset`` x ``policy`` x settings ``start`` to ``stop - 1`` (every case and capacity)."""
+    """Rows of ``preset`` x ``policy`` x settings ``start`` to ``stop - 1`` (every case and
+    capacity): ``rows`` decisions. A policy that ignores the setting has one chunk of every
+    setting, whose files hold one setting's rows, under ``setting`` :data:`EVERY_SETTING`."""
 
     index: int
     preset: str
@@ -127,6 +131,10 @@ class Chunk:
     start: int
     stop: int
     rows: int
+
+    @property
+    def every_setting(self) -> bool:
+        return self.policy in SETTING_FREE_POLICIES
 
 
 @dataclass(frozen=True)
@@ -154,8 +162,9 @@ class SweepPlan:
             per_setting = len(cases) * len(grid.capacities)
             step = max(1, chunk_rows // per_setting)
             for policy in grid.policies:
-                for start in range(0, grid.size, step):
-                    stop = min(start + step, grid.size)
+                # A policy that ignores the setting is decided and stored once, for every setting.
+                runs = [0, grid.size] if policy in SETTING_FREE_POLICIES else [*range(0, grid.size, step), grid.size]
+                for start, stop in itertools.pairwise(runs):
                     chunks.append(Chunk(len(chunks), preset, policy, start, stop, (stop - start) * per_setting))
         tie_breaks = {name: resolve_policy(name).default_tie_break for name in grid.policies}
         categories = SweepCategories.of(prepared, grid.policies)
@@ -220,20 +229,23 @@ def decide_chunks(plan: SweepPlan, chunks: Sequence[Chunk], encoder: _Background
     thread while this one summarises the batch and decides the next (pyarrow releases the GIL
     while it encodes and compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which
     bounds memory. A row group that fails to encode fails its chunk, with an error naming it."""
-    settings = plan.grid.settings_between(chunks[0].start, chunks[0].stop)
     capacities = plan.grid.capacities
+    settings: dict[tuple[int, int], SettingColumns] = {}  # each run of settings built once
     decided = []
     for chunk in chunks:
         head = (plan.categories, chunk.preset, chunk.policy)
-        rows, summary_file, summaries = _StreamedFile(encoder), _StreamedFile(encoder), []
-        for first, outputs, repeated in decided_batches(plan, chunk, settings):
-            start = chunk.start + first
-            tie_break = plan.tie_breaks[chunk.policy]
-            summaries.append(summary_table(*head, tie_break, start, capacities, outputs, repeated=repeated))
+        run = (chunk.start, chunk.start + 1 if chunk.every_setting else chunk.stop)
+        if run not in settings:
+            settings[run] = plan.grid.settings_between(*run)
+        rows, summary_file, summaries, stored = _StreamedFile(encoder), _StreamedFile(encoder), [], 0
+        for first, outputs in decided_batches(plan, chunk, settings[run]):
+            start = EVERY_SETTING if chunk.every_setting else chunk.start + first
+            summaries.append(summary_table(*head, plan.tie_breaks[chunk.policy], start, capacities, outputs))
             rows.add(rows_table, *head, start, capacities, outputs)
             summary_file.add(_as_it_is, summaries[-1])
+            stored += outputs["support_retained"].size
         summary = pa.concat_tables(summaries)
-        decided.append(PendingChunk(chunk, rows.close(chunk.rows), summary_file.close(summary.num_rows), summary))
+        decided.append(PendingChunk(chunk, rows.close(stored), summary_file.close(summary.num_rows), summary))
     return decided
 
 
@@ -251,29 +263,20 @@ def _encoded(chunk: Chunk, data: Future[bytes]) -> bytes:
 
 def decided_batches(plan: SweepPlan, chunk: Chunk, settings: SettingColumns):
     """Yield (index of the first setting in ``settings``, outputs shaped (settings, cases,
-    capacities), whether every setting's outputs are the first's) for runs of about
-    :data:`ROW_GROUP_ROWS` rows of one chunk, in setting order: the engine decides a run in
-    one call, the scalar selector one setting at a time."""
+    capacities)) for runs of about :data:`ROW_GROUP_ROWS` rows of one chunk, in setting order:
+    the engine decides a run in one call, the scalar selector one setting at a time."""
     cases, capacities = plan.prepared[chunk.preset], plan.grid.capacities
     step = max(1, ROW_GROUP_ROWS // (len(cases) * len(capacities)))
-    if chunk.policy in SETTING_FREE_POLICIES:
-        # Decided once and repeated over a run of settings once: every batch is a view of it.
-        once = cases.select(chunk.policy, settings[:1], capacities).outputs()
-        repeated = {name: np.repeat(narrow(array), min(step, len(settings)), axis=0) for name, array in once.items()}
-        for first in range(0, len(settings), step):
-            count = min(step, len(settings) - first)
-            yield first, {name: array[:count] for name, array in repeated.items()}, True
-        return
     if chunk.policy in ENGINE_POLICIES:
         for first in range(0, len(settings), step):
-            yield first, cases.select(chunk.policy, settings[first : first + step], capacities).outputs(), False
+            yield first, cases.select(chunk.policy, settings[first : first + step], capacities).outputs()
         return
     gathered: list[dict[str, np.ndarray]] = []
     for index, outputs, _ in decide_batches(cases, chunk.policy, 0, settings, capacities):
         gathered.append(outputs)
         if len(gathered) == step or index == len(settings) - 1:
             joined = {name: np.concatenate([part[name] for part in gathered]) for name in OUTPUTS}
-            yield index + 1 - len(gathered), joined, False
+            yield index + 1 - len(gathered), joined
             gathered = []
 
 
@@ -376,9 +379,11 @@ class SweepTally:
     def add(self, summary: pa.Table, rows: int) -> None:
         """Count one chunk: its scenario summary (one preset and policy, settings x groups x
         capacities in row order, as
-        :func:`~evictlab.analysis.sweep_tables.summary_table` makes it) and its number of rows."""
+        :func:`~evictlab.analysis.sweep_tables.summary_table` makes it) and its number of rows.
+
+        A summary under :data:`~evictlab.analysis.sweep_tables.EVERY_SETTING` (a policy that
+        ignores the setting) counts for every setting of the grid, all of them tied."""
         self.rows += rows
-        self.summary_rows += len(summary)
         codes = {}
         for name in EXTREME_KEYS:
             column = summary.column(name).combine_chunks()
@@ -389,14 +394,24 @@ class SweepTally:
         per_setting = int(np.searchsorted(settings, settings[0], side="right"))
         count = len(settings) // per_setting
         first_setting = int(settings[0])
-        wanted = [index - first_setting for index in self.defaults if 0 <= index - first_setting < count]
-        if wanted:
-            picked = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
-            self.default_rows.append(summary.take(pa.array(picked)))
+        # Each stored setting stands for ``weight`` settings: the grid's, under EVERY_SETTING.
+        every = first_setting == EVERY_SETTING
+        weight = self.grid.size if every else 1
+        self.summary_rows += len(summary) * weight
+        if every:
+            at = summary.schema.get_field_index("setting")
+            for index in self.defaults:
+                column = pa.array(np.full(len(summary), index, dtype=np.int64))
+                self.default_rows.append(summary.set_column(at, "setting", column))
+        else:
+            wanted = [index - first_setting for index in self.defaults if 0 <= index - first_setting < count]
+            if wanted:
+                picked = np.concatenate([np.arange(at * per_setting, (at + 1) * per_setting) for at in wanted])
+                self.default_rows.append(summary.take(pa.array(picked)))
         retained = summary.column("support_retained").to_numpy().reshape(count, per_setting)
         cases = summary.column("cases").to_numpy()[:per_setting]
         scenarios = codes["scenario"][:per_setting]
-        first = settings[::per_setting]
+        first = [0] if every else settings[::per_setting]  # ties go to the first setting
         head = tuple(self.categories[name][codes[name][0]] for name in EXTREME_KEYS[:2])
         for scenario in dict.fromkeys(scenarios.tolist()):
             members = scenarios == scenario
@@ -405,7 +420,8 @@ class SweepTally:
             scenario_cases = int(cases[members].sum())
             for extreme, target in (("best", totals.max()), ("worst", totals.min())):
                 hits = np.flatnonzero(totals == target)
-                self._merge((*key, extreme), int(target), int(first[hits[0]]), len(hits), scenario_cases, count)
+                self._merge((*key, extreme), int(target), int(first[hits[0]]), len(hits) * weight, scenario_cases,
+                            count * weight)  # fmt: skip
 
     def _merge(self, key: tuple[str, ...], retained: int, setting: int, tied: int, cases: int, settings: int) -> None:
         known = self.extremes.get(key)
@@ -684,5 +700,5 @@ def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
     if rows:
         stored, cases = pd.read_parquet(output / ROWS_FILE), pd.read_parquet(output / CASES_FILE)
         table = tidy_rows(stored, cases, settings, record.parameters["tie_breaks"])
-    summary = with_setting_columns(summary, settings)[list(SUMMARY_COLUMNS)]
+    summary = with_setting_columns(expand_every_setting(summary, len(settings)), settings)[list(SUMMARY_COLUMNS)]
     return LoadedSweep(record.as_dict(), table, summary, extremes)

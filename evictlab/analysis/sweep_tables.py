@@ -24,6 +24,7 @@ setting's parameters (:data:`STORED_SUMMARY_COLUMNS`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,9 @@ from ..selection.engine import OUTPUTS, PreparedCases
 from ..selection.engine_settings import SettingColumns
 from .sweep import ROW_COLUMNS, SUMMARY_COLUMNS
 
+#: The ``setting`` of the stored rows of a policy that ignores the setting: they stand for
+#: every setting of the grid (:func:`expand_every_setting` writes them out).
+EVERY_SETTING = -1
 #: The case columns of a sweep's rows, as ``cases.parquet`` holds them.
 CASE_NAMES = ("case_id", "scenario", "source")
 STORED_ROW_COLUMNS = ("preset", "policy", "setting", "case", "capacity", *OUTPUTS)
@@ -105,18 +109,18 @@ def rows_table(
         "case": pa.array(np.tile(np.repeat(np.arange(n_cases, dtype=np.int32), n_capacities), n_settings)),
         "capacity": pa.array(np.tile(np.asarray(capacities, dtype=np.int32), n_settings * n_cases)),
     }
-    values = {name: pa.array(narrow(np.ascontiguousarray(outputs[name]).reshape(-1))) for name in OUTPUTS}
+    values = {name: pa.array(_narrow(np.ascontiguousarray(outputs[name]).reshape(-1))) for name in OUTPUTS}
     return pa.Table.from_arrays([*keys.values(), *values.values()], names=list(STORED_ROW_COLUMNS))
 
 
-def narrow(values: np.ndarray) -> np.ndarray:
+def _narrow(values: np.ndarray) -> np.ndarray:
     """Integers as int32 (Parquet's own width for them: cheaper to encode than int64)."""
     return values.astype(np.int32) if values.dtype == np.int64 else values
 
 
 def summary_table(
     categories: SweepCategories, preset: str, policy: str, tie_break: str, first_setting: int,
-    capacities: Sequence[int], outputs: Mapping[str, np.ndarray], *, repeated: bool = False,
+    capacities: Sequence[int], outputs: Mapping[str, np.ndarray],
 ) -> pa.Table:  # fmt: skip
     """A chunk's part of ``scenario_summary.parquet``: :func:`evictlab.analysis.sweep.scenario_summary`
     of its rows without the settings' parameters, computed from ``outputs`` (settings, cases,
@@ -133,18 +137,11 @@ def summary_table(
     groups = list(dict.fromkeys(keys))
     group_of = [groups.index(key) for key in keys]
     shape = (n_settings, len(groups), n_capacities)
-    # ``repeated``: every setting's outputs are the first's (a policy that ignores the
-    # setting), summed once.
-    once = repeated
-    summed = {name: array[:1] for name, array in outputs.items()} if once else outputs
-
-    def spread(sums: np.ndarray) -> np.ndarray:
-        return (np.broadcast_to(sums, shape) if once else sums).reshape(-1)
 
     def count(name: str) -> np.ndarray:
-        return spread(_group_sums(summed[name], group_of, len(groups), np.int64))
+        return _group_sums(outputs[name], group_of, len(groups), np.int64).reshape(-1)
 
-    expected_sums = spread(_compensated_group_sums(summed["support_expected"], group_of, len(groups)))
+    expected_sums = _compensated_group_sums(outputs["support_expected"], group_of, len(groups)).reshape(-1)
     retained = count("support_retained")
     cases = np.broadcast_to(np.bincount(group_of)[None, :, None], shape).astype(np.int64).reshape(-1)
     size = retained.size
@@ -153,7 +150,7 @@ def summary_table(
     columns = {
         "preset": categories.constant("preset", preset, size),
         "policy": categories.constant("policy", policy, size),
-        "setting": pa.array(np.repeat(np.arange(first_setting, first_setting + n_settings), size // n_settings)),
+        "setting": pa.array(np.repeat(np.arange(n_settings) + first_setting, len(groups) * n_capacities)),
         "source": categories.coded("source", group_codes[group_index, 0]),
         "scenario": categories.coded("scenario", group_codes[group_index, 1]),
         "capacity": pa.array(np.tile(np.asarray(capacities, dtype=np.int64), n_settings * len(groups))),
@@ -262,11 +259,37 @@ def with_setting_columns(frame: pd.DataFrame, settings: pd.DataFrame) -> pd.Data
     return pd.DataFrame(columns, index=frame.index)
 
 
+def expand_every_setting(frame: pd.DataFrame, settings: int) -> pd.DataFrame:
+    """``frame`` (stored rows or summary rows, in stored order) with each run of rows under
+    :data:`EVERY_SETTING` (one preset and policy) written out for settings 0 to
+    ``settings - 1``, setting by setting, where the run stood."""
+    setting = frame["setting"].to_numpy()
+    every = setting == EVERY_SETTING
+    if not every.any():
+        return frame
+    # Runs: where the mark, the preset or the policy changes.
+    keys = np.stack([every, frame["preset"].cat.codes.to_numpy(), frame["policy"].cat.codes.to_numpy()])
+    bounds = [0, *(np.flatnonzero((np.diff(keys, axis=1) != 0).any(axis=0)) + 1), len(frame)]
+    positions, settings_column = [], []
+    for start, stop in itertools.pairwise(bounds):
+        if every[start]:
+            positions.append(np.tile(np.arange(start, stop), settings))
+            settings_column.append(np.repeat(np.arange(settings, dtype=setting.dtype), stop - start))
+        else:
+            positions.append(np.arange(start, stop))
+            settings_column.append(setting[start:stop])
+    expanded = frame.take(np.concatenate(positions)).reset_index(drop=True)
+    expanded["setting"] = np.concatenate(settings_column)
+    return expanded
+
+
 def tidy_rows(stored: pd.DataFrame, cases: pd.DataFrame, settings: pd.DataFrame,
               tie_breaks: Mapping[str, str]) -> pd.DataFrame:  # fmt: skip
-    """The rows of ``rows.parquet`` as :data:`~evictlab.analysis.sweep.ROW_COLUMNS`: the case
-    names from ``cases.parquet``, the parameters from ``settings.parquet``, and ``tie_break``
-    and ``retention`` from each policy's tie-break."""
+    """The rows of ``rows.parquet`` as :data:`~evictlab.analysis.sweep.ROW_COLUMNS`: the rows of
+    a policy that ignores the setting written out for every setting
+    (:func:`expand_every_setting`), the case names from ``cases.parquet``, the parameters from
+    ``settings.parquet``, and ``tie_break`` and ``retention`` from each policy's tie-break."""
+    stored = expand_every_setting(stored, len(settings))
     if stored.empty:
         return pd.DataFrame({name: pd.Series(dtype=ROW_DTYPES.get(name, "category")) for name in ROW_COLUMNS})
     # Presets by name, as cases.parquet orders them; each preset's cases follow the last's.
