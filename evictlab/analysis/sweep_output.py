@@ -91,12 +91,14 @@ CASES_FILE = "cases.parquet"
 EXTREMES_FILE = "extreme_settings.csv"
 OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE)
 #: The version of the part files' columns, in the plan a resumed sweep must share: 2 since
-#: the settings' parameters and the cases' names moved out of the rows.
+#: the settings' parameters and the cases' names moved out of the rows, and a policy that
+#: ignores the setting is stored once.
 ROWS_LAYOUT = 2
 #: Rows a chunk is decided and encoded at a time, each batch a row group of its file.
 ROW_GROUP_ROWS = 1 << 17
-#: Batches waiting to be encoded at most (each holds the outputs of about ROW_GROUP_ROWS rows,
-#: about 4.5 MiB; more when one setting's rows, cases x capacities, are more than that).
+#: Row groups waiting to be encoded at most: 16 batches, a batch's rows and its summary (the
+#: rows hold the outputs of about ROW_GROUP_ROWS rows, about 4.5 MiB; more when one setting's
+#: rows, cases x capacities, are more than that).
 ENCODE_QUEUE = 32
 #: Chunks waiting for their files to be written at most (each a chunk's rows and summary, as bytes).
 WRITE_QUEUE = 8

@@ -12,7 +12,12 @@ into the preset's cases. The folder holds the rest once:
 * the run record: each policy's tie-break (``parameters.tie_breaks``), which says what
   ``retention`` counts.
 
-:func:`tidy_rows` and :func:`with_setting_columns` join them back into the columns of
+A policy that ignores the setting (``confidence``) makes the same decision under every
+setting, so its rows and summary are stored once per preset, under ``setting``
+:data:`EVERY_SETTING` (-1): "every setting of the grid".
+
+:func:`tidy_rows` and :func:`with_setting_columns` (after :func:`expand_every_setting`) join
+them back into the columns of
 :data:`~evictlab.analysis.sweep.ROW_COLUMNS` and :data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`,
 the frames :func:`~evictlab.analysis.sweep.run_sweep` returns in memory. Writing the
 parameters of every setting on every row cost more than deciding the rows (the dense grid's
