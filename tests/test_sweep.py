@@ -12,7 +12,7 @@ import pytest
 from test_engine import CLOCK, scenario_cases
 
 from evictlab import cli, results
-from evictlab.analysis import sweep, sweep_output
+from evictlab.analysis import sweep, sweep_chunks, sweep_output
 from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
 from evictlab.analysis.sweep_output import (
     CASES_FILE,
@@ -288,8 +288,8 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     assert parameters["inputs"]["pr4810-final"]["cases"] == 45
     assert parameters["arguments"] == {"weights_step": None}
     assert parameters["chunking"] == {
-        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.ROWS_LAYOUT,
-        "row_group_rows": sweep_output.ROW_GROUP_ROWS,
+        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_chunks.ROWS_LAYOUT,
+        "row_group_rows": sweep_chunks.ROW_GROUP_ROWS,
     }  # fmt: skip
     assert parameters["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0

@@ -13,7 +13,7 @@ import pytest
 from test_sweep import POOLS, TWO_PRESETS, folder_files
 
 from evictlab import cli, results
-from evictlab.analysis import sweep_output
+from evictlab.analysis import sweep_output, sweep_tables
 from evictlab.analysis.sweep import extreme_settings, make_grid, run_sweep
 from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from evictlab.distributed import Placement
@@ -50,7 +50,7 @@ def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
     assert written.defaults.empty  # DeerMem's weights are off this grid
     assert len(pd.read_parquet(tmp_path / ROWS_FILE / "part-000001.parquet")) == 14 * 45 * 3
     confidence = pd.read_parquet(tmp_path / ROWS_FILE / "part-000000.parquet")
-    assert len(confidence) == 45 * 3 and set(confidence["setting"]) == {sweep_output.EVERY_SETTING}
+    assert len(confidence) == 45 * 3 and set(confidence["setting"]) == {sweep_tables.EVERY_SETTING}
 
 
 def test_a_scalar_policy_is_chunked_too(tmp_path):

@@ -15,7 +15,7 @@ from test_engine import CLOCK
 from test_sweep import CASES, POOLS, RAW_CASES, TWO_PRESETS, read_manifest
 
 from evictlab import cli
-from evictlab.analysis import sweep_output, sweep_tables
+from evictlab.analysis import sweep_chunks, sweep_output, sweep_tables
 from evictlab.analysis.sweep import make_grid, run_sweep
 from evictlab.analysis.sweep_output import CASES_FILE, MANIFEST_FILE, ROWS_FILE, SETTINGS_FILE, SUMMARY_FILE
 from evictlab.analysis.sweep_tables import STORED_ROW_COLUMNS, STORED_SUMMARY_COLUMNS
@@ -44,7 +44,7 @@ def test_part_files_hold_keys_and_outputs_and_the_rest_is_written_once(tmp_path)
 
 
 def test_chunks_are_decided_and_written_in_row_groups(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep_output, "ROW_GROUP_ROWS", 500)  # 3 settings of 135 rows a group
+    monkeypatch.setattr(sweep_chunks, "ROW_GROUP_ROWS", 500)  # 3 settings of 135 rows a group
     written = sweep_output.write_sweep(tmp_path / "groups", POOLS, GRID, progress=False)
     groups = pq.ParquetFile(tmp_path / "groups" / ROWS_FILE / "part-000001.parquet").metadata.num_row_groups
     assert written.chunks == 2 and groups == -(-GRID.size // 3)
@@ -147,15 +147,15 @@ def test_presets_of_other_cases_and_orders_are_joined_back_by_name(tmp_path):
 
 @pytest.mark.parametrize("failing", [0, 27, 87])  # the first, a middle and the last row group
 def test_a_row_group_that_fails_to_encode_fails_the_sweep(tmp_path, monkeypatch, failing):
-    monkeypatch.setattr(sweep_output, "ROW_GROUP_ROWS", 500)  # 3 settings a row group: starts 0, 3, ..., 87
-    real = sweep_output.rows_table
+    monkeypatch.setattr(sweep_chunks, "ROW_GROUP_ROWS", 500)  # 3 settings a row group: starts 0, 3, ..., 87
+    real = sweep_chunks.rows_table
 
     def rows_table(categories, preset, policy, first, *rest):
         if policy == "hybrid-v1" and first == failing:
             raise ValueError("cannot encode")
         return real(categories, preset, policy, first, *rest)
 
-    monkeypatch.setattr(sweep_output, "rows_table", rows_table)
+    monkeypatch.setattr(sweep_chunks, "rows_table", rows_table)
     grid = make_grid(weights_step=0.125, confirmation_half_lives=(90, 7), capacities=(5, 7, 9))
     assert grid.size == 90
     with pytest.raises(EvictlabError, match=r"chunk 1 \(pr4810-final, hybrid-v1, settings 0-89\): writing its tables"):
@@ -164,7 +164,7 @@ def test_a_row_group_that_fails_to_encode_fails_the_sweep(tmp_path, monkeypatch,
 
 
 def test_the_command_reports_a_failed_row_group_in_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep_output, "rows_table", lambda *arguments: 1 / 0)
+    monkeypatch.setattr(sweep_chunks, "rows_table", lambda *arguments: 1 / 0)
     assert cli.main(["sweep", "--no-progress", "--output-dir", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     (line,) = [line for line in error.splitlines() if line.startswith("evictlab sweep: error:")]
@@ -203,7 +203,7 @@ def test_a_policy_that_ignores_the_setting_is_stored_once_and_read_back_for_ever
     written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=500)
     assert written.rows == 3 * 2 * grid.size * 45 * 2
     stored = pd.read_parquet(tmp_path / ROWS_FILE)
-    every = stored[stored["setting"] == sweep_output.EVERY_SETTING]
+    every = stored[stored["setting"] == sweep_tables.EVERY_SETTING]
     assert set(every["policy"]) == {"confidence"} and len(every) == 2 * 45 * 2  # once per preset
     assert len(stored) == written.rows - 2 * 45 * 2 * (grid.size - 1)
     expected = run_sweep(TWO_PRESETS, grid, progress=False)
