@@ -172,11 +172,15 @@ def test_the_command_reports_a_failed_row_group_in_one_line(tmp_path, monkeypatc
     assert "Traceback" not in error and read_manifest(tmp_path)["status"] == "error"
 
 
-def test_an_unfinished_sweep_of_the_earlier_layout_starts_over(tmp_path, capsys):
+@pytest.mark.parametrize("layout", [None, 2])  # before the layout was recorded; before confidence was stored once
+def test_an_unfinished_sweep_of_an_earlier_layout_starts_over(tmp_path, capsys, layout):
     sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False, chunk_rows=2000)
     path = tmp_path / MANIFEST_FILE
     record = json.loads(path.read_text())
-    del record["parameters"]["chunking"]["layout"]
+    if layout is None:
+        del record["parameters"]["chunking"]["layout"]
+    else:
+        record["parameters"]["chunking"]["layout"] = layout
     path.write_text(json.dumps({**record, "status": "interrupted", "error": "killed"}))
     written = sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False, chunk_rows=2000)
     assert written.reused_chunks == 0
@@ -242,3 +246,28 @@ def test_the_printed_default_table_is_pandas_text_of_the_retention_table(policie
         assert lines[-1].startswith("total ") and len(lines) == 1 + mine["scenario"].nunique() + 1
     if "random" in policies:  # expected counts print with a decimal
         assert any("." in cell for cell in " ".join(retention_lines(summary[summary["preset"] == preset])).split("/"))
+
+
+def test_deermem_default_rows_come_in_the_summary_order_whatever_the_chunks_order(tmp_path, capsys):
+    grid = make_grid(weights=[(0.5, 0.5, 0.0), (0.2, 0.4, 0.4), (0.65, 0.25, 0.10)], capacities=(5, 7),
+                     policies=("hybrid-v1", "confidence"))  # fmt: skip
+    summary = run_sweep(TWO_PRESETS, grid, progress=False).summary
+    expected = summary[summary["setting"] == 2].reset_index(drop=True)
+    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    pd.testing.assert_frame_equal(written.defaults, expected)
+    # Resumed: the kept chunks are counted first, and the order is still the summary's.
+    path = tmp_path / MANIFEST_FILE
+    path.write_text(json.dumps({**json.loads(path.read_text()), "status": "interrupted", "error": "killed"}))
+    (tmp_path / SUMMARY_FILE / "part-000001.parquet").unlink()
+    resumed = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    assert resumed.reused_chunks > 0
+    pd.testing.assert_frame_equal(resumed.defaults, expected)
+
+
+def test_rows_of_every_setting_must_be_written_out_before_their_parameters_are_joined(tmp_path):
+    sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False)
+    summary, settings = (pd.read_parquet(tmp_path / name) for name in (SUMMARY_FILE, SETTINGS_FILE))
+    with pytest.raises(ContractError, match="expand_every_setting first"):
+        sweep_tables.with_setting_columns(summary, settings)
+    joined = sweep_tables.with_setting_columns(sweep_tables.expand_every_setting(summary, len(settings)), settings)
+    assert len(joined) == 2 * GRID.size * 5 * 3

@@ -40,14 +40,14 @@ from .sweep_tables import (
 )
 
 #: The version of the part files' columns, in the plan a resumed sweep must share: 2 since
-#: the settings' parameters and the cases' names moved out of the rows, and a policy that
+#: the settings' parameters and the cases' names moved out of the rows, 3 since a policy that
 #: ignores the setting is stored once.
-ROWS_LAYOUT = 2
+ROWS_LAYOUT = 3
 #: Rows a chunk is decided and encoded at a time, each batch a row group of its file.
 ROW_GROUP_ROWS = 1 << 17
-#: Row groups waiting to be encoded at most: 16 batches, a batch's rows and its summary (the
-#: rows hold the outputs of about ROW_GROUP_ROWS rows, about 4.5 MiB; more when one setting's
-#: rows, cases x capacities, are more than that).
+#: Encoding tasks waiting at most: about 16 batches, a batch's rows and its summary (and two
+#: closes a chunk); a batch holds the outputs of about ROW_GROUP_ROWS rows, about 4.5 MiB
+#: (more when one setting's rows, cases x capacities, are more than that).
 ENCODE_QUEUE = 32
 EXTREME_KEYS = ("preset", "policy", "scenario")
 EXTREME_COLUMNS = (
@@ -168,6 +168,8 @@ def decide_chunks(plan: SweepPlan, chunks: Sequence[Chunk], encoder: Background)
     thread while this one summarises the batch and decides the next (pyarrow releases the GIL
     while it encodes and compresses); at most :data:`ENCODE_QUEUE` batches wait for it, which
     bounds memory. A row group that fails to encode fails its chunk, with an error naming it."""
+    if encoder.threads != 1:
+        raise ValueError("a chunk's files are encoded in order, on one thread")
     capacities = plan.grid.capacities
     settings: dict[tuple[int, int], SettingColumns] = {}  # each run of settings built once
     decided = []
@@ -223,13 +225,14 @@ class Background:
     """Background work on ``threads`` threads (one: its tasks run one at a time, in the order
     given); at most ``depth`` tasks wait (:meth:`submit` waits for the oldest to end first).
 
-    The encoding thread of :func:`chunk_files` (a policy whose batches cost nothing to decide,
-    ``confidence``'s, so queues its row groups and the next policy is decided while they are
-    encoded; a failed row group is raised by its file's close) and the file writer of
-    :func:`write_sweep_files` (``raising``: a failed write is raised by the next
-    :meth:`submit` or by :meth:`drain`)."""
+    The encoding thread of :func:`decide_chunks` (one thread: a :class:`_StreamedFile`'s row
+    groups and its close must run in order; a failed row group is raised by its file's close),
+    shared by every task of an in-process sweep, and the file writers of
+    :func:`evictlab.analysis.sweep_output.write_sweep_files` (``raising``: a failed write is
+    raised by the next :meth:`submit` or by :meth:`drain`)."""
 
     def __init__(self, name: str, depth: int, *, raising: bool = False, threads: int = 1) -> None:
+        self.threads = threads
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
         self.depth = depth
         self.raising = raising
@@ -398,6 +401,10 @@ class SweepTally:
         if not self.default_rows:
             return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
         frame = pa.concat_tables(self.default_rows).to_pandas()  # one conversion: each costs ms
+        # In the summary's order, whatever order the chunks came in: preset, policy (their
+        # categories are in grid order), setting; groups and capacities as each chunk has them.
+        keys = (frame["setting"].to_numpy(), frame["policy"].cat.codes.to_numpy(), frame["preset"].cat.codes.to_numpy())
+        frame = frame.take(np.lexsort(keys)).reset_index(drop=True)  # lexsort is stable
         return with_setting_columns(frame, _setting_lookup(self.grid, frame["setting"]))[list(SUMMARY_COLUMNS)]
 
 

@@ -31,7 +31,8 @@ different it starts over.
 Chunks are independent: they are decided in this process, or by :mod:`evictlab.distributed`
 on Dask workers (``--workers``, ``--scheduler``), one task per preset and run of settings (the
 chunks of every policy there). A task returns its chunks' files as bytes and they are written
-here, on a writer thread, so every placement writes the same bytes.
+here, on two writer threads (each chunk's rows file before its summary file), so every
+placement writes the same bytes.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ EXTREMES_FILE = "extreme_settings.csv"
 OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE)
 #: Chunks waiting for their files to be written at most (each a chunk's rows and summary, as bytes).
 WRITE_QUEUE = 8
-#: Rows per chunk unless asked otherwise: the whole process peaks at about 0.3 GiB with it
+#: Rows per chunk unless asked otherwise: the whole process peaks at about 0.6 GiB with it
 #: (benchmarks/bench_sweep.py, 137 M rows).
 CHUNK_ROWS = 1_000_000
 _PART = re.compile(r"^part-\d{6}\.parquet$")
@@ -307,7 +308,9 @@ def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
     rows (:data:`~evictlab.analysis.sweep.ROW_COLUMNS`) and scenario summary
     (:data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`) with the settings' parameters and the
     cases' names joined in. ``rows=False`` skips the row table, which can be large: read parts
-    of ``rows.parquet/`` with ``pyarrow.dataset`` and join them with :func:`tidy_rows`. An
+    of ``rows.parquet/`` with ``pyarrow.dataset`` and join them with :func:`tidy_rows` (a filter
+    on ``setting`` must keep ``setting == -1``, the rows of a policy that ignores the setting,
+    stored once for every setting). An
     unfinished sweep is an error naming its status."""
     output = Path(output_dir)
     record = results.read_record(output, KIND)

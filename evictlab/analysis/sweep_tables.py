@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import ContractError
 from ..policies.ties import EXPECTED, TIE_BREAKS
 from ..selection.decisions import SETTING_COLUMNS, case_codes
 from ..selection.engine import OUTPUTS, PreparedCases
@@ -255,8 +256,18 @@ def with_setting_columns(frame: pd.DataFrame, settings: pd.DataFrame) -> pd.Data
 
     ``settings`` is ``settings.parquet`` read back, or any frame of settings sorted by their
     ``setting`` index that holds every index ``frame`` names."""
-    known = settings["setting"].to_numpy()
-    index = np.searchsorted(known, frame["setting"].to_numpy())  # the identity for settings.parquet
+    known, wanted = settings["setting"].to_numpy(), frame["setting"].to_numpy()
+    index = np.searchsorted(known, wanted)  # the identity for settings.parquet
+    found = index < len(known)
+    if not (found.all() and np.array_equal(known[index], wanted)):
+        absent = ~found
+        absent[found] = known[index[found]] != wanted[found]
+        missing = sorted(set(wanted[absent].tolist()))
+        raise ContractError(
+            f"settings {missing[:5]} are not in the settings table"
+            + (f" (setting {EVERY_SETTING} stands for every setting: expand_every_setting first)"
+               if EVERY_SETTING in missing else "")
+        )  # fmt: skip
     at = frame.columns.get_loc("setting") + 1
     columns = {name: frame[name] for name in frame.columns[:at]}
     columns.update({name: settings[name].to_numpy()[index] for name in SETTING_COLUMNS})
@@ -264,10 +275,11 @@ def with_setting_columns(frame: pd.DataFrame, settings: pd.DataFrame) -> pd.Data
     return pd.DataFrame(columns, index=frame.index)
 
 
-def expand_every_setting(frame: pd.DataFrame, settings: int) -> pd.DataFrame:
+def expand_every_setting(frame: pd.DataFrame, settings: int | Sequence[int]) -> pd.DataFrame:
     """``frame`` (stored rows or summary rows, in stored order) with each run of rows under
-    :data:`EVERY_SETTING` (one preset and policy) written out for settings 0 to
-    ``settings - 1``, setting by setting, where the run stood."""
+    :data:`EVERY_SETTING` (one preset and policy) written out for each of ``settings`` (a
+    count: settings 0 to ``settings - 1``), setting by setting, where the run stood."""
+    chosen = np.arange(settings) if isinstance(settings, int) else np.asarray(settings)
     setting = frame["setting"].to_numpy()
     every = setting == EVERY_SETTING
     if not every.any():
@@ -278,8 +290,8 @@ def expand_every_setting(frame: pd.DataFrame, settings: int) -> pd.DataFrame:
     positions, settings_column = [], []
     for start, stop in itertools.pairwise(bounds):
         if every[start]:
-            positions.append(np.tile(np.arange(start, stop), settings))
-            settings_column.append(np.repeat(np.arange(settings, dtype=setting.dtype), stop - start))
+            positions.append(np.tile(np.arange(start, stop), len(chosen)))
+            settings_column.append(np.repeat(chosen.astype(setting.dtype), stop - start))
         else:
             positions.append(np.arange(start, stop))
             settings_column.append(setting[start:stop])
@@ -293,8 +305,12 @@ def tidy_rows(stored: pd.DataFrame, cases: pd.DataFrame, settings: pd.DataFrame,
     """The rows of ``rows.parquet`` as :data:`~evictlab.analysis.sweep.ROW_COLUMNS`: the rows of
     a policy that ignores the setting written out for every setting
     (:func:`expand_every_setting`), the case names from ``cases.parquet``, the parameters from
-    ``settings.parquet``, and ``tie_break`` and ``retention`` from each policy's tie-break."""
-    stored = expand_every_setting(stored, len(settings))
+    ``settings.parquet``, and ``tie_break`` and ``retention`` from each policy's tie-break.
+
+    For a part of the rows read with a filter on ``setting``, include ``setting == -1`` (such
+    a policy's rows) and pass ``settings.parquet`` cut to the same settings: those rows are
+    written out for each setting ``settings`` holds."""
+    stored = expand_every_setting(stored, settings["setting"].tolist())
     if stored.empty:
         return pd.DataFrame({name: pd.Series(dtype=ROW_DTYPES.get(name, "category")) for name in ROW_COLUMNS})
     # Presets by name, as cases.parquet orders them; each preset's cases follow the last's.

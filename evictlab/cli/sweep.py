@@ -140,8 +140,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="N",
-        help="rows per file of the row and summary tables, the unit an interrupted sweep resumes from;"
-        " the encoded file of one chunk is held in memory (default: %(default)s)",
+        help="rows per file of the row and summary tables, the unit an interrupted sweep resumes from"
+        " (a policy that ignores the setting has one file, of one setting's rows); a few chunks'"
+        " encoded files are held in memory (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     add_placement_options(parser, default_workers=0)
