@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -63,7 +64,6 @@ from .sweep_chunks import (
     ENCODE_QUEUE,
     Background,
     Chunk,
-    ChunkFiles,
     PendingChunk,
     SweepPlan,
     SweepTally,
@@ -221,19 +221,12 @@ def write_sweep_files(
         settings = settings_table(grid.settings_between(0, grid.size))
         writer.submit(run.write_bytes, SETTINGS_FILE, parquet_bytes(settings))
         writer.submit(run.write_bytes, CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
-        if client is None:
-            # A chunk is counted as soon as it is decided and written once it is encoded (the
-            # writer waits for that), so the next task and the totals go on meanwhile.
-            for task in tasks:
-                for item in decide_chunks(plan, task, encoder):
-                    writer.submit(_write_pending, run, item)
-                    tally.add(item.summary_table, item.chunk.rows)
-                    bar.update(item.chunk.rows)
-        for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks) if client else ()):
-            for chunk, files in zip(task, task_files):
-                writer.submit(_write_chunk, run, chunk, files)
-                tally.add(files.summary_table, chunk.rows)
-                bar.update(chunk.rows)
+        # A chunk is counted as soon as it is decided and written once it is encoded (the
+        # writer waits for that), so the next task and the totals go on meanwhile.
+        for item in _decided_chunks(plan, tasks, client, encoder):
+            writer.submit(_write_chunk, run, item)
+            tally.add(item.summary_table, item.chunk.rows)
+            bar.update(item.chunk.rows)
         # The tables of the totals while the last files are written.
         extremes, defaults = tally.extreme_settings(), tally.default_summary()
         extremes_csv = extremes.to_csv(index=False, lineterminator="\n").encode("utf-8")
@@ -248,14 +241,31 @@ def write_sweep_files(
     )
 
 
-def _write_pending(run: results.Run, item: PendingChunk) -> None:
-    _write_chunk(run, item.chunk, item.files())
+def _decided_chunks(
+    plan: SweepPlan, tasks: Sequence[tuple[Chunk, ...]], client: Any, encoder: Background
+) -> Iterator[PendingChunk]:
+    """Every task's chunks, decided in this process on ``encoder`` (``client`` None) or on
+    Dask, whose tasks return their files finished."""
+    if client is None:
+        for task in tasks:
+            yield from decide_chunks(plan, task, encoder)
+        return
+    for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks)):
+        for chunk, files in zip(task, task_files):
+            yield PendingChunk(chunk, _settled(files.rows), _settled(files.summary), files.summary_table)
 
 
-def _write_chunk(run: results.Run, chunk: Chunk, files: ChunkFiles) -> None:
-    """A chunk's two files, rows first: its summary file marks it complete."""
-    run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
-    run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
+def _settled(value: bytes) -> Future[bytes]:
+    future: Future[bytes] = Future()
+    future.set_result(value)
+    return future
+
+
+def _write_chunk(run: results.Run, item: PendingChunk) -> None:
+    """A chunk's two files once encoded, rows first: its summary file marks it complete."""
+    files = item.files()
+    run.write_bytes(part_name(ROWS_FILE, item.chunk.index), files.rows)
+    run.write_bytes(part_name(SUMMARY_FILE, item.chunk.index), files.summary)
 
 
 def _complete_chunks(run: results.Run, plan: SweepPlan) -> set[int]:
