@@ -28,7 +28,7 @@ setup: $(STAMP) notebook-filter
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@test -n "$(WANT)" || { echo "make: no Python interpreter '$(PYTHON)' (set PYTHON=...)" >&2; exit 1; }
 	@if [ "$(WANT)" != "$(HAVE)" ] && [ -e $(VENV) ]; then \
 		echo "make: $(VENV) was built by another Python; rebuilding it with $(PYTHON)"; rm -rf $(VENV); fi
@@ -65,7 +65,7 @@ LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 LAB_ARGS ?=
 
 lab: $(STAMP) notebook-filter
-	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) evictlab/notebooks/
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) notebooks/
 
 # Notebooks are committed without outputs: git runs nbstripout (from this checkout's .venv)
 # on every *.ipynb it stages or diffs (.gitattributes names the filter).

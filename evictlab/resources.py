@@ -1,9 +1,11 @@
-"""Files that ship inside the package, found through :mod:`importlib.resources`.
+"""Files that ship with the package, found through :mod:`importlib.resources`.
 
-``evictlab/data/`` holds the protocol files (``protocol/``), the generated demo dataset
-(``demo/``), DeerFlow's published QA results (``reference/``) and example run specs
-(``specs/``); ``evictlab/notebooks/`` holds the report's notebooks. They travel with the
-package, so an installed wheel finds them exactly as a source checkout does.
+``data/`` holds the protocol files (``protocol/``), the generated demo dataset (``demo/``),
+DeerFlow's published QA results (``reference/``) and example run specs (``specs/``);
+``notebooks/`` holds the report's notebooks. In a source checkout both sit at the top level,
+beside ``evictlab/``; the wheel installs them inside the package as ``evictlab/data/`` and
+``evictlab/notebooks/`` (setup.py maps them), so an installed wheel finds them exactly as a
+source checkout (or the editable install of ``make setup``) does.
 """
 
 from __future__ import annotations
@@ -26,5 +28,11 @@ def package_path(*parts: str) -> Path:
     return root.joinpath(*parts)
 
 
-DATA_DIR = package_path("data")
-NOTEBOOK_DIR = package_path("notebooks")
+def shipped_folder(name: str) -> Path:
+    """``evictlab/<name>`` of an installed wheel, else ``<name>`` beside ``evictlab/`` in a source checkout."""
+    installed = package_path(name)
+    return installed if installed.is_dir() else installed.parent.parent / name
+
+
+DATA_DIR = shipped_folder("data")
+NOTEBOOK_DIR = shipped_folder("notebooks")

@@ -6,11 +6,11 @@ import socket
 import sys
 from dataclasses import dataclass
 
+import browser
 import pytest
 from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
 
-from evictlab import browser
 from evictlab.analysis.qa.tasks import build_tasks
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED_DIR = ROOT / "evictlab" / "data" / "reference" / "deerflow-pr4810"
+PUBLISHED_DIR = ROOT / "data" / "reference" / "deerflow-pr4810"
 #: evictlab preset -> the published DeerFlow version it reproduces (spec 0.4, 6.2).
 PRESET_VERSIONS = {"pr4810-run1": "v1", "pr4810-run2": "v2", "pr4810-final": "v3"}
 

@@ -13,8 +13,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from browser import ConsoleLog, JupyterLab
 
-from evictlab.browser import ConsoleLog, JupyterLab
 from evictlab.workbench import report
 
 pytestmark = pytest.mark.slow

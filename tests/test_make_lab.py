@@ -13,8 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from evictlab.browser import served_port
+from browser import served_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "evictlab-test-token"

@@ -26,7 +26,7 @@ from evictlab.errors import ContractError
 
 @pytest.fixture()
 def protocol_copy(tmp_path: Path) -> Path:
-    """A copy of evictlab/data/protocol in DeerFlow's layout (configs/, manifests/, prompts/)."""
+    """A copy of data/protocol in DeerFlow's layout (configs/, manifests/, prompts/)."""
     target = tmp_path / "protocol"
     shutil.copytree(PROTOCOL_DIR, target)
     return target

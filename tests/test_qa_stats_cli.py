@@ -13,7 +13,7 @@ import pytest
 from evictlab.cli import main
 from evictlab.cli.qa import qa_subparsers, register
 
-REFERENCE = Path(__file__).resolve().parents[1] / "evictlab" / "data" / "reference" / "deerflow-pr4810"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810"
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
 OUTPUTS = ("qa.stats.json", "qa.summary.json")
 V3_ROWS = REFERENCE / "v3" / "qa.rows.jsonl"

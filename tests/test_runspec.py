@@ -234,7 +234,7 @@ def test_the_committed_example_specs_parse():
     from evictlab.core.protocol import DATA_DIR
 
     examples = sorted((DATA_DIR / "specs").glob("*.yaml"))
-    assert examples, "evictlab/data/specs/ should hold example spec files"
+    assert examples, "data/specs/ should hold example spec files"
     identities = {load_spec_file(path).identity for path in examples}
     assert len(identities) == len(examples)
     assert parse_spec("pr4810-final").identity not in identities

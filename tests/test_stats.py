@@ -23,7 +23,7 @@ from evictlab.analysis.qa.stats import (
 )
 from evictlab.errors import ContractError, OutputExistsError
 
-REFERENCE = Path(__file__).resolve().parents[1] / "evictlab" / "data" / "reference" / "deerflow-pr4810"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810"
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
 GRADER = "deterministic-overlap-v1"
 FAST = {"iterations": 200}  # enough for structural tests; published numbers use the default

@@ -122,7 +122,7 @@ def test_qa_answers_stay_out_unless_asked_for(tmp_path):
 
 @pytest.mark.slow
 def test_the_page_loads_without_console_errors_and_lists_the_disagreeing_cases(runs, chromium):
-    from evictlab.browser import ConsoleLog
+    from browser import ConsoleLog
 
     output = runs["hybrid"].parent / "browser.html"
     assert main(["view", str(runs["hybrid"]), str(runs["confirmation"]), "--output", str(output)]) == 0

@@ -1,7 +1,8 @@
 """The wheel: built from the source, installed into a fresh Python 3.12 venv, it runs the report.
 
-The protocol files, the demo dataset, the reference results and the notebooks must travel
-inside the package, so the installed copy works from any folder with no source tree around.
+The protocol files, the demo dataset, the reference results and the notebooks (the top-level
+``data/`` and ``notebooks/`` of the source tree) must travel inside the installed package, so
+the installed copy works from any folder with no source tree around.
 
 Installing the dependencies from PyPI takes minutes, so their wheels are kept in a wheelhouse
 (``$EVICTLAB_WHEELHOUSE``, default ``~/.cache/evictlab/wheelhouse-py3.12``): the first run fills
@@ -16,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -55,8 +57,9 @@ def build_wheel(folder: Path) -> Path:
     """Build the wheel from a copy of the sources (the build writes next to them)."""
     source = folder / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    shutil.copytree(ROOT / "evictlab", source / "evictlab", ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for folder_name in ("evictlab", "data", "notebooks"):  # data/ and notebooks/ sit beside the package
+        shutil.copytree(ROOT / folder_name, source / folder_name, ignore=ignore)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     dist = folder / "dist"
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(source)], folder)
@@ -99,6 +102,9 @@ def test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv(tmp_path):
     where = run([str(python), "-c", probe], work)
     assert where.stdout.split(")")[0] == f"(3, {VERSION.split('.')[1]}"
     assert Path(where.stdout.split(") ", 1)[1].strip()).is_relative_to(venv)
+    installed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith((".ipynb", ".json"))}
+    assert "evictlab/notebooks/02_retention.ipynb" in installed
+    assert "evictlab/data/demo/longmemeval-demo.json" in installed
 
     evictlab = str(venv / "bin" / "evictlab")
     run([evictlab, "validate-contracts"], work)

@@ -30,7 +30,7 @@ from ..policies import resolve_policy, split_list
 def add_protocol_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "protocol files",
-        "evictlab's own files under evictlab/data/protocol/ by default; DeerFlow's own files are read unchanged",
+        "evictlab's own files under data/protocol/ by default; DeerFlow's own files are read unchanged",
     )
     group.add_argument("--config", metavar="PATH", help="protocol config YAML")
     group.add_argument("--official-manifest", metavar="PATH", help="official LongMemEval case manifest JSON")
@@ -103,7 +103,7 @@ def dataset_from(args: argparse.Namespace, protocol: Protocol) -> tuple[Protocol
     return protocol, dataset
 
 
-DEMO_NOTICE = "using the embedded demo dataset (evictlab/data/demo/); pass --dataset for LongMemEval"
+DEMO_NOTICE = "using the embedded demo dataset (data/demo/); pass --dataset for LongMemEval"
 
 
 def report_dataset(dataset: Dataset, protocol: Protocol) -> None:

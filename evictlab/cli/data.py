@@ -48,7 +48,7 @@ def _register_demo(commands: argparse._SubParsersAction) -> None:
             "selection rule). Commands use it whenever no --dataset is given.\n"
             "\n"
             f"Without options: print where the committed files live ({demo.DEMO_DATASET.name} and\n"
-            f"{demo.DEMO_MANIFEST.name} under evictlab/data/demo/) and check that they are byte-identical to\n"
+            f"{demo.DEMO_MANIFEST.name} under data/demo/) and check that they are byte-identical to\n"
             "what the generator makes and that the file has the pinned SHA-256.\n"
             "With --output / --manifest-output: write the generated files there. An existing\n"
             "file with the same bytes is left as it is; a different one is never replaced\n"
@@ -60,8 +60,8 @@ def _register_demo(commands: argparse._SubParsersAction) -> None:
             "  evictlab data demo --output /tmp/demo.json --manifest-output /tmp/demo-manifest.json\n"
             "\n"
             "to change the demo on purpose (maintainers): edit evictlab/core/demo.py, then\n"
-            "  evictlab data demo --output evictlab/data/demo/longmemeval-demo.json \\\n"
-            "    --manifest-output evictlab/data/demo/manifest.json --force\n"
+            "  evictlab data demo --output data/demo/longmemeval-demo.json \\\n"
+            "    --manifest-output data/demo/manifest.json --force\n"
             "and copy the printed SHA-256 into DEMO_SHA256 in evictlab/core/demo.py."
         ),
     )

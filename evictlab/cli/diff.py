@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "examples:\n"
             "  pr4810-final:confidence_weight=0.55,confirmation_weight=0.35\n"
             "  pr4810-run2:fact_ids=protocol\n"
-            "  evictlab/data/specs/confidence-heavy.yaml"
+            "  data/specs/confidence-heavy.yaml"
         ),
         epilog="example: evictlab diff --from pr4810-run1 --to pr4810-run2 --output-dir results/diff-run1-run2",
     )

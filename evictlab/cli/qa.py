@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         epilog=(
             "example: evictlab qa stats \\\n"
-            "  --rows evictlab/data/reference/deerflow-pr4810/v3/qa.rows.jsonl \\\n"
+            "  --rows data/reference/deerflow-pr4810/v3/qa.rows.jsonl \\\n"
             "  --protocol-id deermem-hybrid-v1-pr4789-reproduction-v1 --output-dir results/v3-stats"
         ),
     )

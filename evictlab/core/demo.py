@@ -46,11 +46,11 @@ Under the ``confidence`` policy, raw fact ids (``pr4810-run2``) and protocol ids
 the bank while tied 0.70 distractors straddle the cut: ``cb2f905c`` (confidence_control,
 offset 33) and ``dfffed0b`` (noisy_signal_control, offset 37); ``tests/test_demo.py`` pins both.
 
-The text (stories, bank records, traps) is data, ``evictlab/data/demo/stories.json``; this
+The text (stories, bank records, traps) is data, ``data/demo/stories.json``; this
 module is the generator. Changing the demo on purpose: edit either, bump
 :data:`GENERATOR_VERSION`, then run
-``evictlab data demo --output evictlab/data/demo/longmemeval-demo.json --manifest-output
-evictlab/data/demo/manifest.json --force`` and copy the SHA-256 it prints into :data:`DEMO_SHA256`.
+``evictlab data demo --output data/demo/longmemeval-demo.json --manifest-output
+data/demo/manifest.json --force`` and copy the SHA-256 it prints into :data:`DEMO_SHA256`.
 """
 
 from __future__ import annotations
@@ -535,7 +535,7 @@ def _other_types(add: _Add) -> None:
 
 
 # --------------------------------------------------------------------------- the text
-# The stories and bank records live in evictlab/data/demo/stories.json (written for evictlab's
+# The stories and bank records live in data/demo/stories.json (written for evictlab's
 # demo; turn codes and templates are explained on Story). JSON arrays become tuples here.
 
 

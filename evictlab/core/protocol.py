@@ -1,6 +1,6 @@
 """Protocol files: the config, the two manifests and the answer prompt (spec 2.1, 2.2, 2.4, 3.1, 7).
 
-evictlab ships its own copies under ``evictlab/data/protocol/`` in DeerFlow's schema, and reads
+evictlab ships its own copies under ``data/protocol/`` in DeerFlow's schema, and reads
 DeerFlow's own files unchanged when pointed at them. Loading is strict: unknown keys, wrong
 types and inconsistent values are errors naming the file and the key. Every file is identified
 by the SHA-256 of its exact bytes. The manifests' contents are parsed in

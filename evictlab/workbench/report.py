@@ -1,6 +1,6 @@
 """``evictlab report``: run the notebook suite with papermill and assemble a report folder.
 
-The suite is :data:`NOTEBOOKS`, an ordered list of files in ``evictlab/notebooks/``; adding a notebook
+The suite is :data:`NOTEBOOKS`, an ordered list of files in ``notebooks/``; adding a notebook
 to the report is adding its file name there. Every notebook receives the same parameters
 (``spec``, the SPEC string of ``--preset``, ``--dataset`` and ``--allow-unpinned`` built by
 :func:`evictlab.workbench.loaders.spec_text`; ``smoke``; ``figures_dir``; plus any

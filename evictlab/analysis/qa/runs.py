@@ -2,7 +2,7 @@
 
 A *QA run folder* holds ``qa.rows.jsonl`` (the graded rows) and, when the run was finished
 by a grading step, ``qa.summary.json``, ``qa.stats.json`` and the run marker ``qa_run.json``.
-DeerFlow's three published runs (PR #4810) ship in ``evictlab/data/reference/deerflow-pr4810/`` in
+DeerFlow's three published runs (PR #4810) ship in ``data/reference/deerflow-pr4810/`` in
 that layout; :func:`load_reference_run` reads them, and :func:`load_qa_run` reads any folder.
 Nothing here writes; :mod:`evictlab.analysis.qa.report` turns a run into tables.
 """

@@ -3,8 +3,9 @@
 Both drive what a person uses: Debian's Chromium (``apt-get install chromium``, never a
 browser build downloaded by Playwright) through Playwright, and a real JupyterLab server on
 a port of 127.0.0.1 that it picks itself, with its own token and its own settings, workspace
-and runtime folders, stopped afterwards. Nothing here is imported by the rest of the package; Playwright
-is a development dependency and is imported only when a browser is started.
+and runtime folders, stopped afterwards. It is test tooling, kept with the tests
+(``import browser``; pytest puts ``tests/`` on the path, the benchmark adds it); Playwright is a
+development dependency and is imported only when a browser is started.
 
 * :func:`find_chromium` says where Chromium is (``EVICTLAB_CHROMIUM``, ``/usr/bin/chromium``,
   or ``chromium`` on ``PATH``), or None.
