@@ -95,6 +95,9 @@ def test_top_level_help_lists_every_command(capsys):
     [
         (["run-polcy"], "did you mean 'run-policy'?"),
         (["qa", "stat"], "did you mean 'stats'?"),
+        # a mistyped command given with options is named, not its options
+        (["swep", "--output-dir", "OUT"], "unknown command 'swep'; did you mean 'sweep'?"),
+        (["qa", "stat", "--rows", "x"], "unknown command 'stat'; did you mean 'stats'?"),
         (["run-policy", "--polices", "x", "--output-dir", "OUT"], "did you mean '--policies'?"),
         # the typo is named although argparse would first miss the required --capacity
         (["explain", "--case", "x", "--policy", "lru", "--capcity", "3"], "did you mean '--capacity'?"),

@@ -138,15 +138,22 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 def chosen_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
     """The innermost subparser ``argv`` names, e.g. ``qa stats``'s for ``evictlab qa stats ...``
-    (command groups take no option with a value, so their subcommand is the next non-option)."""
+    (command groups take no option with a value, so their subcommand is the next non-option).
+
+    A name that is not a command of its group is refused here, before any option is read, so
+    that ``evictlab swep --output-dir x`` says the command is unknown rather than the option.
+    """
     for item in argv:
         if item == "--":
             break
         if item.startswith("-"):
             continue
         action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-        if action is None or item not in action.choices:
+        if action is None:
             break
+        if item not in action.choices:
+            hint = did_you_mean(item, action.choices) or f"; '{parser.prog} --help' lists the commands"
+            parser.error(f"unknown command {item!r}{hint}")
         parser = action.choices[item]
     return parser
 
