@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PolyCollection
 
 from evictlab.analysis import validation
 from evictlab.analysis.sweep import make_grid, run_sweep
@@ -69,3 +72,27 @@ def test_stability_finds_the_knife_edge_at_deermems_default(rows):
     assert corner["neighbours"] == 2
     figure = plots.stability_maps(stable)
     assert len(figure.axes) == 4 and "Stability" in plots.figure_title(figure)
+
+
+def test_the_stability_map_draws_different_ranges_in_different_colours(rows):
+    """Each distinct range gets its own colour, the same range the same one, on every panel
+    (an 11-bin norm over the 256-colour map once drew every cell in one colour)."""
+    stable = validation.stability(rows)
+    figure = plots.stability_maps(stable)
+    FigureCanvasAgg(figure).draw()  # the colours are computed when the cells are drawn
+    panels = [ax for ax in figure.axes if ax.get_title().startswith("capacity")]
+    assert len(panels) == 3
+    for ax in panels:
+        cells = next(c for c in ax.collections if isinstance(c, PolyCollection))
+        values = np.asarray(cells.get_array())
+        colours = [tuple(np.round(colour, 6)) for colour in cells.get_facecolors()]
+        assert len(colours) == len(values)
+        by_value: dict[float, set] = {}
+        for value, colour in zip(values, colours):
+            by_value.setdefault(float(value), set()).add(colour)
+        assert all(len(drawn) == 1 for drawn in by_value.values()), ax.get_title()
+        assert len(set(colours)) == len(by_value) > 1, ax.get_title()
+        # and visibly so: the smallest and largest range on a panel lie far apart on the scale
+        luminance = {value: np.dot(next(iter(drawn))[:3], (0.299, 0.587, 0.114)) for value, drawn in by_value.items()}
+        top = max(values) / (100 * stable["range"].max() / 45)
+        assert abs(luminance[max(luminance)] - luminance[min(luminance)]) > 0.5 * top, ax.get_title()

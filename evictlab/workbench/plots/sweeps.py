@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import patheffects
 from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, PathPatch, Polygon, Rectangle
@@ -249,7 +250,7 @@ def weight_simplex_maps(
         values = np.full(len(settings), np.nan)
         values[[position[s] for s in members["setting"]]] = percent(members["support_retained"], members["cases"])
         cases = int(members["cases"].iloc[0])
-        image = _ternary_panel(ax, values, hexagons, safe, cmap, marked)
+        image = _ternary_panel(ax, values, hexagons, safe, cmap, retention_norm(), marked)
         retained = members.set_index("setting")["support_retained"]
         at_marked = [retained.get(setting) for setting in marked_settings]
         deermem = f"{format_count(at_marked[0])}/{cases} kept" if at_marked else "not on the lattice"
@@ -290,17 +291,17 @@ def stability_maps(
     fig = Figure(figsize=(4.4 * len(capacities) + 1.2, 4.6), layout="constrained")
     axes = fig.subplots(1, len(capacities), squeeze=False)[0]
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    # One continuous scale for every capacity, from a plateau (0) to the largest range.
+    top = max(1.0, float(np.nanmax(percent(stability["range"], stability["cases"]))))
+    norm = Normalize(0, top)
     images = []
     for ax, capacity in zip(axes, capacities):
         at = stability[stability["capacity"] == capacity].sort_values("setting")
         weights = at[list(WEIGHT_COLUMNS)].to_numpy(dtype=float)
         hexagons = _hexagons(ternary_xy(weights), lattice_step(weights))
         values = percent(at["range"], at["cases"])
-        images.append(_ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, marked))
+        images.append(_ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, norm, marked))
         ax.set_title(f"capacity {capacity}")
-    top = max(1.0, float(np.nanmax(percent(stability["range"], stability["cases"]))))
-    for image in images:  # one colour scale for every capacity
-        image.set_clim(0, top)
     colorbar = fig.colorbar(images[-1], ax=list(axes), shrink=0.8, pad=0.02)
     colorbar.set_label("retention range within one lattice step (points of %)")
     title_with_source(
@@ -309,14 +310,14 @@ def stability_maps(
     return fig
 
 
-def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.ndarray, cmap: Any,
+def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.ndarray, cmap: Any, norm: Any,
                    marked: tuple[float, float, float]) -> Any:
     frame = Polygon(_CORNERS, closed=True, facecolor="none", edgecolor="black", linewidth=1.0, zorder=5)
     ax.add_patch(frame)
     cells = _clip_to_triangle(hexagons)
     image = PolyCollection(
         cells,
-        array=values, cmap=cmap, norm=retention_norm(), edgecolors="face", linewidths=0.3,
+        array=values, cmap=cmap, norm=norm, edgecolors="face", linewidths=0.3,
     )
     ax.add_collection(image)
     _ternary_grid(ax)
