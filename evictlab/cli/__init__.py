@@ -51,6 +51,10 @@ INDEX: dict[str, tuple[str, str]] = {
     "validate": ("validate", "check a dataset against the pin and the manifest and prepare the 45 cases"),
     "validate-contracts": ("validate", "check the protocol files without a dataset and print their identity hashes"),
     "view": ("view", "one offline HTML page for a run folder, or an A/B comparison of two, case by case"),
+    "weights": (
+        "weights",
+        "which hybrid-v1 weights keep the most supports, ties counted, and what that choice is worth held out",
+    ),
 }
 
 
