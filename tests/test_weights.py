@@ -1,4 +1,4 @@
-"""``evictlab weights`` and :mod:`evictlab.analysis.weights`: the best triples, ties counted, and their held-out worth."""
+"""``evictlab weights`` and :mod:`evictlab.analysis.weights`: the best triples, ties counted, their held-out worth."""
 
 from __future__ import annotations
 
@@ -110,10 +110,12 @@ def test_a_better_choice_that_holds_out_is_recommended_and_one_that_does_not_is_
         for setting, (confidence, confirmation, access) in enumerate([(0.65, 0.25, 0.10), (0.5, 0.3, 0.2)]):
             for case, scenario in cases.items():
                 kept = kept_second[case] if setting else int(case.endswith("1"))
-                records.append({"policy": "hybrid-v1", "preset": "p", "setting": setting, "confidence_weight": confidence,
-                                "confirmation_weight": confirmation, "access_weight": access, "case_id": case,
-                                "scenario": scenario, "capacity": 7, "support_retained": kept, "support_tied": False,
-                                "support_near_tie": False})  # fmt: skip
+                records.append({
+                    "policy": "hybrid-v1", "preset": "p", "setting": setting, "confidence_weight": confidence,
+                    "confirmation_weight": confirmation, "access_weight": access, "case_id": case,
+                    "scenario": scenario, "capacity": 7, "support_retained": kept, "support_tied": False,
+                    "support_near_tie": False,
+                })  # fmt: skip
         groups = {"scenario": cases, "loss_rank": {case: case[1] for case in cases}}
         return weights.weight_choice(pd.DataFrame(records), groups)
 
