@@ -209,7 +209,12 @@ def _printable(key: Any) -> str:
 # --------------------------------------------------------------------------- YAML
 
 
-class _StrictLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML has it (about 10x faster: a store's 500 front matters), with
+# the same safe constructor and resolver; the pure-Python one otherwise.
+_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SafeBase):
     """PyYAML's safe loader, refusing duplicate mapping keys."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

@@ -1,0 +1,63 @@
+"""Token counts of DeerMem's injection budget (spec 1.13): one counter for stores and traces.
+
+DeerMem counts with tiktoken's ``cl100k_base`` encoding when it loads, and otherwise (tiktoken
+missing, its encoding file not loadable, or ``token_counting: char``) with the character rule
+``(len - cjk) // 4 + cjk // 2``, where ``cjk`` counts code points in U+4E00-U+9FFF,
+U+3040-U+30FF and U+AC00-U+D7A3. evictlab does the same: tiktoken is not a dependency, and
+without a network its encoding loads only from tiktoken's own cache, so on most machines the
+count is the character rule. Every count says which rule made it (:attr:`TokenCounter.method`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TIKTOKEN, CHAR = "tiktoken", "char"
+MODES = (TIKTOKEN, CHAR)
+CL100K = "cl100k_base"
+#: What a count made by each rule is recorded as.
+METHODS = {TIKTOKEN: f"tiktoken-{CL100K}", CHAR: CHAR}
+_CJK = re.compile("[\u4e00-\u9fff\u3040-\u30ff\uac00-\ud7a3]")
+
+
+def char_tokens(text: str) -> int:
+    """The character rule: ``(len - cjk) // 4 + cjk // 2`` (``Facts:\\n`` is 1, ``中文测试abcd`` 3)."""
+    cjk = len(_CJK.findall(text))
+    return (len(text) - cjk) // 4 + cjk // 2
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """A token count function and the rule it applies (``tiktoken-cl100k_base`` or ``char``)."""
+
+    method: str
+    count: Callable[[str], int]
+
+
+@functools.cache
+def _cl100k() -> Callable[[str], int] | None:
+    try:
+        import tiktoken  # type: ignore[import-not-found]
+
+        encoding = tiktoken.get_encoding(CL100K)
+    except Exception:  # noqa: BLE001 - any failure to load means the char rule, as in DeerMem
+        return None
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+def token_counter(mode: str = TIKTOKEN) -> TokenCounter:
+    """The counter DeerMem would use in ``mode`` on this machine (``char`` when tiktoken cannot load)."""
+    if mode not in MODES:
+        raise ValueError(f"token counting must be one of {', '.join(MODES)}, got {mode!r}")
+    encode = _cl100k() if mode == TIKTOKEN else None
+    if encode is None:
+        return TokenCounter(METHODS[CHAR], char_tokens)
+    return TokenCounter(METHODS[TIKTOKEN], encode)
+
+
+def count_tokens(text: str, mode: str = TIKTOKEN) -> int:
+    """``text``'s token count under ``mode`` (see :func:`token_counter` for the rule used)."""
+    return token_counter(mode).count(text)
