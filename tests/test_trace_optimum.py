@@ -6,16 +6,13 @@ import itertools
 import random
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
+from scipy import sparse
+from scipy.optimize import linprog
 
 from evictlab.analysis.traces.memory import replayable
-from evictlab.analysis.traces.optimum import (
-    answer_flow,
-    most_answers_integer,
-    most_answers_linear,
-    offline_optimum,
-    outline,
-)
+from evictlab.analysis.traces.optimum import Network, network, offline_optimum, outline
 from evictlab.analysis.traces.replay import replay_policy
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.policies import known_policies
@@ -55,12 +52,13 @@ def tiny_cases(seed: int, count: int) -> Iterator[tuple[dict, int]]:
 def brute_force(chunk: dict, capacity: int) -> int:
     """The best answer count over every schedule that evicts exactly the excess at each write."""
     shape = outline([chunk])
-    arrivals: dict[int, list[str]] = {}
-    for fact_id, write in shape.fact_write.items():
-        arrivals.setdefault(write, []).append(fact_id)
-    asks_after: dict[int, list[str]] = {}
-    for period, fact_id in shape.asks:
-        asks_after.setdefault(period, []).append(fact_id)
+    arrivals: dict[int, list[int]] = {}
+    for fact, write in enumerate(shape.fact_write.tolist()):
+        if write:
+            arrivals.setdefault(write, []).append(fact)
+    asks_after: dict[int, list[int]] = {}
+    for period, fact in zip(shape.ask_period.tolist(), shape.ask_fact.tolist()):
+        asks_after.setdefault(period, []).append(fact)
 
     def best(write: int, memory: frozenset) -> int:
         answered = sum(fact_id in memory for fact_id in asks_after.get(write - 1, []))
@@ -89,19 +87,49 @@ def test_optimum_equals_brute_force_on_a_thousand_tiny_traces():
     assert binding >= 50  # the capacity binds often enough for the check to mean something
 
 
-def test_integer_programme_equals_brute_force_and_the_linear_programme():
-    # offline_optimum reaches the integer programme only when the linear programme's solution
-    # is not integral, which never happens on a flow; so both are solved here on every trace.
+def linear_programme(flow: Network, capacity: int) -> int:
+    """The same flow solved as a linear programme by HiGHS's dual simplex (the solver before OR-Tools)."""
+    arcs = len(flow.tails)
+    incidence = sparse.coo_matrix(
+        (np.concatenate((np.ones(arcs), -np.ones(arcs))),
+         (np.concatenate((flow.tails, flow.heads)), np.concatenate((np.arange(arcs), np.arange(arcs))))),
+        shape=(flow.nodes, arcs),
+    ).tocsr()
+    supply = np.zeros(flow.nodes)
+    supply[0], supply[flow.timeline] = capacity, -capacity
+    bounds = np.column_stack((np.zeros(arcs), flow.capacities(capacity)))
+    result = linprog(-flow.answers, A_eq=incidence, b_eq=supply, bounds=bounds, method="highs-ds")
+    assert result.success
+    return round(-result.fun)
+
+
+def test_min_cost_flow_equals_brute_force_and_the_linear_programme():
     binding = 0
     for chunk, capacity in tiny_cases(4242, 150):
-        flow = answer_flow(outline([chunk]), capacity)
+        flow = network(outline([chunk]))
         if flow.reachable == 0:
             continue
         exact = brute_force(chunk, capacity)
-        assert most_answers_integer(flow) == exact, (chunk, capacity)
-        assert most_answers_linear(flow) == exact, (chunk, capacity)
+        assert offline_optimum(flow, capacity).answerable == exact, (chunk, capacity)
+        assert linear_programme(flow, capacity) == exact, (chunk, capacity)
         binding += exact < flow.reachable
     assert binding >= 10  # the capacity binds often enough for the check to mean something
+
+
+def test_min_cost_flow_equals_the_linear_programme_on_generated_workloads():
+    from evictlab.analysis.traces.generate import WorkloadParams, generate
+
+    for seed in range(3):
+        flow = network(outline([generate(WorkloadParams(horizon_days=20), seed)]))
+        for capacity in (1, 5, 10, 50):
+            assert offline_optimum(flow, capacity).answerable == linear_programme(flow, capacity)
+
+
+def test_the_optimum_is_bounded_before_its_network_is_built():
+    chunk = next(tiny_cases(3, 1))[0]
+    shape = outline([chunk])
+    with pytest.raises(ValueError, match=r"arcs, over the limit of 2 .*; pass --max-optimum-arcs 6"):
+        offline_optimum(shape, 1, max_arcs=2)
 
 
 def test_no_policy_beats_the_optimum():

@@ -27,6 +27,7 @@ from ..analysis.traces.metrics import (
     describe_gap,
     largest_gap,
 )
+from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
 from ..analysis.traces.output import write_run
 from ..analysis.traces.replay import audit_trail
 from ..analysis.traces.schema import iter_chunks, write_trace
@@ -148,6 +149,9 @@ def add_curve_options(parser: argparse.ArgumentParser, policies: list[str]) -> N
         metavar="K,K,...",
         help=f"capacities [{','.join(map(str, DEFAULT_CAPACITIES))}] (DeerMem allows 10..500)",
     )
+    parser.add_argument("--max-optimum-arcs", type=int, default=MAX_OPTIMUM_ARCS, metavar="N",
+                        help="refuse a trace whose exact optimum needs a flow network of more arcs"
+                        f" [{MAX_OPTIMUM_ARCS:,}]")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a hybrid-v1 parameter other than DeerMem's default, e.g. access_weight=0.2 (repeatable)")
 
@@ -211,7 +215,7 @@ def run_replay(args: argparse.Namespace) -> int:
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
 
     def compute() -> dict[str, Any]:
-        rows = curve_rows(traces, policies, args.capacities, params)
+        rows = curve_rows(traces, policies, args.capacities, params, max_optimum_arcs=args.max_optimum_arcs)
         tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: curve_summary(rows)}
         if args.audit_capacity is not None:
             tables[AUDIT_FILE] = [
@@ -298,7 +302,8 @@ def _register_study(commands: argparse._SubParsersAction) -> None:
 def run_study_command(args: argparse.Namespace) -> int:
     placement = placement_from(args)
     grid = parse_grid(args.grid)
-    tasks = study_tasks(grid, args.seeds, base=workload_from(args), policies=args.policies, capacities=args.capacities)
+    tasks = study_tasks(grid, args.seeds, base=workload_from(args), policies=args.policies, capacities=args.capacities,
+                        max_optimum_arcs=args.max_optimum_arcs)
 
     def compute() -> dict[str, pd.DataFrame]:
         rows = run_study(tasks, placement, progress=False if args.no_progress else None)

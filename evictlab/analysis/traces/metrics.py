@@ -23,7 +23,7 @@ from scipy import stats
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .memory import check_capacity, check_policy_spec, replayable, root_policy, uncapped
-from .optimum import offline_optimum, outline
+from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
 from .replay import replay_policy
 from .schema import Chunk
 
@@ -75,6 +75,7 @@ def curve_rows(
     params: PolicyParams | None = None,
     *,
     progress: Callable[[str, str, int | None], None] | None = None,
+    max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
 
@@ -93,14 +94,13 @@ def curve_rows(
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
         report(trace_name, OPTIMUM, None)
-        shape = outline(source())
+        optima = dict(zip(capacities, offline_optima(network(outline(source()), max_optimum_arcs), capacities)))
         uncapped_rows = []
         for policy in ceilings:
             report(trace_name, policy, None)
             uncapped_rows.append(replay_policy(source(), policy, None).row())
         for capacity in capacities:
-            report(trace_name, OPTIMUM, capacity)
-            best = offline_optimum(shape, capacity)
+            best = optima[capacity]
             optimum_row: dict[str, Any] = {
                 "policy": OPTIMUM,
                 "capacity": capacity,

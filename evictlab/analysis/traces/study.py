@@ -31,6 +31,7 @@ from ...policies import BOUND, DEERMEM_POLICIES
 from .generate import WorkloadParams, generate
 from .memory import check_policy_spec
 from .metrics import DEFAULT_CAPACITIES, check_capacities, curve_rows
+from .optimum import MAX_OPTIMUM_ARCS
 
 #: Policies of a study when none are given: DeerMem's two and the simplest baselines.
 STUDY_POLICIES = (*DEERMEM_POLICIES, "fifo", "lru")
@@ -46,6 +47,7 @@ class StudyTask:
     varied: tuple[str, ...]  # the grid's parameter names (recorded in every row)
     policies: tuple[str, ...]
     capacities: tuple[int, ...]
+    max_optimum_arcs: int = MAX_OPTIMUM_ARCS
 
 
 def study_tasks(
@@ -55,6 +57,7 @@ def study_tasks(
     base: WorkloadParams | None = None,
     policies: Sequence[str] = STUDY_POLICIES,
     capacities: Sequence[int] = DEFAULT_CAPACITIES,
+    max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
 ) -> list[StudyTask]:
     """Every combination of ``grid``'s values x seeds 0..``seeds``-1, in a fixed order."""
     base = base or WorkloadParams()
@@ -73,14 +76,15 @@ def study_tasks(
     for workload, values in enumerate(itertools.product(*(grid[name] for name in names))):
         params = base.replace(**dict(zip(names, values)))
         for seed in range(seeds):
-            tasks.append(StudyTask(workload, seed, params, names, policies, capacities))
+            tasks.append(StudyTask(workload, seed, params, names, policies, capacities, max_optimum_arcs))
     return tasks
 
 
 def run_task(task: StudyTask) -> pd.DataFrame:
     """One workload and seed: generate, replay every policy and capacity, add the bounds."""
     chunk = generate(task.params, task.seed)
-    rows = curve_rows([(f"w{task.workload}-s{task.seed}", lambda: [chunk])], task.policies, task.capacities)
+    rows = curve_rows([(f"w{task.workload}-s{task.seed}", lambda: [chunk])], task.policies, task.capacities,
+                      max_optimum_arcs=task.max_optimum_arcs)
     rows.insert(0, "seed", task.seed)
     rows.insert(0, "workload", task.workload)
     values = task.params.as_dict()
