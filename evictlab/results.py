@@ -56,9 +56,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(error, OSError) and error.filename is None:  # a full disk: name the file
+            raise OSError(error.errno, error.strerror, str(target)) from None
         raise
     return target
 

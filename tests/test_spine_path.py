@@ -21,7 +21,7 @@ SPINE = (
     "open_pools",  # evictlab.core.pools: the one way from a spec to pools
     "resolve",  # evictlab.core.runspec: the spec's files read and checked
     "decide_grid",  # evictlab.selection.decisions: one decisions frame
-    "decide_batches",
+    "DecisionPlan.build",  # the grid checked once and cut into chunks
     "PreparedCases.select",  # evictlab.selection.engine: the selector of confidence and hybrid-v1
 )
 
@@ -73,7 +73,7 @@ def test_a_capacity_reaches_the_selector_through_the_same_functions_from_the_cli
         # Pools first (resolved once per spec), then one decisions frame, then the engine.
         assert names.index("open_pools") < names.index("decide_grid") < names.index("PreparedCases.select")
         assert names.count("resolve") == 1
-        for name in ("decide_grid", "decide_batches", "PreparedCases.select"):
+        for name in ("decide_grid", "DecisionPlan.build", "PreparedCases.select"):
             assert capacities_seen(calls, name) and set(capacities_seen(calls, name)) == {(4,)}, name
 
 

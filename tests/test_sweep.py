@@ -12,10 +12,9 @@ import pytest
 from test_engine import CLOCK, scenario_cases
 
 from evictlab import cli, results
-from evictlab.analysis import sweep, sweep_chunks, sweep_output
+from evictlab.analysis import sweep, sweep_output
 from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
 from evictlab.analysis.sweep_output import (
-    CASES_FILE,
     EXTREMES_FILE,
     MANIFEST_FILE,
     ROWS_FILE,
@@ -288,13 +287,12 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     assert parameters["inputs"]["pr4810-final"]["cases"] == 45
     assert parameters["arguments"] == {"weights_step": None}
     assert parameters["chunking"] == {
-        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_chunks.ROWS_LAYOUT,
-        "row_group_rows": sweep_chunks.ROW_GROUP_ROWS,
+        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.LAYOUT,
     }  # fmt: skip
     assert parameters["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0
     files = folder_files(folder)
-    assert set(files) == {EXTREMES_FILE, SETTINGS_FILE, CASES_FILE,
+    assert set(files) == {EXTREMES_FILE, SETTINGS_FILE,
                           *(f"{name}/part-00000{i}.parquet" for name in (ROWS_FILE, SUMMARY_FILE) for i in (0, 1))}
     assert {name: entry["sha256"] for name, entry in manifest["outputs"].items()} == {
         name: hashlib.sha256(data).hexdigest() for name, data in files.items()
@@ -320,12 +318,22 @@ def test_a_finished_sweep_is_never_overwritten(tmp_path):
     assert {**folder_files(tmp_path), MANIFEST_FILE: (tmp_path / MANIFEST_FILE).read_bytes()} == before
 
 
-def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path):
-    with pytest.raises(ContractError, match="capacity 12"):
-        sweep_output.write_sweep(tmp_path, POOLS, make_grid(capacities=(12,)), progress=False)
+def test_a_grid_the_pools_cannot_take_is_refused_before_the_folder_is_made(tmp_path):
+    with pytest.raises(ContractError, match="capacity 12 is outside"):
+        sweep_output.write_sweep(tmp_path / "run", POOLS, make_grid(capacities=(12,)), progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path, monkeypatch):
+    def fail(*arguments):
+        raise ContractError("the engine failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sweep_output, "chunk_files", fail)
+        with pytest.raises(ContractError, match="the engine failed"):
+            sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
     manifest = read_manifest(tmp_path)
-    assert manifest["status"] == "error"
-    assert "capacity 12 is outside" in manifest["error"]
+    assert manifest["status"] == "error" and manifest["error"] == "the engine failed"
     assert not (tmp_path / ROWS_FILE).exists()
     with pytest.raises(ContractError, match="did not finish"):
         sweep_output.load_sweep(tmp_path)
@@ -374,7 +382,7 @@ def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_ov
     assert run_cli(*argv) == 0
     out = capsys.readouterr().out
     assert {path.name for path in folder.iterdir()} == {
-        MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE,
+        MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, EXTREMES_FILE,
     }  # fmt: skip
     manifest = read_manifest(folder)
     assert manifest["status"] == "success"
@@ -391,7 +399,7 @@ def test_cli_writes_the_tables_prints_the_settings_that_matter_and_refuses_to_ov
     assert "confidence: every setting retains the same number of supports in every scenario" in out
     settings = (len(simplex_weights(0.25)) + 1) * 2
     assert len(sweep_output.load_sweep(folder).rows) == 2 * settings * 45 * 3
-    assert len(pd.read_parquet(folder / ROWS_FILE)) == (settings + 1) * 45 * 3  # confidence's stored once
+    assert len(pd.read_parquet(folder / ROWS_FILE)) == 2 * settings * 45 * 3  # a plain Parquet dataset
 
     assert run_cli(*argv) == 2
     assert "finished sweep run; refusing to overwrite" in capsys.readouterr().err

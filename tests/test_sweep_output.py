@@ -1,4 +1,4 @@
-"""Sweeps written in chunks: the same tables as in memory, resumed after a kill, on Dask."""
+"""Sweeps written in chunks: the same tables as in memory, resumed after a kill, on Dask; older layouts."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_sweep import POOLS, TWO_PRESETS, folder_files
+from test_engine import CLOCK
+from test_sweep import CASES, POOLS, RAW_CASES, TWO_PRESETS, folder_files
 
 from evictlab import cli, results
-from evictlab.analysis import sweep_output, sweep_tables
+from evictlab.analysis import sweep_output
 from evictlab.analysis.sweep import extreme_settings, make_grid, run_sweep
 from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from evictlab.distributed import Placement
+from evictlab.errors import ContractError
+from evictlab.selection.engine import PreparedCases
 
 GRID = make_grid(
     weights_step=0.25,
@@ -36,8 +40,8 @@ def test_settings_are_built_by_index_in_grid_order():
 def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
     # 2,000 rows a chunk: 14 settings of 135 rows, so chunks end inside every preset x policy.
     written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=2000)
-    # Per preset: confidence's one chunk of every setting, hybrid-v1's five.
-    assert written.chunks == 2 * (1 + 5) and written.reused_chunks == 0
+    # Per preset and policy: five chunks of 14 settings or fewer.
+    assert written.chunks == 2 * 2 * 5 and written.reused_chunks == 0
     expected = run_sweep(TWO_PRESETS, GRID, progress=False)
     loaded = sweep_output.load_sweep(tmp_path)
     pd.testing.assert_frame_equal(loaded.rows, expected.rows)
@@ -49,8 +53,7 @@ def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
                                   check_dtype=False)  # fmt: skip
     assert written.defaults.empty  # DeerMem's weights are off this grid
     assert len(pd.read_parquet(tmp_path / ROWS_FILE / "part-000001.parquet")) == 14 * 45 * 3
-    confidence = pd.read_parquet(tmp_path / ROWS_FILE / "part-000000.parquet")
-    assert len(confidence) == 45 * 3 and set(confidence["setting"]) == {sweep_tables.EVERY_SETTING}
+    assert list(pd.read_parquet(tmp_path / ROWS_FILE)) == list(sweep_output.STORED_ROW_COLUMNS)
 
 
 def test_a_scalar_policy_is_chunked_too(tmp_path):
@@ -159,3 +162,69 @@ def test_placement_reaches_write_sweep_in_process(tmp_path):
     written = sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False, placement=Placement(workers=0))
     assert read_record(tmp_path)["summary"]["placement"] == "in-process (no Dask)"
     assert written.rows == 2 * 45 * 3
+
+
+# --- layouts, presets, the printed tables -----------------------------------------------------
+
+LEGACY = Path(__file__).parent / "fixtures" / "sweep-layout-1"  # written by evictlab at 476f281
+
+
+def test_a_folder_of_layout_1_still_loads():
+    grid = make_grid(weights=[(0.65, 0.25, 0.10), (1.0, 0.0, 0.0)], capacities=(5, 7))
+    expected = run_sweep(POOLS, grid, progress=False)
+    loaded = sweep_output.load_sweep(LEGACY)
+    assert "layout" not in loaded.manifest["parameters"]["chunking"]
+    pd.testing.assert_frame_equal(loaded.rows, expected.rows)
+    pd.testing.assert_frame_equal(loaded.summary, expected.summary)
+
+
+@pytest.mark.parametrize("layout", [2, 3])
+def test_a_folder_of_the_index_layouts_is_refused_naming_its_layout(tmp_path, layout):
+    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    record = read_record(tmp_path)
+    record["parameters"]["chunking"]["layout"] = layout
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(record))
+    with pytest.raises(ContractError, match=f"{MANIFEST_FILE}: written in sweep layout {layout} by an earlier"):
+        sweep_output.load_sweep(tmp_path)
+
+
+def test_presets_of_other_cases_and_orders_and_scalar_policies_read_back_whole(tmp_path):
+    pools = {"later": PreparedCases(CASES[5:], CLOCK), "reversed": PreparedCases(RAW_CASES[:17][::-1], CLOCK)}
+    grid = make_grid(weights=[(0.65, 0.25, 0.10), (0.2, 0.6, 0.2)], capacities=(5, 7),
+                     policies=("random", "hybrid-v1", "lru", "confidence"))  # fmt: skip
+    sweep_output.write_sweep(tmp_path, pools, grid, progress=False, chunk_rows=60)
+    expected = run_sweep(pools, grid, progress=False)
+    loaded = sweep_output.load_sweep(tmp_path)
+    pd.testing.assert_frame_equal(loaded.rows, expected.rows)
+    pd.testing.assert_frame_equal(loaded.summary, expected.summary)
+    pd.testing.assert_frame_equal(loaded.extremes, extreme_settings(expected.summary), check_dtype=False)
+
+
+@pytest.mark.parametrize("policies", [("confidence", "hybrid-v1"), ("random", "lru"), ("hybrid-v1",)])
+def test_the_printed_default_table_is_pandas_text_of_the_retention_table(policies):
+    from evictlab.cli.sweep import retention_lines, retention_table
+
+    grid = make_grid(weights=[(0.65, 0.25, 0.10)], capacities=(5, 7, 9), policies=policies)
+    summary = run_sweep(TWO_PRESETS, grid, progress=False).summary
+    for preset in TWO_PRESETS:
+        mine = summary[summary["preset"] == preset]
+        lines = retention_lines(mine)
+        assert lines == retention_table(mine).to_string().splitlines()
+        assert lines[-1].startswith("total ") and len(lines) == 1 + mine["scenario"].nunique() + 1
+    if "random" in policies:  # expected counts print with a decimal
+        assert any("." in cell for cell in " ".join(retention_lines(summary[summary["preset"] == preset])).split("/"))
+
+
+def test_deermem_default_rows_come_in_the_summary_order_whatever_the_chunks_order(tmp_path):
+    grid = make_grid(weights=[(0.5, 0.5, 0.0), (0.2, 0.4, 0.4), (0.65, 0.25, 0.10)], capacities=(5, 7),
+                     policies=("hybrid-v1", "confidence"))  # fmt: skip
+    summary = run_sweep(TWO_PRESETS, grid, progress=False).summary
+    expected = summary[summary["setting"] == 2].reset_index(drop=True)
+    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    pd.testing.assert_frame_equal(written.defaults, expected)
+    # Resumed: the kept chunks are counted first, and the order is still the summary's.
+    mark_interrupted(tmp_path)
+    (tmp_path / SUMMARY_FILE / "part-000001.parquet").unlink()
+    resumed = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    assert 0 < resumed.reused_chunks < resumed.chunks
+    pd.testing.assert_frame_equal(resumed.defaults, expected)

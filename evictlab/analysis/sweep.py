@@ -3,21 +3,21 @@
 A grid is the product weights x confirmation half-lives x access half-lives x reservation
 fractions x reservation maxima (the *settings*, in that nesting order), crossed with
 capacities, policies and presets. :func:`run_sweep` returns one row per preset x policy x
-setting x case x capacity (in that nesting order, cases in build order). ``confidence`` and
-``hybrid-v1`` go through :mod:`evictlab.selection.engine`; another registered policy goes through the
-scalar selector once per row, which is slow but exact. The ``confidence`` policy ignores the
+setting x case x capacity (in that nesting order, cases in build order): the rows of
+:func:`evictlab.selection.decisions.decide_grid`. The ``confidence`` policy ignores the
 setting, so its rows repeat one decision for every setting: each setting keeps its baseline.
 
 :func:`run_sweep` holds every row in memory, for the grids of the notebooks;
-:func:`evictlab.analysis.sweep_output.write_sweep` writes a run folder in chunks, in bounded memory,
-and resumes an interrupted one.
+:func:`evictlab.analysis.sweep_output.write_sweep` writes the same rows to a run folder chunk by
+chunk (:func:`evictlab.selection.decisions.iter_decisions`), in bounded memory, and resumes an
+interrupted one. The summary and the extreme settings are made by the functions here in both.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -188,6 +188,11 @@ class SweepGrid:
         block = SettingColumns.product(self.weights[first:last], *self._axes[1:])
         return block[start - first * per_triple : stop - first * per_triple]
 
+    @property
+    def settings_view(self) -> GridSettings:
+        """Every setting as a sequence built a slice at a time (for a grid of millions)."""
+        return GridSettings(self)
+
     def setting(self, index: int) -> PolicyParams:
         """Setting ``index`` in grid order, as ``settings_between(index, index + 1)[0]`` gives
         it, from the five lists alone."""
@@ -241,6 +246,23 @@ class SweepGrid:
             "policies": list(self.policies),
             "settings": self.size,
         }
+
+
+class GridSettings(Sequence[PolicyParams]):
+    """A grid's settings by index: a slice is :meth:`SweepGrid.settings_between`'s columns, an
+    item :meth:`SweepGrid.setting`. It pickles as the grid's five lists."""
+
+    def __init__(self, grid: SweepGrid) -> None:
+        self.grid = grid
+
+    def __len__(self) -> int:
+        return self.grid.size
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self.grid.size)
+            return self.grid.settings_between(start, stop)
+        return self.grid.setting(range(self.grid.size)[index])
 
 
 def make_grid(
@@ -352,7 +374,7 @@ def run_sweep(
     for name, cases in prepared.items():
         check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
     rows = decide_grid(
-        prepared, grid.policies, grid.settings, grid.capacities, progress=progress, progress_label="sweep"
+        prepared, grid.policies, grid.settings_view, grid.capacities, progress=progress, progress_label="sweep"
     )
     return SweepResult(grid, tuple(prepared), rows[list(ROW_COLUMNS)])
 
@@ -367,6 +389,13 @@ def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- tables
 
 
+SUMMARY_KEYS = ("preset", "policy", "setting", "source", "scenario", "capacity")
+EXTREME_KEYS = ("preset", "policy", "scenario")
+EXTREME_COLUMNS = (
+    *EXTREME_KEYS, "extreme", "setting", "support_retained", "cases", "tied", "settings", *SETTING_COLUMNS,
+)  # fmt: skip
+
+
 def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Support retention per preset x policy x setting x scenario x capacity (columns :data:`SUMMARY_COLUMNS`).
 
@@ -377,68 +406,83 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     artefact; one count per case, not per pair of near-equal facts: see
     :func:`evictlab.selection.decisions.tie_counts`), and ``retention`` what tables count under
     each policy's tie-break (:func:`evictlab.selection.decisions.decide_grid`). Groups appear in
-    the order of the rows: scenarios in case build order, then capacities.
+    the order of the rows: scenarios in case build order, then capacities. A group's sums
+    depend on its rows alone (pandas' compensated group sums, in row order), so the summaries
+    of a sweep's chunks are this summary of all its rows, cut where the chunks are cut.
     """
-    keys = ["preset", "policy", "setting", "source", "scenario", "capacity"]
-    counts = (
-        rows.groupby(keys, observed=True, sort=False)
-        .agg(
-            support_retained=("support_retained", "sum"),
-            cases=("support_retained", "size"),
-            support_expected=("support_expected", "sum"),
-            ties=("support_tied", "sum"),
-            near_ties=("support_near_tie", "sum"),
-            retention=("retention", "sum"),
-        )
-        .reset_index()
+    group, first = _group_ids(rows, SUMMARY_KEYS)
+    sums = (
+        rows[["support_retained", "support_expected", "support_tied", "support_near_tie", "retention"]]
+        .groupby(group, sort=False)
+        .sum()
     )
-    counts[["ties", "near_ties"]] = counts[["ties", "near_ties"]].astype(np.int64)
-    counts["support_retained"] = counts["support_retained"].astype(np.int64)
-    counts["cases"] = counts["cases"].astype(np.int64)
+    counts = rows[[*SUMMARY_KEYS, *SETTING_COLUMNS]].iloc[first].reset_index(drop=True)
+    for name, column in (("support_tied", "ties"), ("support_near_tie", "near_ties"), ("support_retained", None)):
+        counts[column or name] = sums[name].to_numpy().astype(np.int64)
+    counts["cases"] = np.bincount(group).astype(np.int64)
+    counts["support_expected"] = sums["support_expected"].to_numpy()
+    counts["retention"] = sums["retention"].to_numpy()
     counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
-    return _with_setting_columns(counts, rows)[list(SUMMARY_COLUMNS)]
+    return counts[list(SUMMARY_COLUMNS)]
+
+
+def _group_ids(rows: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group of ``keys`` (numbered in order of first appearance) and each group's first row."""
+    codes, sizes = [], []
+    for key in keys:
+        column = rows[key]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes.append(column.cat.codes.to_numpy().astype(np.int64))
+            sizes.append(max(len(column.cat.categories), 1))
+        else:
+            values, uniques = pd.factorize(column.to_numpy())
+            codes.append(values.astype(np.int64))
+            sizes.append(max(len(uniques), 1))
+    group, _ = pd.factorize(np.ravel_multi_index(codes, sizes) if len(rows) else np.zeros(0, np.int64))
+    # Groups are numbered as they first appear: a group's first row is where the count rises.
+    rises = np.ones(len(group), dtype=bool)
+    rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]
+    return group, np.flatnonzero(rises)
 
 
 def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
     """The best and the worst setting per preset x policy x scenario, by support retained
-    summed over capacities.
+    summed over capacities (columns :data:`EXTREME_COLUMNS`, keys sorted).
 
     Ties go to the lowest setting index (the first in grid order); ``tied`` counts the
-    settings that share the extreme total (1 when it is unique).
+    settings that share the extreme total (1 when it is unique). It is
+    :func:`merge_extremes` of :func:`setting_extremes`: a sweep written in chunks merges
+    the extremes of each chunk's summary the same way.
     """
-    keys = ["preset", "policy", "scenario"]
-    totals = (
-        summary.groupby([*keys, "setting"], observed=True, sort=True)[["support_retained", "cases"]]
-        .sum()
-        .reset_index()
-    )
-    records = []
-    for group, members in totals.groupby(keys, observed=True, sort=False):
-        retained = members["support_retained"].to_numpy()
-        for extreme, target in (("best", retained.max()), ("worst", retained.min())):
-            hits = members[retained == target]
-            first = hits.iloc[0]
-            records.append(
-                {
-                    **dict(zip(keys, group)),
-                    "extreme": extreme,
-                    "setting": int(first["setting"]),
-                    "support_retained": int(first["support_retained"]),
-                    "cases": int(first["cases"]),
-                    "tied": len(hits),
-                    "settings": len(members),
-                }
-            )
-    frame = pd.DataFrame.from_records(
-        records, columns=[*keys, "extreme", "setting", "support_retained", "cases", "tied", "settings"]
-    )
-    return _with_setting_columns(frame, summary)
+    return merge_extremes([setting_extremes(summary)])
 
 
-def _with_setting_columns(frame: pd.DataFrame, source: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the parameters of each row's ``setting``, looked up in ``source``."""
-    settings = source[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
-    return frame.merge(settings, on="setting", how="left", validate="many_to_one")
+def setting_extremes(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every setting's total per preset x policy x scenario, as candidates for both extremes
+    (each a :func:`merge_extremes` row of one setting)."""
+    keys = [*EXTREME_KEYS, "setting"]
+    totals = summary.groupby(keys, observed=True, sort=True)[["support_retained", "cases"]].sum().reset_index()
+    totals = totals.merge(summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting"), on="setting")
+    totals = totals.assign(tied=1, settings=1)
+    return pd.concat([totals.assign(extreme="best"), totals.assign(extreme="worst")], ignore_index=True)
+
+
+def merge_extremes(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The best and the worst of candidate rows (:data:`EXTREME_COLUMNS`) over disjoint sets of
+    settings: per key and extreme, the highest (lowest) total, the first setting that reaches
+    it, the ``tied`` summed over the candidates that reach it, the ``settings`` summed."""
+    rows = pd.concat(list(parts), ignore_index=True)
+    keys = [*EXTREME_KEYS, "extreme"]
+    grouped = rows.groupby(keys, observed=True, sort=False)["support_retained"]
+    target = np.where(rows["extreme"] == "best", grouped.transform("max"), grouped.transform("min"))
+    hits = rows[rows["support_retained"].to_numpy() == target].sort_values([*keys, "setting"], kind="stable")
+    merged = hits.groupby(keys, observed=True, sort=False).agg(
+        {name: "first" for name in EXTREME_COLUMNS if name not in keys} | {"tied": "sum"}
+    )
+    merged["settings"] = rows.groupby(keys, observed=True, sort=False)["settings"].sum()
+    frame = merged.reset_index()[list(EXTREME_COLUMNS)]
+    counts = dict.fromkeys(("setting", "support_retained", "cases", "tied", "settings"), np.int64)
+    return frame.astype({**dict.fromkeys(EXTREME_KEYS, str), "extreme": str, **counts})
 
 
 def default_settings(grid: SweepGrid) -> list[int]:

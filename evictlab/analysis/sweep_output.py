@@ -1,83 +1,65 @@
-"""Sweep run folders, written while the sweep runs: Parquet in chunks, summaries kept as it goes.
+"""Sweep run folders: every chunk of decisions written as it comes, each part vouched for by the record.
 
-A sweep is cut into *chunks* (:mod:`evictlab.analysis.sweep_chunks`): the rows of one preset x
-policy x a run of consecutive settings, with every case and capacity, about ``chunk_rows``
-rows each (at least one setting; a policy that ignores the setting has one chunk of every
-setting, stored once). Each chunk is decided in batches (row groups of its files), written
-and summarised, then dropped, so memory is bounded by a few batches and chunks' files
-whatever the grid. The folder holds
+A sweep is the frames of :func:`evictlab.selection.decisions.iter_decisions` (one chunk: a
+preset x policy x run of consecutive settings, every case and capacity, about ``chunk_rows``
+rows). Each chunk's rows and their scenario summary are written as one Parquet file each, and
+dropped, so memory is bounded by a chunk whatever the grid. The folder holds
 
-* ``rows.parquet/``: a Parquet dataset, one file per chunk (``part-000000.parquet``, ... in
-  row order) with each decision's keys and outputs
-  (:data:`~evictlab.analysis.sweep_tables.STORED_ROW_COLUMNS`); ``pandas.read_parquet`` reads
-  the folder whole, ``pyarrow.dataset`` lazily;
-* ``settings.parquet`` and ``cases.parquet``: each setting's parameters and each case's names,
-  written once (see :mod:`evictlab.analysis.sweep_tables`); :func:`load_sweep` joins them
-  back into the rows of :func:`evictlab.analysis.sweep.run_sweep`;
-* ``scenario_summary.parquet/``: each chunk's scenario summary, one file per chunk, the same
-  table as :func:`evictlab.analysis.sweep.scenario_summary` of all rows (the settings'
-  parameters joined on read, too);
-* ``extreme_settings.csv`` (small): the best and the worst setting per preset x policy x
-  scenario, :func:`evictlab.analysis.sweep.extreme_settings` of the whole summary;
-* ``sweep.run.json``: the run record (:func:`evictlab.results.run`) with every file's SHA-256.
+* ``rows.parquet/``: one file per chunk (``part-000000.parquet``, ... in row order), the rows
+  of :data:`~evictlab.analysis.sweep.ROW_COLUMNS` without the setting's parameters
+  (:data:`STORED_ROW_COLUMNS`);
+* ``scenario_summary.parquet/``: each chunk's :func:`~evictlab.analysis.sweep.scenario_summary`,
+  one file per chunk: together, the summary of all rows;
+* ``settings.parquet``: ``setting`` and the seven parameters of every setting, which
+  :func:`load_sweep` joins back onto the rows;
+* ``extreme_settings.csv`` (small): :func:`~evictlab.analysis.sweep.extreme_settings` of the
+  whole summary, merged chunk by chunk;
+* ``sweep.run.json``: the run record (:func:`evictlab.results.run`), with every file's size and
+  SHA-256. It is saved after each chunk, so it lists every part that is finished.
 
-A chunk is complete once its summary file exists: its rows file is written first, each
-atomically. The run record owns refusal and resumption: a finished sweep is never
-overwritten; rerun into the folder of an unfinished one (interrupted by Ctrl-C, SIGTERM or a
-kill, or failed) with the same grid, presets, inputs and chunk size, a sweep keeps the
-complete chunks, reads their summaries back and computes only the others. With anything
-different it starts over.
+Resuming: a finished sweep is never overwritten. Rerun into the folder of an unfinished one
+(interrupted, killed, failed, or stopped by a full disk) with the same grid, presets, inputs and
+chunk size, and a chunk is kept only when both its parts are regular files with the size and
+SHA-256 the record lists; every other part (truncated, emptied, swapped, a symlink, left by
+another plan) is removed and decided again, so the finished folder holds a clean run's bytes.
+:func:`load_sweep` reads only parts the record lists, and refuses one that does not match it.
 
-Chunks are independent: they are decided in this process, or by :mod:`evictlab.distributed`
-on Dask workers (``--workers``, ``--scheduler``), one task per preset and run of settings (the
-chunks of every policy there). A task returns its chunks' files as bytes and they are written
-here, on two writer threads (each chunk's rows file before its summary file), so every
-placement writes the same bytes.
+Chunks are decided in this process or on Dask workers (:mod:`evictlab.distributed`;
+``--workers``, ``--scheduler``): a task returns its chunk's files as bytes, written here, so
+every placement writes the same bytes.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
+import io
+import shutil
+import stat
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import results
-from ..core.pools import PoolSet
+from ..core.pools import PoolSet, check_capacities
 from ..distributed import Placement, dask_client, iter_tasks
 from ..errors import ContractError
+from ..selection.decisions import SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
 from ..selection.engine import PreparedCases
 from .sweep import (
     ROW_COLUMNS,
-    SUMMARY_COLUMNS,
     SweepGrid,
-)
-from .sweep_chunks import (
-    ENCODE_QUEUE,
-    Background,
-    Chunk,
-    PendingChunk,
-    SweepPlan,
-    SweepTally,
-    chunk_files,
-    decide_chunks,
-    task_groups,
-)
-from .sweep_tables import (
-    cases_table,
-    expand_every_setting,
-    parquet_bytes,
-    settings_table,
-    tidy_rows,
-    with_setting_columns,
+    default_settings,
+    merge_extremes,
+    scenario_summary,
+    setting_extremes,
 )
 
 KIND = "sweep"
@@ -85,20 +67,63 @@ MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
 ROWS_FILE = "rows.parquet"  # a folder of part files
 SUMMARY_FILE = "scenario_summary.parquet"  # a folder of part files
 SETTINGS_FILE = "settings.parquet"
-CASES_FILE = "cases.parquet"
 EXTREMES_FILE = "extreme_settings.csv"
-OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, CASES_FILE, EXTREMES_FILE)
-#: Chunks waiting for their files to be written at most (each a chunk's rows and summary, as bytes).
-WRITE_QUEUE = 8
-#: Rows per chunk unless asked otherwise: the whole process peaks at about 0.6 GiB with it
-#: (benchmarks/bench_sweep.py, 137 M rows).
+OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, EXTREMES_FILE)
+PART_FOLDERS = (ROWS_FILE, SUMMARY_FILE)
+#: The version of the folder's files, part of the plan a resumed sweep must share. 4: the
+#: tidy rows of ``iter_decisions`` less the settings' parameters. Layout 1 (tidy rows whole)
+#: is read too; layouts 2 and 3 (rows by index, ``confidence`` stored once) are refused.
+LAYOUT = 4
+READABLE_LAYOUTS = (1, LAYOUT)
+STORED_ROW_COLUMNS = tuple(name for name in ROW_COLUMNS if name not in SETTING_COLUMNS)
+#: Rows per chunk unless asked otherwise (benchmarks/bench_sweep.py measures the memory).
 CHUNK_ROWS = 1_000_000
-_PART = re.compile(r"^part-\d{6}\.parquet$")
+#: Disk space held back while a sweep writes, released to write its last record when the disk
+#: fills up (a record lists every part: about 150 bytes each).
+SPACE_RESERVE_BYTES = 64 * 1024
+RESERVE_FILE = ".sweep-space-reserve"
 
 
 def part_name(folder: str, index: int) -> str:
     """``rows.parquet/part-000012.parquet``: chunk ``index``'s file in one of the two datasets."""
     return f"{folder}/part-{index:06d}.parquet"
+
+
+def parquet_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as a Parquet file the way a sweep writes them: LZ4, dictionaries for the text
+    columns only, statistics for ``setting`` only (a reader can skip parts by setting)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    text = [name for name in table.column_names if pa.types.is_dictionary(table.schema.field(name).type)]
+    statistics = ["setting"] if "setting" in table.column_names else False
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="lz4", use_dictionary=text, write_statistics=statistics)
+    return sink.getvalue().to_pybytes()
+
+
+# --------------------------------------------------------------------------- one chunk
+
+
+@dataclass(frozen=True)
+class ChunkFiles:
+    """A chunk's two files as bytes, and what the totals need of its summary."""
+
+    rows: bytes
+    summary: bytes
+    summary_rows: int
+    extremes: pd.DataFrame = field(repr=False)
+    defaults: pd.DataFrame = field(repr=False)
+
+
+def chunk_files(plan: DecisionPlan, defaults: tuple[int, ...], chunk: DecisionChunk) -> ChunkFiles:
+    """Decide one chunk and encode its files (a task: pure, picklable)."""
+    rows = plan.decide(chunk)[list(ROW_COLUMNS)]
+    summary = scenario_summary(rows)
+    stored = rows[list(STORED_ROW_COLUMNS)]
+    return ChunkFiles(parquet_bytes(stored), parquet_bytes(summary), len(summary), *_totals(summary, defaults))
+
+
+def _totals(summary: pd.DataFrame, defaults: tuple[int, ...]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return setting_extremes(summary), summary[summary["setting"].isin(defaults)]
 
 
 # --------------------------------------------------------------------------- run folders
@@ -123,18 +148,19 @@ def check_output_dir(output_dir: str | Path) -> None:
     results.check_output(output_dir, KIND, OUTPUT_FILES)
 
 
-def run_parameters(grid: SweepGrid, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The record's parameters before the pools are built (:func:`write_sweep_files` adds them)."""
-    return {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
-
-
-def open_sweep(output_dir: str | Path, grid: SweepGrid, arguments: Mapping[str, Any] | None = None):
+def open_sweep(output_dir: str | Path, grid: SweepGrid, arguments: Mapping[str, Any] | None = None, precheck=None):
     """:func:`evictlab.results.run` for a sweep into ``output_dir``: refuses a finished sweep,
-    continues an unfinished one (:func:`write_sweep_files` decides what it keeps)."""
-    return results.run(
-        output_dir, KIND, parameters=run_parameters(grid, arguments), outputs=OUTPUT_FILES, existing="resume",
-        precheck=lambda: check_output_dir(output_dir),
-    )  # fmt: skip
+    continues an unfinished one (:func:`write_sweep_files` decides what it keeps). ``precheck``
+    runs under the lock before the record is written (reading the inputs: bad input leaves no
+    folder behind)."""
+
+    def check() -> None:
+        check_output_dir(output_dir)
+        if precheck is not None:
+            precheck()
+
+    parameters = {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
+    return results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, existing="resume", precheck=check)
 
 
 def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]:
@@ -173,136 +199,174 @@ def write_sweep(
     given), the status and every file's SHA-256. ``placement`` says where the chunks are
     decided (default: in this process).
     """
+    plan = sweep_plan(pools, grid, chunk_rows)  # a bad grid fails before the folder is made
     with open_sweep(output_dir, grid, arguments) as run:
-        return write_sweep_files(run, pools, grid, progress=progress, chunk_rows=chunk_rows, placement=placement)
+        return write_sweep_files(run, pools, grid, plan, progress=progress, placement=placement)
+
+
+def sweep_plan(pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int) -> DecisionPlan:
+    """The sweep's chunks: :class:`~evictlab.selection.decisions.DecisionPlan` of the grid."""
+    if not pools:
+        raise ContractError("empty grid: no presets (pools) to sweep")
+    prepared = {str(name): PreparedCases.from_pool_set(item) if isinstance(item, PoolSet) else item
+                for name, item in pools.items()}  # fmt: skip
+    for name, cases in prepared.items():
+        check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
+    return DecisionPlan.build(prepared, grid.policies, grid.settings_view, grid.capacities, chunk_rows=chunk_rows)
 
 
 def write_sweep_files(
     run: results.Run,
     pools: Mapping[str, PoolSet | PreparedCases],
     grid: SweepGrid,
+    plan: DecisionPlan,
     *,
     progress: bool | None = None,
-    chunk_rows: int = CHUNK_ROWS,
     placement: Placement | None = None,
 ) -> WrittenSweep:
-    """Sweep into an open ``sweep`` run (:func:`open_sweep`), keeping the complete chunks of
-    an unfinished predecessor with the same plan."""
+    """Sweep into an open ``sweep`` run (:func:`open_sweep`), keeping the verified chunks of an
+    unfinished predecessor with the same plan."""
     placement = placement or Placement(workers=0)
-    plan = SweepPlan.build(pools, grid, chunk_rows)
-    parameters = run.record.parameters
-    parameters.update(
-        presets=[str(name) for name in pools], inputs=input_record(pools), chunking=plan.record(),
-        tie_breaks=dict(plan.tie_breaks),
-    )  # fmt: skip
+    chunking = {"chunk_rows": plan.chunk_rows, "chunks": len(plan.chunks), "rows": plan.rows, "layout": LAYOUT}
+    run.record.parameters.update(
+        presets=list(plan.prepared), inputs=input_record(pools), chunking=chunking, tie_breaks=dict(plan.tie_breaks)
+    )
     datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
     run.record.dataset = datasets[0] if datasets else None
     run.save()  # the plan on disk before any chunk, so a killed run can be resumed
-    done = _complete_chunks(run, plan)
-    tally = SweepTally(grid)
-    for chunk in plan.chunks:
-        if chunk.index in done:
-            for folder in (ROWS_FILE, SUMMARY_FILE):
-                run.add_output(part_name(folder, chunk.index))
-            tally.add(pq.read_table(run.path(part_name(SUMMARY_FILE, chunk.index))), chunk.rows)
-    tasks = task_groups([chunk for chunk in plan.chunks if chunk.index not in done])
-    pending = sum((chunk.rows for task in tasks for chunk in task), 0)
+    reserve = _hold_space(run.path(RESERVE_FILE))
+    try:
+        return _write_chunks(run, grid, plan, placement, progress)
+    finally:
+        reserve.unlink(missing_ok=True)  # room for the last record, whatever happened
+
+
+def _write_chunks(
+    run: results.Run, grid: SweepGrid, plan: DecisionPlan, placement: Placement, progress: bool | None
+) -> WrittenSweep:
+    defaults = tuple(default_settings(grid))
+    kept = _kept_chunks(run, plan)
+    extremes: list[pd.DataFrame] = []
+    default_rows: dict[int, pd.DataFrame] = {}
+    summary_rows = 0
+    for index, summary in kept.items():
+        part, rows = _totals(summary, defaults)
+        extremes.append(part)
+        default_rows[index] = rows
+        summary_rows += len(summary)
+    todo = [chunk for chunk in plan.chunks if chunk.index not in kept]
+    run.write_bytes(SETTINGS_FILE, parquet_bytes(settings_frame(grid.settings_view[0 : grid.size])))
     show = sys.stderr.isatty() if progress is None else progress
     with (
-        tqdm(total=plan.rows, initial=plan.rows - pending, desc="sweep", unit=" decisions", unit_scale=True,
-             leave=False, disable=not show) as bar,
+        tqdm(total=plan.rows, initial=plan.rows - sum(chunk.rows for chunk in todo), desc="sweep",
+             unit=" decisions", unit_scale=True, leave=False, disable=not show) as bar,
         dask_client(placement) as client,
-        # Files are written (and synced) on threads of their own while the next task runs, two
-        # chunks at a time; a chunk's rows file is on disk before its summary file marks it complete.
-        Background("sweep-write", WRITE_QUEUE, raising=True, threads=2) as writer,
-        # In-process, one encoding thread serves every task (it starts only when used).
-        Background("sweep-encode", ENCODE_QUEUE) as encoder,
     ):  # fmt: skip
-        settings = settings_table(grid.settings_between(0, grid.size))
-        writer.submit(run.write_bytes, SETTINGS_FILE, parquet_bytes(settings))
-        writer.submit(run.write_bytes, CASES_FILE, parquet_bytes(cases_table(plan.categories, plan.prepared)))
-        # A chunk is counted as soon as it is decided and written once it is encoded (the
-        # writer waits for that), so the next task and the totals go on meanwhile.
-        for item in _decided_chunks(plan, tasks, client, encoder):
-            writer.submit(_write_chunk, run, item)
-            tally.add(item.summary_table, item.chunk.rows)
-            bar.update(item.chunk.rows)
-        # The tables of the totals while the last files are written.
-        extremes, defaults = tally.extreme_settings(), tally.default_summary()
-        extremes_csv = extremes.to_csv(index=False, lineterminator="\n").encode("utf-8")
-        writer.drain()
-    run.write_bytes(EXTREMES_FILE, extremes_csv)
+        for chunk, files in zip(todo, iter_tasks(client, partial(chunk_files, plan, defaults), todo)):
+            run.write_bytes(part_name(ROWS_FILE, chunk.index), files.rows)
+            run.write_bytes(part_name(SUMMARY_FILE, chunk.index), files.summary)
+            run.save()  # the record vouches for the chunk's two parts from here on
+            extremes.append(files.extremes)
+            default_rows[chunk.index] = files.defaults
+            summary_rows += files.summary_rows
+            bar.update(chunk.rows)
+    merged = merge_extremes(extremes)
+    run.write_bytes(EXTREMES_FILE, merged.to_csv(index=False, lineterminator="\n").encode("utf-8"))
     run.record.summary = {
-        "rows": tally.rows, "scenario_summary_rows": tally.summary_rows, "chunks": len(plan.chunks),
-        "reused_chunks": len(done), "placement": placement.describe(),
+        "rows": plan.rows, "scenario_summary_rows": summary_rows, "chunks": len(plan.chunks),
+        "reused_chunks": len(kept), "placement": placement.describe(),
     }  # fmt: skip
+    defaults_frame = pd.concat([default_rows[index] for index in sorted(default_rows)], ignore_index=True)
     return WrittenSweep(
-        grid, tuple(plan.prepared), tally.rows, tally.summary_rows, len(plan.chunks), len(done), extremes, defaults
+        grid, tuple(plan.prepared), plan.rows, summary_rows, len(plan.chunks), len(kept), merged, defaults_frame
     )
 
 
-def _decided_chunks(
-    plan: SweepPlan, tasks: Sequence[tuple[Chunk, ...]], client: Any, encoder: Background
-) -> Iterator[PendingChunk]:
-    """Every task's chunks, decided in this process on ``encoder`` (``client`` None) or on
-    Dask, whose tasks return their files finished."""
-    if client is None:
-        for task in tasks:
-            yield from decide_chunks(plan, task, encoder)
-        return
-    for task, task_files in zip(tasks, iter_tasks(client, partial(chunk_files, plan), tasks)):
-        for chunk, files in zip(task, task_files):
-            yield PendingChunk(chunk, _settled(files.rows), _settled(files.summary), files.summary_table)
+def _hold_space(path: Path) -> Path:
+    """Hold :data:`SPACE_RESERVE_BYTES` of the disk in ``path`` (an error naming it if the disk is full)."""
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(SPACE_RESERVE_BYTES))
+            handle.flush()
+    except OSError as error:
+        path.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    return path
 
 
-def _settled(value: bytes) -> Future[bytes]:
-    future: Future[bytes] = Future()
-    future.set_result(value)
-    return future
+# --------------------------------------------------------------------------- resuming and reading
 
 
-def _write_chunk(run: results.Run, item: PendingChunk) -> None:
-    """A chunk's two files once encoded, rows first: its summary file marks it complete."""
-    files = item.files()
-    run.write_bytes(part_name(ROWS_FILE, item.chunk.index), files.rows)
-    run.write_bytes(part_name(SUMMARY_FILE, item.chunk.index), files.summary)
-
-
-def _complete_chunks(run: results.Run, plan: SweepPlan) -> set[int]:
-    """Chunks an unfinished predecessor completed under the same plan; other part files go."""
-    for folder in (ROWS_FILE, SUMMARY_FILE):
-        if run.path(folder).is_file():  # a single file, as evictlab wrote before sweeps were chunked
-            run.path(folder).unlink()
-    parts = {folder: _parts(run.path(folder)) for folder in (ROWS_FILE, SUMMARY_FILE)}
+def _kept_chunks(run: results.Run, plan: DecisionPlan) -> dict[int, pd.DataFrame]:
+    """The chunks of an unfinished predecessor with the same plan whose two parts are those its
+    record lists (chunk index -> its summary); every other part file goes."""
     previous = run.previous
     same = previous is not None and all(
         results.json_document(previous.parameters.get(name)) == results.json_document(run.record.parameters[name])
         for name in ("grid", "presets", "inputs", "chunking", "tie_breaks")
     )
-    done = parts[ROWS_FILE] & parts[SUMMARY_FILE] if same else set()
-    stale = {folder: found - done for folder, found in parts.items()}
-    if any(stale.values()):
-        if not same:
-            note = (
-                "the unfinished sweep here had another grid, inputs, chunk size or file layout"
-                " (an earlier evictlab's); starting over"
-            )
-            print(f"note: {note}", file=sys.stderr)
-            run.record.notes.append(note)
-        for folder, indices in stale.items():
-            for index in indices:
-                run.path(part_name(folder, index)).unlink()
-    if done:
-        note = f"kept {len(done):,} of {len(plan.chunks):,} chunks of the unfinished sweep here"
+    kept: dict[int, pd.DataFrame] = {}
+    redone = 0
+    for name in PART_FOLDERS:  # a part folder that is a link or a file is never read or written through
+        path = run.path(name)
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink()
+            redone = -1
+    for chunk in plan.chunks if same else ():
+        names = [part_name(folder, chunk.index) for folder in PART_FOLDERS]
+        if not any(name in previous.outputs for name in names):
+            continue
+        data = [_vouched(run.folder, name, previous.outputs) for name in names]
+        if data[0] is None or data[1] is None:
+            redone += 1
+            continue
+        kept[chunk.index] = pq.read_table(pa.BufferReader(data[1])).to_pandas()
+        for name in names:
+            run.record.outputs[name] = previous.outputs[name]
+    found = _clear_parts(run.folder, {part_name(folder, index) for index in kept for folder in PART_FOLDERS})
+    found, redone = found or redone < 0, max(redone, 0)
+    notes = []
+    if found and not same:
+        notes.append("the unfinished sweep here had another grid, inputs, chunk size or file layout; starting over")
+    if redone:
+        notes.append(f"{redone:,} chunk(s) of the unfinished sweep here differ from its record; deciding them again")
+    if kept:
+        notes.append(f"kept {len(kept):,} of {len(plan.chunks):,} chunks of the unfinished sweep here")
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
         run.record.notes.append(note)
-    return done
+    return kept
 
 
-def _parts(folder: Path) -> set[int]:
-    if not folder.is_dir():
-        return set()
-    return {int(path.name[5:11]) for path in folder.iterdir() if _PART.match(path.name)}
+def _vouched(folder: Path, name: str, outputs: Mapping[str, Any]) -> bytes | None:
+    """The bytes of ``folder / name`` if it is a regular file with the size and SHA-256 that
+    ``outputs`` lists for it, else None."""
+    path, listed = folder / name, outputs.get(name)
+    try:
+        if listed is None or not stat.S_ISREG(path.lstat().st_mode) or path.lstat().st_size != listed.get("bytes"):
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == listed.get("sha256") else None
+
+
+def _clear_parts(folder: Path, keep: set[str]) -> bool:
+    """Remove every entry of the part folders but ``keep``; True if any was found."""
+    found = False
+    for name in PART_FOLDERS:
+        path = folder / name
+        if not path.is_dir():
+            continue
+        for entry in path.iterdir():
+            if f"{name}/{entry.name}" in keep:
+                continue
+            found = True
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    return found
 
 
 @dataclass(frozen=True)
@@ -315,33 +379,54 @@ class LoadedSweep:
 
 def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
     """Read a finished sweep folder back, as :func:`evictlab.analysis.sweep.run_sweep` holds it:
-    rows (:data:`~evictlab.analysis.sweep.ROW_COLUMNS`) and scenario summary
-    (:data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`) with the settings' parameters and the
-    cases' names joined in. ``rows=False`` skips the row table, which can be large: read parts
-    of ``rows.parquet/`` with ``pyarrow.dataset`` and join them with :func:`tidy_rows` (a filter
-    on ``setting`` must keep ``setting == -1``, the rows of a policy that ignores the setting,
-    stored once for every setting). An
-    unfinished sweep is an error naming its status."""
+    rows (:data:`~evictlab.analysis.sweep.ROW_COLUMNS`, the settings' parameters joined back)
+    and scenario summary (:data:`~evictlab.analysis.sweep.SUMMARY_COLUMNS`). Only the parts the
+    record lists are read, each checked against its size and SHA-256 there. ``rows=False``
+    skips the row table, which can be large (read parts of ``rows.parquet/`` with
+    ``pyarrow.dataset`` instead). An unfinished sweep, a part that does not match the record
+    and a folder of an earlier layout are errors naming the file."""
     output = Path(output_dir)
+    where = results.record_path(output, KIND)
     record = results.read_record(output, KIND)
     if record is None:
-        raise ContractError(f"{results.record_path(output, KIND)}: no sweep run record")
+        raise ContractError(f"{where}: no sweep run record")
     if record.status != results.SUCCESS:
+        raise ContractError(f"{where}: the sweep did not finish (status {record.status!r}, error {record.error!r})")
+    layout = record.parameters.get("chunking", {}).get("layout", 1)
+    if layout not in READABLE_LAYOUTS:
         raise ContractError(
-            f"{results.record_path(output, KIND)}: the sweep did not finish (status {record.status!r},"
-            f" error {record.error!r})"
+            f"{where}: written in sweep layout {layout} by an earlier evictlab, which this version does not"
+            " read; run the sweep again into a new folder"
         )
-    summary, extremes = pd.read_parquet(output / SUMMARY_FILE), pd.read_csv(output / EXTREMES_FILE)
-    if record.parameters.get("chunking", {}).get("layout", 1) < 2:  # rows written whole, as before
-        table = pd.read_parquet(output / ROWS_FILE) if rows else pd.DataFrame(columns=list(ROW_COLUMNS))
-        return LoadedSweep(record.as_dict(), table, summary, extremes)
-    for name in (SETTINGS_FILE, CASES_FILE):
-        if not (output / name).is_file():
-            raise ContractError(f"{output / name}: missing; the sweep's rows name their settings and cases by index")
-    settings = pd.read_parquet(output / SETTINGS_FILE)
+    summary = _read_parts(output, SUMMARY_FILE, record)
+    extremes = pd.read_csv(io.BytesIO(_checked(output, EXTREMES_FILE, record)))
     table = pd.DataFrame(columns=list(ROW_COLUMNS))
     if rows:
-        stored, cases = pd.read_parquet(output / ROWS_FILE), pd.read_parquet(output / CASES_FILE)
-        table = tidy_rows(stored, cases, settings, record.parameters["tie_breaks"])
-    summary = with_setting_columns(expand_every_setting(summary, len(settings)), settings)[list(SUMMARY_COLUMNS)]
+        table = _read_parts(output, ROWS_FILE, record)
+        if layout == LAYOUT:
+            settings = pd.read_parquet(io.BytesIO(_checked(output, SETTINGS_FILE, record)))
+            parameters = settings.set_index("setting").loc[table["setting"], list(SETTING_COLUMNS)]
+            table = table.assign(**{name: parameters[name].to_numpy() for name in SETTING_COLUMNS})
+        table = table[list(ROW_COLUMNS)]
     return LoadedSweep(record.as_dict(), table, summary, extremes)
+
+
+def _read_parts(output: Path, folder: str, record: results.RunRecord) -> pd.DataFrame:
+    """The parts of ``folder`` the record lists, in order, as one frame; an error naming a part
+    the record does not list or that does not match it."""
+    listed = sorted(name for name in record.outputs if name.startswith(f"{folder}/"))
+    on_disk = {f"{folder}/{path.name}" for path in (output / folder).iterdir()} if (output / folder).is_dir() else set()
+    for name in sorted(on_disk - set(listed)):
+        raise ContractError(f"{output / name}: not listed in {MANIFEST_FILE}; refusing to read this sweep")
+    tables = [pq.read_table(pa.BufferReader(_checked(output, name, record))) for name in listed]
+    return pa.concat_tables(tables).to_pandas()
+
+
+def _checked(output: Path, name: str, record: results.RunRecord) -> bytes:
+    data = _vouched(output, name, record.outputs)
+    if data is None:
+        raise ContractError(
+            f"{output / name}: missing, or not the file {MANIFEST_FILE} lists (size or SHA-256 differ);"
+            " refusing to read this sweep"
+        )
+    return data

@@ -15,11 +15,12 @@ from ..analysis.diff import (
     RUN_FILE,
     SUMMARY_FILE,
     diff_dataset,
-    diff_specs,
+    diff_pool_sets,
     run_parameters,
     summary_lines,
     write_diff_files,
 )
+from ..core.pools import PoolSet, open_pools
 from ..core.protocol import PRESETS
 from ..core.runspec import CLOCK_KEY, DATASET_KEYS, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
 from ..results import check_output
@@ -59,7 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--from", dest="from_spec", required=True, metavar="SPEC", help="the spec before")
     parser.add_argument("--to", dest="to_spec", required=True, metavar="SPEC", help="the spec after")
     parser.add_argument(
-        "--output-dir", required=True, type=Path, metavar="DIR",
+        "--output-dir",
+        required=True,
+        type=Path,
+        metavar="DIR",
         help=f"folder for {CASES_FILE}, {SUMMARY_FILE} and {RUN_FILE}",
     )
     add_dataset_options(parser)
@@ -73,16 +77,25 @@ def run(args: argparse.Namespace) -> int:
     check_same_dataset([before, after])
     dataset_path, allow_unpinned = diff_dataset(before, after, args.dataset, args.allow_unpinned)
     parameters = run_parameters({"from": before, "to": after})
-    # The folder is locked from here on: a second run into it is refused at once.
-    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as current:
+    pools: list[PoolSet] = []
+
+    def read_inputs() -> None:  # under the lock, before the record: bad input leaves no folder
         if dataset_path is None:
             print(DEMO_NOTICE, file=sys.stderr)
-        result = diff_specs(before, after, dataset_path, allow_unpinned=allow_unpinned)
+        pools.extend(
+            open_pools(spec.on_dataset(dataset_path, allow_unpinned=allow_unpinned)) for spec in (before, after)
+        )
+
+    # The folder is locked from here on: a second run into it is refused at once.
+    with results.run(
+        args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=read_inputs
+    ) as current:
+        result = diff_pool_sets(*pools, specs=(before, after))
         dataset = result.summary["dataset"]
         if dataset.get("pinned") is False:
             print(
                 f"warning: {dataset_path} has SHA-256 {dataset['sha256']}, not the pinned one; continuing"
-                " because of --allow-unpinned (recorded as \"pinned\": false)",
+                ' because of --allow-unpinned (recorded as "pinned": false)',
                 file=sys.stderr,
             )
         write_diff_files(current, result)

@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..analysis.sweep import MAX_SETTINGS, SweepGrid, check_capacities, check_presets, make_grid, parse_weights
 from ..analysis.sweep_output import (
-    CASES_FILE,
     CHUNK_ROWS,
     EXTREMES_FILE,
     MANIFEST_FILE,
@@ -20,6 +19,7 @@ from ..analysis.sweep_output import (
     WrittenSweep,
     check_output_dir,
     open_sweep,
+    sweep_plan,
     write_sweep_files,
 )
 from ..core.pools import PoolSet, open_pools
@@ -58,8 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "triples (the simplex at --weights-step and/or explicit --weights) x confirmation\n"
             "half-lives x access half-lives x reservation fractions x reservation maxima, at\n"
             "each capacity, for each policy and preset. Lists left out take the config's value.\n"
-            "confidence and hybrid-v1 run on the vectorised engine (identical decisions to the\n"
-            "scalar selector); other registered policies run on the scalar selector.\n"
+            "Every row is decided by the one decisions path (evictlab.decide_grid's, a chunk at a\n"
+            "time): the vectorised selector where a policy has one, else the scalar selector.\n"
             "\n"
             "Each row says whether the support fact was kept, its rank, its margin to the cut line,\n"
             "the chance it is kept when tied facts are ordered at random, and a near-tie flag (a\n"
@@ -67,19 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "The summary counts ties and near ties per setting, scenario and capacity: a count of\n"
             "decisions, so a sum over capacities counts a case once per capacity.\n"
             "\n"
-            "Rows are written in chunks of about --chunk-rows rows (a file each, the unit a rerun\n"
-            "resumes from), decided in smaller batches, so memory stays bounded whatever the\n"
-            f"grid. Writes to --output-dir: {ROWS_FILE}/ (one row per\n"
-            f"preset x policy x setting x case x capacity) and {SUMMARY_FILE}/ (per setting\n"
-            f"x scenario x capacity), Parquet datasets of one file per chunk; {SETTINGS_FILE}\n"
-            f"and {CASES_FILE} (each setting's parameters and each case's names, which rows\n"
-            "name by index; evictlab.analysis.sweep_output.load_sweep joins them back; a\n"
-            "policy that ignores the setting, confidence, is stored once, under setting -1,\n"
-            "which stands for every setting);\n"
+            "Rows are decided and written in chunks of about --chunk-rows rows (a file each, the\n"
+            "unit a rerun resumes from), so memory stays bounded whatever the grid. Writes to\n"
+            f"--output-dir: {ROWS_FILE}/ (one row per preset x policy x setting x case x\n"
+            f"capacity) and {SUMMARY_FILE}/ (per setting x scenario x capacity), Parquet\n"
+            f"datasets of one file per chunk; {SETTINGS_FILE} (each setting's parameters,\n"
+            "which evictlab.analysis.sweep_output.load_sweep joins back onto the rows);\n"
             f"{EXTREMES_FILE} (the best and worst setting per scenario); and the run record\n"
-            f"{MANIFEST_FILE} (parameters, provenance, status).\n"
+            f"{MANIFEST_FILE} (parameters, provenance, status, every file's SHA-256).\n"
             "A finished sweep is never overwritten. Rerun the same command into the folder of an\n"
-            "interrupted or failed one to continue from its last complete chunk.\n"
+            "interrupted or failed one (a full disk included) to continue: a chunk is kept only\n"
+            "if its files are the ones the record lists, byte for byte; the others are redone.\n"
             "Chunks run in this process by default; --workers N runs them on a local Dask cluster,\n"
             "--scheduler on an existing one, writing the same files."
         ),
@@ -100,23 +98,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="explicit weight triples, e.g. '0.65,0.25,0.10;0.5,0.3,0.2' (added to --weights-step's)",
     )
     grid.add_argument(
-        "--confirmation-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        "--confirmation-half-lives",
+        type=lambda text: parse_csv(text, number),
+        metavar="D,D,...",
         help="confirmation half-lives in days (default: the config's, 90)",
     )
     grid.add_argument(
-        "--access-half-lives", type=lambda text: parse_csv(text, number), metavar="D,D,...",
+        "--access-half-lives",
+        type=lambda text: parse_csv(text, number),
+        metavar="D,D,...",
         help="access half-lives in days (default: the config's, 30)",
     )
     grid.add_argument(
-        "--reserved-fractions", type=lambda text: parse_csv(text, float), metavar="F,F,...",
+        "--reserved-fractions",
+        type=lambda text: parse_csv(text, float),
+        metavar="F,F,...",
         help="correction reservation fractions (default: the config's, 0.1)",
     )
     grid.add_argument(
-        "--reserved-max", type=lambda text: parse_csv(text, int), metavar="N,N,...",
+        "--reserved-max",
+        type=lambda text: parse_csv(text, int),
+        metavar="N,N,...",
         help="correction reservation maxima (default: the config's, 10)",
     )
     grid.add_argument(
-        "--capacities", type=lambda text: parse_csv(text, int), metavar="K,K,...",
+        "--capacities",
+        type=lambda text: parse_csv(text, int),
+        metavar="K,K,...",
         help="capacities, each in [1, pool size - 1] (default: the config's, 5,7,9)",
     )
     grid.add_argument(
@@ -159,16 +167,20 @@ def run(args: argparse.Namespace) -> int:
     grid = grid_from(args, protocol.config)
     check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
     placement = placement_from(args)
-    # The folder is locked from here on: a second run into it is refused at once.
-    with open_sweep(args.output_dir, grid, _recorded(args)) as current:
+    opened: list[tuple[dict[str, PoolSet], Any]] = []
+
+    def inputs() -> None:  # under the lock, before the record: bad input leaves no folder
         pools = pools_from(specs)
-        written = write_sweep_files(
-            current, pools, grid, progress=False if args.no_progress else None, chunk_rows=args.chunk_rows,
-            placement=placement,
-        )  # fmt: skip
+        opened.append((pools, sweep_plan(pools, grid, args.chunk_rows)))
+
+    # The folder is locked from here on: a second run into it is refused at once.
+    with open_sweep(args.output_dir, grid, _recorded(args), precheck=inputs) as current:
+        pools, plan = opened[0]
+        progress = False if args.no_progress else None
+        written = write_sweep_files(current, pools, grid, plan, progress=progress, placement=placement)
     for line in report_lines(written):
         print(line)
-    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/, {SETTINGS_FILE}, {CASES_FILE} and {EXTREMES_FILE}"
+    print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/, {SETTINGS_FILE} and {EXTREMES_FILE}"
           f" to {args.output_dir}")  # fmt: skip
     return 0
 
@@ -295,8 +307,10 @@ def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
     tie orders for the others (``random``: its exact expectation).
     """
     counted = "retention" if "retention" in summary else "support_retained"
-    counts = summary.drop(columns=["retained"], errors="ignore").rename(columns={counted: "retained"}).assign(
-        scenario=summary["scenario"].astype(str), policy=summary["policy"].astype(str), seeds=1
+    counts = (
+        summary.drop(columns=["retained"], errors="ignore")
+        .rename(columns={counted: "retained"})
+        .assign(scenario=summary["scenario"].astype(str), policy=summary["policy"].astype(str), seeds=1)
     )
     table = decisions.retention_table(counts, "scenario", ["policy", "capacity"], total="total")
     table.columns = [f"{policy}/{capacity}" for policy, capacity in table.columns]

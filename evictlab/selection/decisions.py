@@ -52,17 +52,25 @@ The per-decision outputs are :data:`evictlab.selection.engine.OUTPUTS` with the 
 :class:`~evictlab.selection.engine.Outcome` and :class:`~evictlab.selection.engine.BatchResult`, its name in
 ``OUTPUTS`` and its dtype here; nothing else in this module changes.
 
-Every table of support retention (run-policy's, the sweep's, the zoo's, the explorer's and
-the report's) is a view of this frame through :func:`retention_counts` and
-:func:`retention_table`.
+The frame is made in chunks: :class:`DecisionPlan` checks a grid once and cuts it into
+:class:`DecisionChunk` parts (pools x policy x seed x a run of settings, about
+:data:`CHUNK_ROWS` rows each); :func:`iter_decisions` yields their frames in order, and
+:func:`decide_grid` is their concatenation. ``evictlab sweep`` writes each chunk's frame as it
+comes (:mod:`evictlab.analysis.sweep_output`), so a grid of any size is decided in bounded
+memory by this one path.
+
+Every table of support retention is a view of this frame (:mod:`evictlab.selection.tables`:
+:func:`retention_counts`, :func:`retention_table`, re-exported here).
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -72,11 +80,11 @@ from tqdm.auto import tqdm
 from ..core.pools import PoolSet
 from ..core.protocol import PRESETS
 from ..errors import ContractError
-from ..intervals import wilson_interval
-from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
+from ..policies import DEERMEM_POLICIES, Policy, PolicyParams, resolve_policy
 from ..policies.ties import EXPECTED, TIE_BREAKS, check_tie_break
 from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
 from .engine_settings import SettingColumns
+from .tables import retention_cell, retention_counts, retention_table, scenario_table, tie_counts
 
 #: The seven :class:`~evictlab.policies.PolicyParams` fields, in their order.
 SETTING_COLUMNS = tuple(field.name for field in fields(PolicyParams))
@@ -100,12 +108,158 @@ DECISION_COLUMNS = (*KEY_COLUMNS, *SETTING_COLUMNS, *CASE_COLUMNS, "capacity", *
 #: The label of pools handed over without a name and matching no preset's variant.
 CUSTOM_POOLS = "custom"
 
+#: Rows a chunk of :func:`iter_decisions` holds at most (unless one setting's rows, cases x
+#: capacities, are more): a chunk is one pools x policy x seed x run of settings.
+CHUNK_ROWS = 1_000_000
+
 Pools = PoolSet | PreparedCases
+PolicyLike = str | Policy
+
+
+@dataclass(frozen=True)
+class DecisionChunk:
+    """Rows of pools ``label`` x ``policy`` x ``seed`` x settings ``start`` to ``stop - 1``
+    (every case and capacity): the unit :func:`iter_decisions` yields and a sweep stores."""
+
+    index: int
+    label: str
+    policy: str
+    seed: int
+    start: int
+    stop: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class DecisionPlan:
+    """A checked grid and its chunks: everything a chunk needs to be decided anywhere (it
+    pickles, for Dask). Build it with :meth:`build`; :meth:`decide` makes one chunk's frame."""
+
+    prepared: Mapping[str, PreparedCases] = field(repr=False)
+    policies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    settings: Sequence[PolicyParams] = field(repr=False)  # SettingColumns, or slices to them
+    capacities: tuple[int, ...]
+    tie_breaks: Mapping[str, str]
+    details: bool
+    chunk_rows: int
+    chunks: tuple[DecisionChunk, ...] = field(repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        pools: Pools | Mapping[str, Pools],
+        policies: Sequence[PolicyLike] = DEERMEM_POLICIES,
+        settings: Sequence[PolicyParams] | None = None,
+        capacities: Sequence[int] | None = None,
+        seeds: Sequence[int] = (0,),
+        *,
+        details: bool = False,
+        tie_break: str | None = None,
+        chunk_rows: int = CHUNK_ROWS,
+    ) -> DecisionPlan:
+        """Check the grid (see :func:`decide_grid`) and cut it into chunks of about ``chunk_rows``."""
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise ContractError(f"chunk rows must be an integer >= 1, got {chunk_rows!r}")
+        named = _named_pools(pools)
+        names = distinct("policies", tuple(p if isinstance(p, str) else p.name for p in policies))
+        resolved = {name: resolve_policy(name) for name in names}  # an unknown name fails here
+        first = next(iter(named.values()))
+        if settings is None:
+            settings = (first.protocol.config.hybrid,) if isinstance(first, PoolSet) else (PolicyParams(),)
+        if not isinstance(settings, Sequence) or isinstance(settings, (list, tuple)):
+            settings = SettingColumns.of(tuple(settings))  # a sequence of another kind is sliced as needed
+        if not len(settings):
+            raise ContractError("empty grid: no settings")
+        if capacities is None:
+            if not isinstance(first, PoolSet):
+                raise ContractError("capacities are needed when the pools carry no protocol")
+            capacities = first.protocol.config.pool.capacities
+        capacities = distinct("capacities", tuple(int(capacity) for capacity in capacities))
+        seeds = distinct("seeds", tuple(int(seed) for seed in seeds))
+        prepared = {label: prepared_cases(item) for label, item in named.items()}
+        tie_breaks = {name: check_tie_break(tie_break or policy.default_tie_break) for name, policy in resolved.items()}
+        chunks: list[DecisionChunk] = []
+        for label, cases in prepared.items():
+            per_setting = len(cases) * len(capacities)
+            step = max(1, chunk_rows // per_setting)
+            for policy, seed in itertools.product(names, seeds):
+                for start in range(0, len(settings), step):
+                    stop = min(start + step, len(settings))
+                    rows = (stop - start) * per_setting
+                    chunks.append(DecisionChunk(len(chunks), label, policy, seed, start, stop, rows))
+        return cls(prepared, names, seeds, settings, capacities, tie_breaks, details, chunk_rows, tuple(chunks))
+
+    @property
+    def rows(self) -> int:
+        return sum(chunk.rows for chunk in self.chunks)
+
+    @cached_property
+    def _case_codes(self) -> tuple[dict[str, list[str]], dict[str, dict[str, np.ndarray]]]:
+        return case_codes(self.prepared, CASE_COLUMNS)
+
+    def decide(self, chunk: DecisionChunk) -> pd.DataFrame:
+        """The tidy frame of one chunk (the module docstring's columns, in its nesting order)."""
+        cases, settings = self.prepared[chunk.label], SettingColumns.of(self.settings[chunk.start : chunk.stop])
+        outputs, kept = _decide(cases, chunk.policy, chunk.seed, settings, self.capacities, self.details)
+        n_settings, n_cases, n_capacities = np.shape(outputs["support_retained"])
+        size, per_setting = n_settings * n_cases * n_capacities, n_cases * n_capacities
+        categories, codes = self._case_codes
+        tie_break = self.tie_breaks[chunk.policy]
+        case_index = np.tile(np.repeat(np.arange(n_cases), n_capacities), n_settings)
+        columns: dict[str, Any] = {
+            "preset": _constant(list(self.prepared), chunk.label, size),
+            "policy": _constant(list(self.policies), chunk.policy, size),
+            "seed": np.full(size, chunk.seed, dtype=np.int64),
+            "setting": np.repeat(np.arange(chunk.start, chunk.stop, dtype=np.int64), per_setting),
+            **{name: np.repeat(values, per_setting) for name, values in setting_arrays(settings).items()},
+            **{name: pd.Categorical.from_codes(codes[chunk.label][name][case_index], categories[name])
+               for name in CASE_COLUMNS},
+            "capacity": np.tile(np.asarray(self.capacities, dtype=np.int64), n_settings * n_cases),
+            **{name: np.asarray(outputs[name], dtype=OUTPUT_DTYPES[name]).reshape(-1) for name in OUTPUTS},
+            "tie_break": _constant(list(TIE_BREAKS), tie_break, size),
+        }  # fmt: skip
+        retained = columns["support_retained"]
+        columns["retention"] = columns["support_expected"] if tie_break == EXPECTED else retained.astype(np.float64)
+        frame = pd.DataFrame(columns, copy=False)
+        if kept is not None:
+            frame["kept_fact_ids"] = pd.Series(kept, index=frame.index, dtype=object)
+        return frame
+
+
+def iter_decisions(
+    pools: Pools | Mapping[str, Pools],
+    policies: Sequence[PolicyLike] = DEERMEM_POLICIES,
+    settings: Sequence[PolicyParams] | None = None,
+    capacities: Sequence[int] | None = None,
+    seeds: Sequence[int] = (0,),
+    *,
+    details: bool = False,
+    progress: bool | None = False,
+    progress_label: str = "decisions",
+    tie_break: str | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[pd.DataFrame]:
+    """:func:`decide_grid`'s rows as frames of about ``chunk_rows`` rows, in its row order
+    (each one pools x policy x seed x run of settings; :class:`DecisionPlan` says which).
+    The grid is checked before the first frame."""
+    plan = DecisionPlan.build(
+        pools, policies, settings, capacities, seeds, details=details, tie_break=tie_break, chunk_rows=chunk_rows
+    )
+    return _frames(plan, progress, progress_label)
+
+
+def _frames(plan: DecisionPlan, progress: bool | None, label: str) -> Iterator[pd.DataFrame]:
+    show = sys.stderr.isatty() if progress is None else progress
+    with tqdm(total=plan.rows, desc=label, unit=" decisions", unit_scale=True, leave=False, disable=not show) as bar:
+        for chunk in plan.chunks:
+            yield plan.decide(chunk)
+            bar.update(chunk.rows)
 
 
 def decide_grid(
     pools: Pools | Mapping[str, Pools],
-    policies: Sequence[str] = DEERMEM_POLICIES,
+    policies: Sequence[PolicyLike] = DEERMEM_POLICIES,
     settings: Sequence[PolicyParams] | None = None,
     capacities: Sequence[int] | None = None,
     seeds: Sequence[int] = (0,),
@@ -115,90 +269,51 @@ def decide_grid(
     progress_label: str = "decisions",
     tie_break: str | None = None,
 ) -> pd.DataFrame:
-    """Decide every combination and return the tidy decisions frame (see the module docstring).
+    """Decide every combination and return the tidy decisions frame (see the module docstring):
+    the frames of :func:`iter_decisions`, concatenated.
 
     ``pools``: one :class:`~evictlab.core.pools.PoolSet` (or prepared cases), or a mapping label ->
-    pools. ``settings`` default to the protocol's hybrid-v1 parameters, ``capacities`` to the
+    pools. ``policies``: spec strings or :class:`~evictlab.policies.Policy` objects.
+    ``settings`` default to the protocol's hybrid-v1 parameters, ``capacities`` to the
     config's. ``details`` adds ``kept_fact_ids`` (a tuple per row, in the selector's kept
     order). ``progress``: ``True`` shows a progress bar, ``None`` shows it when standard error
     is a terminal; ``progress_label`` names the bar. ``tie_break`` overrides every policy's
     own (``Policy.default_tie_break``) for the ``retention`` column.
     """
-    named = _named_pools(pools)
-    policies = distinct("policies", tuple(policies))
-    for name in policies:
-        resolve_policy(name)  # an unknown name fails here, naming the known ones
-    first = next(iter(named.values()))
-    if settings is None:
-        settings = (first.protocol.config.hybrid,) if isinstance(first, PoolSet) else (PolicyParams(),)
-    settings = tuple(settings)
-    if not settings:
-        raise ContractError("empty grid: no settings")
-    if capacities is None:
-        if not isinstance(first, PoolSet):
-            raise ContractError("capacities are needed when the pools carry no protocol")
-        capacities = first.protocol.config.pool.capacities
-    capacities = distinct("capacities", tuple(int(capacity) for capacity in capacities))
-    seeds = distinct("seeds", tuple(int(seed) for seed in seeds))
-    prepared = {label: prepared_cases(item) for label, item in named.items()}
-    tie_breaks = {name: check_tie_break(tie_break or resolve_policy(name).default_tie_break) for name in policies}
-    rows = DecisionRows(prepared, policies, seeds, settings, capacities, details=details, tie_breaks=tie_breaks)
-    with tqdm(
-        total=rows.total,
-        desc=progress_label,
-        unit=" decisions",
-        unit_scale=True,
-        leave=False,
-        disable=not (sys.stderr.isatty() if progress is None else progress),
-    ) as bar:
-        for label, cases in prepared.items():
-            for policy in policies:
-                for seed in seeds:
-                    batches = decide_batches(cases, policy, seed, settings, capacities, details)
-                    for first_setting, outputs, kept in batches:
-                        bar.update(rows.add(label, policy, seed, first_setting, outputs, kept))
-    return rows.frame()
+    frames = iter_decisions(
+        pools, policies, settings, capacities, seeds,
+        details=details, progress=progress, progress_label=progress_label, tie_break=tie_break,
+    )  # fmt: skip
+    return pd.concat(list(frames), ignore_index=True)
 
 
-def decide_batches(
-    cases: PreparedCases,
-    policy: str,
-    seed: int,
-    settings: Sequence[PolicyParams],
-    capacities: tuple[int, ...],
-    details: bool = False,
-):
-    """Decide ``policy`` for every setting x case x capacity, in batches of settings.
-
-    Yields (index of the batch's first setting in ``settings``, outputs shaped (settings,
-    cases, capacities), kept ids or None), batches in setting order.
-    """
+def _decide(
+    cases: PreparedCases, policy: str, seed: int, settings: SettingColumns, capacities: tuple[int, ...], details: bool
+) -> tuple[dict[str, np.ndarray], list[tuple[str, ...]] | None]:
+    """Outputs shaped (settings, cases, capacities) and, with ``details``, each row's kept ids:
+    from the engine where it vectorises the policy, else from the scalar selector."""
     if policy in ENGINE_POLICIES:  # deterministic: the seed changes nothing
-        step = len(settings) if details else cases.chunk_size(len(capacities))
-        for start in range(0, len(settings), step):
-            batch = cases.select(policy, settings[start:start + step], capacities, details=details)
-            kept = None
-            if details:
-                n_settings, n_cases, n_capacities = batch.shape
-                kept = [
-                    batch.kept_fact_ids(s, c, k)
-                    for s in range(n_settings)
-                    for c in range(n_cases)
-                    for k in range(n_capacities)
-                ]
-            yield start, batch.outputs(), kept
-        return
-    for index, setting in enumerate(settings):
-        outcomes = [
-            [reference_outcome(case, policy, setting, capacity, cases.now, seed=seed) for capacity in capacities]
-            for case in cases.cases
-        ]
-        outputs = {
-            name: np.array([[getattr(o, name) for o in row] for row in outcomes], dtype=dtype)[None]
-            for name, dtype in OUTPUT_DTYPES.items()
-        }
-        kept = [o.kept_fact_ids for row in outcomes for o in row] if details else None
-        yield index, outputs, kept
+        batch = cases.select(policy, settings, capacities, details=details)
+        kept = None
+        if details:
+            kept = [batch.kept_fact_ids(*index) for index in np.ndindex(*batch.shape)]
+        return batch.outputs(), kept
+    outcomes = [
+        reference_outcome(case, policy, setting, capacity, cases.now, seed=seed)
+        for setting in settings
+        for case in cases.cases
+        for capacity in capacities
+    ]
+    shape = (len(settings), len(cases), len(capacities))
+    outputs = {
+        name: np.array([getattr(o, name) for o in outcomes], dtype=dtype).reshape(shape)
+        for name, dtype in OUTPUT_DTYPES.items()
+    }
+    return outputs, [o.kept_fact_ids for o in outcomes] if details else None
+
+
+def _constant(categories: list[str], value: str, size: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.full(size, categories.index(value), dtype=np.int8), categories)
 
 
 def _named_pools(pools: Pools | Mapping[str, Pools]) -> dict[str, Pools]:
@@ -233,118 +348,6 @@ def distinct(name: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     if repeated:
         raise ContractError(f"{name}: {', '.join(map(repr, repeated))} listed more than once")
     return values
-
-
-class DecisionRows:
-    """The rows of :func:`decide_grid`, filled part by part into preallocated columns.
-
-    Text columns are held as integer codes and decoded once, at the end, into categoricals;
-    the setting parameters are looked up from the setting index then, too, so a grid of
-    millions of decisions costs a few arrays, not millions of Python objects.
-    """
-
-    def __init__(
-        self,
-        prepared: Mapping[str, PreparedCases],
-        policies: Sequence[str],
-        seeds: Sequence[int],
-        settings: Sequence[PolicyParams],
-        capacities: Sequence[int],
-        *,
-        details: bool = False,
-        tie_breaks: Mapping[str, str] | None = None,
-        first_setting: int = 0,
-        size: int | None = None,
-    ) -> None:
-        self.labels = list(prepared)
-        self.policies = list(policies)
-        self.tie_breaks = {p: (tie_breaks or {}).get(p, resolve_policy(p).default_tie_break) for p in self.policies}
-        self.settings = settings if isinstance(settings, SettingColumns) else tuple(settings)
-        self.capacities = np.asarray(capacities, dtype=np.int64)
-        # Per label: each case's code in the case columns' categories.
-        self.categories, self.codes = case_codes(prepared, CASE_COLUMNS)
-        # ``settings`` may be a window of a larger grid: the ``setting`` column counts from
-        # ``first_setting``, and ``size`` rows (fewer than the whole product) may be filled.
-        self.first_setting = first_setting
-        per_case = len(policies) * len(seeds) * len(settings) * len(capacities)
-        self.total = sum(per_case * len(cases) for cases in prepared.values()) if size is None else size
-        dtypes = {
-            "preset": np.int32,
-            "policy": np.int32,
-            "seed": np.int64,
-            "setting": np.int64,
-            **dict.fromkeys(CASE_COLUMNS, np.int32),
-            "capacity": np.int64,
-            **OUTPUT_DTYPES,
-        }
-        self.columns = {name: np.empty(self.total, dtype=dtype) for name, dtype in dtypes.items()}
-        self.kept: list[tuple[str, ...]] | None = [] if details else None
-        self.filled = 0
-
-    def add(
-        self,
-        label: str,
-        policy: str,
-        seed: int,
-        first_setting: int,
-        outputs: Mapping[str, np.ndarray],
-        kept: Sequence[tuple[str, ...]] | None = None,
-    ) -> int:
-        """Append the rows of outputs shaped (settings, cases, capacities); returns their number."""
-        n_settings, n_cases, n_capacities = np.shape(outputs["support_retained"])
-        per_setting = n_cases * n_capacities
-        count = n_settings * per_setting
-        rows = slice(self.filled, self.filled + count)
-        case_index = np.tile(np.repeat(np.arange(n_cases), n_capacities), n_settings)
-        columns = self.columns
-        columns["preset"][rows] = self.labels.index(label)
-        columns["policy"][rows] = self.policies.index(policy)
-        columns["seed"][rows] = seed
-        first = self.first_setting + first_setting
-        columns["setting"][rows] = np.repeat(np.arange(first, first + n_settings), per_setting)
-        for name, codes in self.codes[label].items():
-            columns[name][rows] = codes[case_index]
-        columns["capacity"][rows] = np.tile(self.capacities, n_settings * n_cases)
-        for name in OUTPUTS:
-            columns[name][rows] = np.asarray(outputs[name]).reshape(-1)
-        if self.kept is not None:
-            self.kept.extend(tuple(ids) for ids in (kept or ()))
-        self.filled += count
-        return count
-
-    def coded(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-        """The rows filled so far as arrays, one per column of :data:`DECISION_COLUMNS`.
-
-        The category columns hold int32 codes into the returned categories (name -> values).
-        """
-        columns = {name: array[: self.filled] for name, array in self.columns.items()}
-        categories = {
-            "preset": self.labels,
-            "policy": self.policies,
-            **self.categories,
-            "tie_break": list(TIE_BREAKS),
-        }
-        local = columns["setting"] - self.first_setting
-        for name, values in setting_arrays(self.settings).items():
-            columns[name] = values[local]
-        breaks = [self.tie_breaks[p] for p in self.policies]
-        columns["tie_break"] = np.array([TIE_BREAKS.index(name) for name in breaks], dtype=np.int32)[columns["policy"]]
-        expected = np.array([name == EXPECTED for name in breaks])[columns["policy"]]
-        columns["retention"] = np.where(
-            expected, columns["support_expected"], columns["support_retained"].astype(np.float64)
-        )
-        return columns, categories
-
-    def frame(self) -> pd.DataFrame:
-        assert self.filled == self.total, (self.filled, self.total)
-        columns: dict[str, Any]
-        columns, categories = self.coded()
-        for name, values in categories.items():
-            columns[name] = pd.Categorical.from_codes(columns[name], values)
-        frame = pd.DataFrame({name: columns[name] for name in DECISION_COLUMNS}, copy=False)
-        if self.kept is not None:
-            frame["kept_fact_ids"] = pd.Series(self.kept, index=frame.index, dtype=object)
-        return frame
 
 
 def settings_frame(settings: Sequence[PolicyParams]) -> pd.DataFrame:
@@ -382,178 +385,15 @@ def case_codes(
     return {name: list(table) for name, table in tables.items()}, codes
 
 
-# --------------------------------------------------------------------------- views
-
-
-def retention_counts(
-    decisions: pd.DataFrame, keys: Sequence[str], *, total: str | None = None, total_key: str = "scenario"
-) -> pd.DataFrame:
-    """Support retained per group of ``keys``: columns ``*keys``, ``retained``, ``cases``, ``seeds``, ``ties``.
-
-    Counts the ``retention`` column (the row's tie-break; ``support_retained`` for rows
-    without one). A case decided under several seeds counts as the mean over its seeds (so
-    ``retained`` is an expected count, a float, when ``seeds`` > 1 or a tie-break expects;
-    whole counts stay integers). Rows that are such means already (the zoo's) carry the
-    number in a ``seeds`` column. ``ties`` counts the decisions a tie at the cut line settled
-    (``support_tied``, 0 without that column). Groups come in the order of the rows. With
-    ``total``, every group is repeated with ``total_key`` set to ``total`` over all its values
-    (e.g. an "all cases" scenario).
-    """
-    keys = list(keys)
-    per_case_keys = [*keys, "case_id"] if "case_id" not in keys else keys
-    if total is not None:
-        spread = decisions.assign(**{total_key: total})
-        frames = [decisions, spread]
-        decisions = pd.concat([_plain(frame, per_case_keys) for frame in frames], ignore_index=True)
-    else:
-        decisions = _plain(decisions, per_case_keys)
-    per_case = decisions.groupby(per_case_keys, sort=False)
-    mean = per_case["value"].mean().rename("retained")
-    tied = per_case["support_tied"].mean().rename("ties")
-    # Rows already averaged over seeds (the zoo's) say how many in their own "seeds" column.
-    seeds = (per_case["seeds"].max() if "seeds" in decisions else per_case["value"].size()).rename("seeds")
-    cases = pd.concat([mean, seeds, tied], axis=1).reset_index()
-    grouped = cases.groupby(keys, sort=False)
-    counts = grouped.agg(
-        retained=("retained", "sum"), cases=("retained", "size"), seeds=("seeds", "max"), ties=("ties", "sum")
-    ).reset_index()
-    counts["cases"] = counts["cases"].astype(np.int64)
-    counts["seeds"] = counts["seeds"].astype(np.int64)
-    counts["retained"] = counts["retained"].astype(np.float64)
-    if (counts["seeds"] == 1).all() and (counts["retained"] % 1 == 0).all():
-        counts["retained"] = counts["retained"].round().astype(np.int64)
-    if (counts["ties"] % 1 == 0).all():
-        counts["ties"] = counts["ties"].round().astype(np.int64)
-    return counts
-
-
-def _plain(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """The key columns as plain objects (so groups follow the rows), the counted ``value``
-    (``retention``, else ``support_retained``) and ``support_tied``."""
-    value = "retention" if "retention" in frame else "support_retained"
-    out = frame[[*keys, *(["seeds"] if "seeds" in frame else [])]].copy()
-    out["value"] = frame[value].astype(np.float64)
-    out["support_tied"] = frame["support_tied"].astype(np.float64) if "support_tied" in frame else 0.0
-    for key in keys:
-        if isinstance(out[key].dtype, pd.CategoricalDtype):
-            out[key] = out[key].astype(object)
-    return out
-
-
-def retention_cell(retained: float, cases: int, seeds: int = 1, *, interval: bool = False) -> str:
-    """``"27/45"``; an expected count (over seeds or tie orders) with one decimal, ``"22.5/45"``.
-
-    With ``interval``, the 95% Wilson interval of the rate follows in percent:
-    ``"27/45 [45.5, 73.0]"``.
-    """
-    value, cases = float(retained), int(cases)
-    cell = (f"{value:.1f}" if seeds > 1 or not value.is_integer() else str(int(value))) + f"/{cases}"
-    if interval:
-        lower, upper = wilson_interval(value, cases)
-        cell += f" [{100 * lower:.1f}, {100 * upper:.1f}]"
-    return cell
-
-
-def retention_table(
-    counts: pd.DataFrame,
-    index: str | Sequence[str],
-    columns: str | Sequence[str],
-    *,
-    total: str | None = None,
-    sort_columns_by: str | None = None,
-    intervals: bool = False,
-) -> pd.DataFrame:
-    """``"retained/cases"`` cells of :func:`retention_counts` output, ``index`` x ``columns``.
-
-    Rows and columns keep the order in which they first appear in ``counts``; with
-    ``sort_columns_by`` (one of ``columns``), columns are sorted by that key, stably. With
-    ``total``, a last row of that name sums each column over all rows. ``intervals`` adds
-    each cell's Wilson interval (:func:`retention_cell`).
-    """
-    index_keys = [index] if isinstance(index, str) else list(index)
-    column_keys = [columns] if isinstance(columns, str) else list(columns)
-    cells = counts.assign(
-        cell=[
-            retention_cell(r, c, s, interval=intervals)
-            for r, c, s in zip(counts["retained"], counts["cases"], counts["seeds"])
-        ]
-    )
-    table = cells.pivot(index=index_keys, columns=column_keys, values="cell")
-    row_order = list(dict.fromkeys(_keys(cells, index_keys)))
-    column_order = list(dict.fromkeys(_keys(cells, column_keys)))
-    if sort_columns_by is not None:
-        level = column_keys.index(sort_columns_by)
-        column_order.sort(key=lambda key: key if len(column_keys) == 1 else key[level])
-    table = table.reindex(index=_axis(row_order, index_keys), columns=_axis(column_order, column_keys))
-    if total is not None:
-        sums = cells.groupby(column_keys, sort=False)[["retained", "cases", "seeds"]].agg(
-            {"retained": "sum", "cases": "sum", "seeds": "max"}
-        )
-        row = [retention_cell(*sums.loc[key], interval=intervals) for key in column_order]
-        table.loc[total if len(index_keys) == 1 else (total,) * len(index_keys)] = row
-    return table
-
-
-def scenario_table(decisions: pd.DataFrame, *, total: str = "total", intervals: bool = False) -> pd.DataFrame:
-    """Retained/cases per scenario (rows, in case order) and (policy, capacity) (columns,
-    capacity outermost), with a ``total`` row: the table ``evictlab run-policy`` prints
-    (``intervals``: with Wilson intervals)."""
-    counts = retention_counts(decisions, ["scenario", "policy", "capacity"])
-    return retention_table(
-        counts, "scenario", ["policy", "capacity"], total=total, sort_columns_by="capacity", intervals=intervals
-    )
-
-
-def tie_counts(decisions: pd.DataFrame) -> pd.DataFrame:
-    """How many decisions of ``decisions`` a tie at the cut line settled, per preset x policy x capacity.
-
-    Columns ``preset``, ``policy``, ``capacity``; ``decisions``, the rows of the group (one per
-    seed x setting x case); ``ties``, those whose support an exact tie settled (``support_tied``);
-    ``near_ties``, those whose support's margin to the cut line is non-zero but at most 1e-12 of
-    the larger score (``support_near_tie``); ``near_ties_kept``, the near ties whose support was
-    kept; and ``near_tie_settings``, the settings with at least one near tie. Each count is of
-    supports at one capacity, not of pairs of facts: near-equal scores of two other facts, or of
-    the support and a fact on its own side of the cut line, count nowhere, and a sum over
-    capacities counts one case once per capacity. Groups come in the order of the rows.
-    """
-    keys = ["preset", "policy", "capacity"]
-    flagged = decisions.assign(
-        near_kept=decisions["support_near_tie"] & decisions["support_retained"],
-        near_setting=decisions["setting"].where(decisions["support_near_tie"]),
-    )
-    counts = (
-        flagged.groupby(keys, sort=False, observed=True)
-        .agg(
-            decisions=("support_near_tie", "size"),
-            ties=("support_tied", "sum"),
-            near_ties=("support_near_tie", "sum"),
-            near_ties_kept=("near_kept", "sum"),
-            near_tie_settings=("near_setting", "nunique"),
-        )
-        .reset_index()
-    )
-    for name in ("decisions", "ties", "near_ties", "near_ties_kept", "near_tie_settings"):
-        counts[name] = counts[name].astype(np.int64)
-    return counts
-
-
-def _keys(frame: pd.DataFrame, keys: list[str]) -> list[Any]:
-    if len(keys) == 1:
-        return list(frame[keys[0]])
-    return list(zip(*(frame[key] for key in keys)))
-
-
-def _axis(values: list[Any], names: list[str]) -> pd.Index:
-    if len(names) == 1:
-        return pd.Index(values, name=names[0])
-    return pd.MultiIndex.from_tuples(values, names=names)
-
-
 __all__ = [
+    "CHUNK_ROWS",
     "DECISION_COLUMNS",
     "OUTPUT_DTYPES",
     "SETTING_COLUMNS",
+    "DecisionChunk",
+    "DecisionPlan",
     "decide_grid",
+    "iter_decisions",
     "retention_cell",
     "retention_counts",
     "retention_table",
