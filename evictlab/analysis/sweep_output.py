@@ -305,26 +305,27 @@ def _kept_chunks(run: results.Run, plan: DecisionPlan) -> dict[int, pd.DataFrame
         results.json_document(previous.parameters.get(name)) == results.json_document(run.record.parameters[name])
         for name in ("grid", "presets", "inputs", "chunking", "tie_breaks")
     )
-    kept: dict[int, pd.DataFrame] = {}
-    redone = 0
+    listed = previous.outputs if same and previous is not None else {}
+    linked = False
     for name in PART_FOLDERS:  # a part folder that is a link or a file is never read or written through
         path = run.path(name)
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             path.unlink()
-            redone = -1
-    for chunk in plan.chunks if same else ():
+            linked = True
+    kept: dict[int, pd.DataFrame] = {}
+    redone = 0
+    for chunk in plan.chunks if listed else ():
         names = [part_name(folder, chunk.index) for folder in PART_FOLDERS]
-        if not any(name in previous.outputs for name in names):
+        if not any(name in listed for name in names):
             continue
-        data = [_vouched(run.folder, name, previous.outputs) for name in names]
-        if data[0] is None or data[1] is None:
+        rows, summary = (_vouched(run.folder, name, listed) for name in names)
+        if rows is None or summary is None:
             redone += 1
             continue
-        kept[chunk.index] = pq.read_table(pa.BufferReader(data[1])).to_pandas()
+        kept[chunk.index] = pq.read_table(pa.BufferReader(summary)).to_pandas()
         for name in names:
-            run.record.outputs[name] = previous.outputs[name]
-    found = _clear_parts(run.folder, {part_name(folder, index) for index in kept for folder in PART_FOLDERS})
-    found, redone = found or redone < 0, max(redone, 0)
+            run.record.outputs[name] = listed[name]
+    found = _clear_parts(run.folder, {part_name(folder, index) for index in kept for folder in PART_FOLDERS}) or linked
     notes = []
     if found and not same:
         notes.append("the unfinished sweep here had another grid, inputs, chunk size or file layout; starting over")
