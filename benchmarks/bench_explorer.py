@@ -2,7 +2,7 @@
 
 1. One slider move in Python: from a control's new value to the refreshed figure layer and
    tables (``Explorer.set``: decisions for all 45 cases, the selected case's explanation, the
-   figure update and its SVG layer, the HTML), for several kinds of move. Each is timed as
+   figure update and its frame, blitted and encoded as JPEG, the HTML), for several kinds of move. Each is timed as
    wall time against the 100 ms budget of a widget callback (STYLE habit 9) and as the
    process's CPU time against 30 ms. ``hybrid-v1`` and ``confidence`` run on the vectorised
    engine; a scalar-selector policy is timed on its first visit of a setting and on a revisit
@@ -12,7 +12,7 @@
 3. One slider move in a real browser (skipped, with the reason, where no Chromium or
    Playwright is installed): JupyterLab runs a notebook holding one explorer, headless
    Chromium drags the confidence-weight slider, and the page itself records the time from
-   releasing the mouse to the next painted frame after the figure layer changed, against a
+   releasing the mouse to the next painted frame after the new figure image has loaded, against a
    150 ms budget. The kernel's round trip and the browser's rendering are included.
 
 Every figure is reported as the median over repeats and as a ratio to its budget (below 1 is
@@ -99,7 +99,7 @@ def parts_of_a_move(explorer, repeats):
         ("decisions (engine)", lambda: explorer._decide(entry, "hybrid-v1", explorer.params, 5)),
         ("summary", lambda: retention_summary(explorer.results)),
         ("figure: set data on the artists", lambda: figure.update(*view, **options)),
-        ("figure: the SVG layer of the changing artists", figure.overlay_svg),
+        ("figure: the frame (changing artists blitted, JPEG)", figure.frame_jpeg),
         ("explanation of the selected case (after the layer is sent)", lambda: explorer._explain(entry)),
         ("tables (HTML)", lambda: explorer._details_html(entry)),
     ]
@@ -126,14 +126,14 @@ explorer = Explorer(capacity=5)
 explorer"""
 
 # Runs in the page: the time of every mouse release, and of the first painted frame after each
-# change of the figure layer (two animation frames: the change is laid out, then painted).
+# new figure image has loaded (two animation frames after its load: laid out, then painted).
 RECORDER = """() => {
-    const layer = document.querySelector('.evictlab-explorer-overlay');
+    const image = document.querySelector('.evictlab-explorer-figure');
     window.evictlabReleases = [];
     window.evictlabPaints = [];
     document.addEventListener('pointerup', () => window.evictlabReleases.push(performance.now()), true);
-    new MutationObserver(() => requestAnimationFrame(() => requestAnimationFrame(
-        () => window.evictlabPaints.push(performance.now())))).observe(layer, {subtree: true, childList: true});
+    image.addEventListener('load', () => requestAnimationFrame(() => requestAnimationFrame(
+        () => window.evictlabPaints.push(performance.now()))));
 }"""
 
 
@@ -161,7 +161,7 @@ def browser_moves(repeats):
             idle.wait_for(timeout=120_000)
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            page.locator(".evictlab-explorer-overlay svg").wait_for(timeout=120_000)
+            page.locator(".evictlab-explorer-figure").wait_for(timeout=120_000)
             page.evaluate(RECORDER)
             handle = page.locator(".widget-slider .noUi-handle").first
             latencies = []

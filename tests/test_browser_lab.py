@@ -80,6 +80,31 @@ def changed(page, locator, before, timeout=30_000):
     return locator.text_content()
 
 
+def changed_source(page, image, before, timeout=30_000):
+    """Wait until the image shows a new frame (a new ``src``, loaded); return the new ``src``."""
+    page.wait_for_function("([element, old]) => element.src !== old && element.complete && element.naturalWidth > 0",
+                           arg=[image.element_handle(), before], timeout=timeout)
+    return image.get_attribute("src")
+
+
+def title_lines(title) -> list[str]:
+    """The explorer title's lines (its <br>-separated parts, as text)."""
+    return title.evaluate("""element => element.querySelector('.widget-html-content').innerHTML.split(/<br\\s*\\/?>/)
+        .map(part => { const node = document.createElement('div'); node.innerHTML = part; return node.textContent; })
+    """)
+
+
+def assert_shown_whole(element, container) -> None:
+    """``element`` is drawn entirely inside ``container`` and none of its content is cut off."""
+    element.scroll_into_view_if_needed()
+    box, outer = element.bounding_box(), container.bounding_box()
+    assert box["width"] > 0 and box["height"] > 0, box
+    assert outer["x"] - 0.5 <= box["x"] and box["x"] + box["width"] <= outer["x"] + outer["width"] + 0.5, (box, outer)
+    clipped = element.evaluate("""element => [element, ...element.querySelectorAll('*')].some(
+        node => node.scrollWidth > node.clientWidth + 1 && getComputedStyle(node).overflowX !== 'visible')""")
+    assert not clipped
+
+
 def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
     # A copy, so that nothing JupyterLab saves touches the committed notebook.
     notebook = Path(shutil.copy(report.NOTEBOOK_DIR / "07_explorer.ipynb", tmp_path))
@@ -87,17 +112,21 @@ def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
         page, console = open_notebook(chromium, lab, notebook.name)
         run_all(page, notebook)
         explorer = page.locator(".jp-OutputArea-output > .widget-vbox").first
-        layer = explorer.locator(".evictlab-explorer-overlay")  # the widget; its <svg> is replaced per move
-        overlay = layer.locator("svg")
-        overlay.wait_for(timeout=60_000)
+        figure = explorer.locator(".evictlab-explorer-figure")  # the <img>; its src is replaced per move
+        title = explorer.locator(".evictlab-explorer-title")
+        figure.wait_for(timeout=60_000)
         sliders = explorer.locator(".widget-slider")
         assert sliders.count() == 6  # three weights, two half-lives, capacity
-        assert explorer.locator(".evictlab-explorer-background").get_attribute("src")
         details = explorer.locator(".widget-html-content").last
 
-        # After Run All the live widget shows its own parameters, not what later cells set.
-        title = overlay.locator("text").last.text_content()
-        assert title.startswith("hybrid-v1 at capacity 5, preset pr4810-final; hybrid-v1 weights (0.65, 0.25, 0.10)")
+        # After Run All the live widget shows its own parameters, not what later cells set; the
+        # title names them in full, inside the widget (nothing clipped), above the figure.
+        lines = title_lines(title)
+        assert lines[0] == "hybrid-v1 at capacity 5, preset pr4810-final"
+        assert lines[1].startswith("hybrid-v1 weights (0.65, 0.25, 0.10), half-lives 90 / 30 days")
+        assert "synthetic demo data" in lines[2]
+        assert_shown_whole(title, explorer)
+        assert_shown_whole(figure, explorer)
         assert [sliders.nth(i).locator(".widget-readout").text_content() for i in (0, 1, 2, 5)] == [
             "0.65", "0.25", "0.10", "5"]
         assert details.text_content().startswith("hybrid-v1 at capacity 5")
@@ -105,20 +134,21 @@ def test_explorer_notebook_runs_and_responds_in_jupyterlab(chromium, tmp_path):
         # Wide tracks: a 40 px drag moves the confidence weight by about 0.1, not across the range.
         track = sliders.first.locator(".slider-container").bounding_box()
         assert track["width"] >= MIN_TRACK_PX, track
-        before, shown = details.text_content(), layer.text_content()
+        before, shown = details.text_content(), figure.get_attribute("src")
         drag(page, sliders.first.locator(".noUi-handle"), -40)
-        shown = changed(page, layer, shown)
-        title = overlay.locator("text").last.text_content()
+        shown = changed_source(page, figure, shown)
         weight = float(sliders.first.locator(".widget-readout").text_content())
         assert 0.45 <= weight <= 0.6, weight
-        assert f"weights ({weight:.2f}, " in title
+        page.wait_for_function("([element, text]) => element.textContent.includes(text)",
+                               arg=[title.element_handle(), f"weights ({weight:.2f}, "], timeout=30_000)
         assert changed(page, details, before) != before
-        bars = [float(rect.get_attribute("width")) for rect in overlay.locator("rect").all()]
-        assert len(bars) == 6
 
         # A policy that ignores weights and half-lives: their sliders are disabled, the rest is not.
         explorer.locator(".widget-dropdown select").first.select_option("confidence")
-        changed(page, layer, shown)
+        changed_source(page, figure, shown)
+        page.wait_for_function("element => element.textContent.startsWith('confidence at capacity 5, preset')",
+                               arg=title.element_handle(), timeout=30_000)
+        assert_shown_whole(title, explorer)
         page.wait_for_function("element => element.getAttribute('contenteditable') === 'false'",
                                arg=sliders.first.locator(".widget-readout").element_handle(), timeout=30_000)
         editable = [sliders.nth(i).locator(".widget-readout").get_attribute("contenteditable") for i in range(6)]

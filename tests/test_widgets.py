@@ -129,10 +129,14 @@ def assert_figure_matches(explorer):
     assert squares == list(explorer.results["support_status"] == "reserved")
     assert figure.cut.get_xdata()[0] == explorer.capacity + 0.5
     title = plots.figure_title(explorer.figure)
-    assert title.startswith(f"{explorer.policy} at capacity {explorer.capacity}, preset {explorer.preset};")
+    assert title.startswith(f"{explorer.policy} at capacity {explorer.capacity}, preset {explorer.preset}\n")
     assert f"({', '.join(f'{weight:.2f}' for weight in explorer.weights)})" in title
-    assert bytes(explorer.image.value).startswith(PNG_SIGNATURE)
-    assert f">{html.escape(title)}</text>" in explorer.overlay.value  # the live layer shows the same state
+    assert bytes(explorer.image.value).startswith(b"\xff\xd8\xff")  # a JPEG frame
+    # The live view shows the same state: the title as page text, the frame as drawn now.
+    lines = [html.escape(line) for line in title.split("\n")]
+    shown = f'<div style="line-height: 1.4"><b>{lines[0]}</b><br>' + "<br>".join(lines[1:]) + "</div>"
+    assert explorer.title.value == shown
+    assert bytes(explorer.image.value) == figure.frame_jpeg()
 
 
 def test_starts_at_deermem_defaults_with_a_case_whose_support_is_evicted(explorer, pools):
@@ -179,13 +183,12 @@ def test_weights_given_one_two_or_three_at_a_time(explorer):
 
 
 def test_moving_a_slider_rescales_the_others_and_refreshes_once(explorer, pools):
-    figure, image, overlay = explorer.figure, bytes(explorer.image.value), explorer.overlay.value
+    figure, image, title = explorer.figure, bytes(explorer.image.value), explorer.title.value
     before = explorer.updates
     explorer.controls["access_weight"].value = 0.5
     assert explorer.updates == before + 1
     assert explorer.weights == pytest.approx((0.65 / 0.9 * 0.5, 0.25 / 0.9 * 0.5, 0.5))
-    assert explorer.overlay.value != overlay
-    assert bytes(explorer.image.value) == image  # the background is drawn once
+    assert bytes(explorer.image.value) != image and explorer.title.value != title
     explorer.controls["capacity"].value = 8
     explorer.controls["policy"].value = "memoryos-heat"
     assert explorer.updates == before + 3
@@ -196,7 +199,7 @@ def test_moving_a_slider_rescales_the_others_and_refreshes_once(explorer, pools)
 def test_the_figure_layer_is_sent_before_the_explanation_is_computed(explorer, pools):
     """A move's figure does not wait for the selected case's explanation and tables."""
     seen = []
-    explorer.overlay.observe(lambda change: seen.append(("figure", explorer.explanation)), names="value")
+    explorer.image.observe(lambda change: seen.append(("figure", explorer.explanation)), names="value")
     explorer.details.observe(lambda change: seen.append(("tables", explorer.explanation)), names="value")
     before = explorer.explanation
     explorer.set(capacity=8)

@@ -23,8 +23,9 @@ How a change is computed (:meth:`Explorer.refresh`): the pools of each preset ar
 selector, memoised per setting); the
 selected case is explained by :func:`evictlab.selection.explain.explain`. The figure is one
 :class:`~evictlab.workbench.plots.ExplorerFigure` whose artists are updated in place; on screen it is
-its static background (one ``ipywidgets.Image``, sent once) under an ``ipywidgets.HTML``
-holding the changing artists as SVG, so a move sends a few kilobytes and encodes no image.
+one ``ipywidgets.Image`` (the static raster with the changing artists blitted on it by
+matplotlib's Agg, :meth:`~evictlab.workbench.plots.ExplorerFigure.frame_jpeg`) under the title as
+page text (one ``ipywidgets.HTML``, which wraps instead of clipping).
 Tables go into one ``ipywidgets.HTML`` (written by :mod:`evictlab.workbench.explorer_tables`).
 A support shown as held by a reserved slot is one whose status, as
 :mod:`evictlab.selection.explain` names it, is ``reserved`` (:func:`support_status`). Weights
@@ -38,6 +39,7 @@ Tests and notebooks drive it with :meth:`Explorer.set` and read :attr:`Explorer.
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
 import os
@@ -266,19 +268,17 @@ class Explorer:
         self.summary = retention_summary(self.results)
         self.explanation = self._explain(entry)
         self._figure = ExplorerFigure(*self._view(entry), **self._view_options(entry), pool_size=entry.pool_size)
-        # Two layers in one grid cell: the static background once, the changing artists on top.
-        width = f"{self._figure.figure.bbox.width:.0f}px"
-        self.image = w.Image(value=self._figure.background_png(), format="png",
-                             layout=w.Layout(grid_area="figure", width="100%", margin="0"))
-        self.overlay = w.HTML(value=self._figure.overlay_svg(), layout=w.Layout(grid_area="figure", margin="0"))
-        self.image.add_class("evictlab-explorer-background")
-        self.overlay.add_class("evictlab-explorer-overlay")
+        # The title as page text (it wraps, never clipped), the figure below it as one image.
+        width = f"{72 * self._figure.figure.get_figwidth():.0f}px"  # a CSS pixel per point
+        self.title = w.HTML(value=title_html(self._figure.title_lines))
+        self.title.add_class("evictlab-explorer-title")
+        self.image = w.Image(value=self._figure.frame_jpeg(), format="jpeg", layout=w.Layout(width="100%", margin="0"))
+        self.image.add_class("evictlab-explorer-figure")
         self.details = w.HTML(value=self._details_html(entry))
         self._enable_parameters()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        figure = w.GridBox([self.image, self.overlay], layout=w.Layout(
-            grid_template_areas='"figure"', width=width, max_width="100%"))
+        figure = w.VBox([self.title, self.image], layout=w.Layout(width=width, max_width="100%"))
         self.widget = w.VBox([self._control_panel(), figure, self.details])
 
     @classmethod
@@ -402,7 +402,8 @@ class Explorer:
         self.results = self._decide(entry, self.policy, self.params, self.capacity)
         self.summary = retention_summary(self.results)
         self._figure.update(*self._view(entry), **self._view_options(entry))
-        self.overlay.value = self._figure.overlay_svg()
+        self.image.value = self._figure.frame_jpeg()
+        self.title.value = title_html(self._figure.title_lines)
         self.explanation = self._explain(entry)
         self.details.value = self._details_html(entry)
         self._enable_parameters()
@@ -494,7 +495,7 @@ class Explorer:
             "policy": self.policy,
             "capacity": self.capacity,
             "subtitle": (
-                f"{self.policy} at capacity {self.capacity}, preset {entry.preset}; hybrid-v1 weights ({weights}),"
+                f"{self.policy} at capacity {self.capacity}, preset {entry.preset}\nhybrid-v1 weights ({weights}),"
                 f" half-lives {params.confirmation_half_life_days:.3g} / {params.access_half_life_days:.3g} days"
             ),
             "source": dataset_label(entry.pool_set),
@@ -553,6 +554,12 @@ class Explorer:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def title_html(lines: Sequence[str]) -> str:
+    """The explorer's title lines as page text: the setting in bold, the data's origin below."""
+    first, *rest = [html.escape(line) for line in lines] or [""]
+    return '<div style="line-height: 1.4">' + "<br>".join([f"<b>{first}</b>", *rest]) + "</div>"
 
 
 def _checked_policy(policy: Any) -> str:
