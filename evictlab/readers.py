@@ -83,6 +83,22 @@ def check_size(
         raise error(_too_large(Path(path), what, limit, f"{info.st_size} bytes"))
 
 
+def bounded_lines(
+    handle: Any, source: str | os.PathLike, *, line_limit: int = MAX_ROW_LINE_BYTES,
+    file_limit: int = MAX_ROWS_FILE_BYTES, error: type[Exception] = ContractError,
+) -> Iterator[bytes]:
+    """The lines of a file opened in binary mode, without their b"\\n"; a line or file over its
+    limit is ``error``. Lines end at b"\\n" only: str.splitlines() would also break at U+2028
+    inside JSON strings."""
+    total = 0
+    while line := handle.readline(line_limit + 1):
+        total += len(line)
+        if len(line) > line_limit or total > file_limit:
+            limit = line_limit if len(line) > line_limit else file_limit
+            raise error(f"{source}: a line or the file is over evictlab's limit of {limit} bytes")
+        yield line.removesuffix(b"\n")
+
+
 def _too_large(path: Path, what: str, limit: int, size: str) -> str:
     return f"{path}: {what} is {size}, over evictlab's limit of {limit} bytes ({limit // MIB} MiB)"
 

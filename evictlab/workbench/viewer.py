@@ -13,6 +13,10 @@
   ``trace-study.run.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
   rows as they are.
 
+Every file is read through :class:`~evictlab.workbench.viewer_files.RunFolder`: only files
+inside the folder, bounded and strict, every field the page uses checked for its type; a
+tampered folder is one error naming the file, the line and the field.
+
 Private text never enters the page unless asked for: the questions, reference answers and
 memory text are not in any run file, and a QA row's model answer (``prediction``, which can
 quote memory) is left out unless ``include_private_text`` is set, for a page kept locally.
@@ -33,18 +37,19 @@ tiers, modifiers) ``explain`` is exact and this is a reading aid.
 
 from __future__ import annotations
 
-import csv
-import html
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..core.schema import Section
 from ..errors import ContractError
-from ..results import RECORD_SUFFIX, read_record, record_path
+from ..results import RECORD_SUFFIX, record_path
+from .viewer_files import RunFolder
 
 SWEEP_RECORD = f"sweep{RECORD_SUFFIX}"  # the sweep's run record
 VIEW_MARKER = "<!-- evictlab view -->"
@@ -84,63 +89,32 @@ class Run:
 
 
 def load_run(folder: str | os.PathLike, *, include_private_text: bool = False) -> Run:
-    """Read a run folder (see the module docstring); :class:`ContractError` for anything else."""
-    path = Path(folder)
-    if not path.is_dir():
-        raise ContractError(f"{path}: not a folder; evictlab view reads a run folder")
-    if (path / "policy.raw.jsonl").exists():
-        return _policy_run(path)
-    if (path / "qa.rows.jsonl").exists():
-        return _qa_run(path, include_private_text)
-    if (path / "diff.cases.jsonl").exists():
-        return _diff_run(path)
-    if (path / SWEEP_RECORD).exists():
-        return _sweep_run(path)
+    """Read a run folder (see the module docstring); :class:`ContractError` for anything else,
+    naming the file, the line and the field. Only files inside the folder are read
+    (:class:`~evictlab.workbench.viewer_files.RunFolder`)."""
+    files = RunFolder(Path(folder))
+    if files.has("policy.raw.jsonl"):
+        return _policy_run(files)
+    if files.has("qa.rows.jsonl"):
+        return _qa_run(files, include_private_text)
+    if files.has("diff.cases.jsonl"):
+        return _diff_run(files)
+    if files.has(SWEEP_RECORD):
+        return _sweep_run(files)
     for kind in TRACE_KINDS:
-        if record_path(path, kind).exists():
-            return _trace_run(path, kind)
+        if files.has(record_path(files.path, kind).name):
+            return _trace_run(files, kind)
     raise ContractError(
-        f"{path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl, {SWEEP_RECORD},"
-        f" {' or '.join(record_path(path, kind).name for kind in TRACE_KINDS)})"
+        f"{files.path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl,"
+        f" {SWEEP_RECORD}, {' or '.join(record_path(files.path, kind).name for kind in TRACE_KINDS)})"
     )
 
 
-# --------------------------------------------------------------------------- reading files
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ContractError(f"{path}: not a readable JSON document ({error})") from None
-    if not isinstance(value, dict):
-        raise ContractError(f"{path}: expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ContractError(f"{path}: cannot be read ({error})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ContractError(f"{path} line {number}: not JSON ({error.msg})") from None
-        if not isinstance(row, dict):
-            raise ContractError(f"{path} line {number}: expected a JSON object")
-        yield number, row
-
-
-def _require(path: Path, number: int, row: Mapping[str, Any], names: Sequence[str]) -> None:
+def _require(where: str, row: Mapping[str, Any], names: Sequence[str]) -> Section:
     missing = [name for name in names if name not in row]
     if missing:
-        raise ContractError(f"{path} line {number}: missing field(s) {', '.join(missing)}")
+        raise ContractError(f"{where}: missing field(s) {', '.join(missing)}")
+    return Section(row, file=where)
 
 
 def _scalars(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,35 +122,53 @@ def _scalars(row: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in row.items() if value is None or isinstance(value, (str, int, float, bool))}
 
 
+def _groups(path: Path, document: Mapping[str, Any], *names: str) -> list[dict[str, Any]]:
+    """A summary document's list of group objects (under the first of ``names`` it holds), as table rows."""
+    name = next((name for name in names if name in document), None)
+    groups = document.get(name, []) if name else []
+    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
+        raise ContractError(f"{path}: {name}: must be a list of objects")
+    return [_scalars(group) for group in groups]
+
+
+def _optional(row: Section, name: str, read: Any, default: Any) -> Any:
+    return read(name) if row.data.get(name) is not None else default
+
+
 # --------------------------------------------------------------------------- policy runs
 
 _POLICY_FIELDS = ("case_id", "policy", "capacity", "kept_fact_ids", "scores", "support_fact_ids")
 
 
-def _policy_run(path: Path) -> Run:
-    rows_file = path / "policy.raw.jsonl"
-    cases = []
-    for number, row in _read_jsonl(rows_file):
-        _require(rows_file, number, row, _POLICY_FIELDS)
-        cases.append(_policy_case(rows_file, number, row))
-    summary = _read_json(path / "summary.json").get("groups", [])
-    return Run(path, "policy", _read_json(path / "run.json"), cases, [_scalars(group) for group in summary])
+def _policy_run(files: RunFolder) -> Run:
+    cases = [_policy_case(where, row) for where, row in files.json_rows("policy.raw.jsonl")]
+    summary = _groups(files.path / "summary.json", files.json("summary.json"), "groups")
+    return Run(files.path, "policy", files.json("run.json"), cases, summary)
 
 
-def _policy_case(path: Path, number: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    kept = set(row["kept_fact_ids"])
-    support = set(row["support_fact_ids"])
-    scores = row["scores"]
-    if not isinstance(scores, dict) or not kept <= set(scores):
-        raise ContractError(f"{path} line {number}: field scores must hold every kept fact")
-    reserved_slots = int(row.get("reserved_correction_slots") or 0)
-    categories = {item.get("fact_id"): item.get("category") for item in row.get("evicted", [])}
-    facts = [
-        {"fact_id": fact_id, "score": float(entry["value"]), "components": entry.get("components", {}),
-         "kept": fact_id in kept, "support": fact_id in support}
-        | ({"category": categories[fact_id]} if categories.get(fact_id) else {})
-        for fact_id, entry in scores.items()
-    ]
+def _policy_case(where: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    row = _require(where, raw, _POLICY_FIELDS)
+    policy, capacity, case_id = row.string("policy"), row.integer("capacity", 0), row.string("case_id")
+    kept = set(row.string_list("kept_fact_ids", non_empty=False))
+    support = set(row.string_list("support_fact_ids", non_empty=False))
+    scores = row.section("scores")
+    if not kept <= set(scores.data):
+        raise scores.error("must hold every kept fact")
+    reserved_slots = _optional(row, "reserved_correction_slots", lambda name: row.integer(name, 0), 0)
+    evicted = row.raw("evicted") if "evicted" in row.data else []
+    if not isinstance(evicted, list) or not all(isinstance(item, dict) for item in evicted):
+        raise row.error("must be a list of objects", "evicted")
+    categories = {item.get("fact_id"): item.get("category") for item in evicted}
+    facts = []
+    for fact_id in scores.data:
+        entry = scores.section(fact_id)
+        components = entry.section("components") if "components" in entry.data else None
+        fact = {"fact_id": fact_id, "score": entry.number("value"),
+                "components": {name: components.number(name) for name in components.data} if components else {},
+                "kept": fact_id in kept, "support": fact_id in support}
+        if isinstance(categories.get(fact_id), str):
+            fact["category"] = categories[fact_id]
+        facts.append(fact)
     # Kept facts first, each side best score first: the decision's own order up to ties.
     facts.sort(key=lambda fact: (not fact["kept"], -fact["score"]))
     kept_scores = [fact["score"] for fact in facts if fact["kept"]]
@@ -189,8 +181,8 @@ def _policy_case(path: Path, number: int, row: Mapping[str, Any]) -> dict[str, A
         else:
             fact["margin"] = fact["score"] - min(open_scores) if open_scores else None
     case = {
-        **_scalars(row),
-        "key": f"{row['policy']}|{row['capacity']}|{row['case_id']}",
+        **_scalars(raw),
+        "key": f"{policy}|{capacity}|{case_id}",
         "kept_fact_ids": sorted(kept),
         "support_fact_ids": sorted(support),
         "status": "support kept" if support <= kept else "support evicted",
@@ -229,106 +221,102 @@ def _explain_case(case: Mapping[str, Any]) -> str:
 _QA_FIELDS = ("case_id", "policy", "capacity", "grade_correct", "grade_rule", "request_fingerprint")
 
 
-def _qa_run(path: Path, include_private_text: bool) -> Run:
-    rows_file = path / "qa.rows.jsonl"
+def _qa_run(files: RunFolder, include_private_text: bool) -> Run:
     cases = []
-    for number, row in _read_jsonl(rows_file):
-        _require(rows_file, number, row, _QA_FIELDS)
-        shown = {name: value for name, value in row.items() if include_private_text or name not in PRIVATE_QA_FIELDS}
-        usage = row["usage"] if isinstance(row.get("usage"), dict) else {}
+    for where, raw in files.json_rows("qa.rows.jsonl"):
+        row = _require(where, raw, _QA_FIELDS)
+        policy, capacity, case_id = row.string("policy"), row.integer("capacity", 0), row.string("case_id")
+        correct = row.boolean("grade_correct")
+        usage = _optional(row, "usage", row.section, None)
+        shown = {name: value for name, value in raw.items() if include_private_text or name not in PRIVATE_QA_FIELDS}
         cases.append({
             **_scalars(shown),
-            **{f"usage_{name}": value for name, value in usage.items() if isinstance(value, (int, float))},
-            "key": f"{row['policy']}|{row['capacity']}|{row['case_id']}",
-            "kept_fact_ids": list(row.get("kept_fact_ids", [])),
-            "status": "correct" if row["grade_correct"] else "incorrect",
+            **{f"usage_{name}": value for name, value in (usage.data if usage else {}).items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)},
+            "key": f"{policy}|{capacity}|{case_id}",
+            "kept_fact_ids": list(_optional(row, "kept_fact_ids", partial(row.string_list, non_empty=False), ())),
+            "status": "correct" if correct else "incorrect",
         })
     notes = [] if include_private_text else [
         "The model's answers are left out (they can quote memory text); pass --include-private-text"
         " for a page kept locally."]
-    summary = _read_json(path / "qa.summary.json")
-    groups = summary.get("groups") or summary.get("policies") or []
-    return Run(path, "qa", _read_json(path / "qa_run.json") or summary, cases,
-               [_scalars(group) for group in groups if isinstance(group, dict)], notes)
+    summary = files.json("qa.summary.json")
+    groups = _groups(files.path / "qa.summary.json", summary, "groups", "policies")
+    return Run(files.path, "qa", files.json("qa_run.json") or summary, cases, groups, notes)
 
 
-def _diff_run(path: Path) -> Run:
-    rows_file = path / "diff.cases.jsonl"
+def _diff_run(files: RunFolder) -> Run:
     cases = []
-    for number, row in _read_jsonl(rows_file):
-        _require(rows_file, number, row, ("case_id",))
-        key = "|".join(str(row[name]) for name in ("policy", "case_id") if name in row)
-        flat = {**_scalars(row), **_diff_capacities(row.get("capacities"))}
+    for where, raw in files.json_rows("diff.cases.jsonl"):
+        row = _require(where, raw, ("case_id",))
+        key = "|".join([*([row.string("policy")] if "policy" in raw else []), row.string("case_id")])
+        capacities = _optional(row, "capacities", row.section, None)
+        flat = {**_scalars(raw), **(_diff_capacities(capacities) if capacities else {})}
         changed = any(name.endswith("_changed") and value is True for name, value in flat.items())
         cases.append({**flat, "key": key, "status": "changed" if changed else "unchanged"})
-    summary = _read_json(path / "diff.summary.json")
-    return Run(path, "diff", _read_json(path / "diff.run.json") or summary, cases, [_scalars(summary)])
+    summary = files.json("diff.summary.json")
+    return Run(files.path, "diff", files.json("diff.run.json") or summary, cases, [_scalars(summary)])
 
 
-def _diff_capacities(capacities: Any) -> dict[str, Any]:
+def _diff_capacities(capacities: Section) -> dict[str, Any]:
     """A diff row's per-capacity block as flat cells: ``k7_kept_changed``, ``k7_support`` ("kept ->
     evicted"), ``k7_entered`` and ``k7_left`` (fact ids)."""
-    if not isinstance(capacities, dict):
-        return {}
     cells: dict[str, Any] = {}
-    for capacity, block in capacities.items():
-        if not isinstance(block, dict):
-            continue
-        cells[f"k{capacity}_kept_changed"] = block.get("kept_changed")
-        retained = block.get("support_retained")
-        if isinstance(retained, dict):
+    for capacity in capacities.data:
+        block = capacities.section(capacity)
+        cells[f"k{capacity}_kept_changed"] = _optional(block, "kept_changed", block.boolean, None)
+        retained = _optional(block, "support_retained", block.section, None)
+        if retained:
             cells[f"k{capacity}_support"] = " -> ".join(
-                "kept" if retained.get(side) else "evicted" for side in ("from", "to"))
+                "kept" if _optional(retained, side, retained.boolean, False) else "evicted" for side in ("from", "to"))
         for name in ("entered", "left"):
-            if block.get(name):
-                cells[f"k{capacity}_{name}"] = " ".join(map(str, block[name]))
+            if block.data.get(name):
+                cells[f"k{capacity}_{name}"] = " ".join(block.string_list(name, unique=False))
     return cells
 
 
-def _sweep_run(path: Path) -> Run:
-    manifest = _read_json(path / SWEEP_RECORD)
-    summary_file = path / "extreme_settings.csv"
-    rows: list[dict[str, Any]] = []
+def _sweep_run(files: RunFolder) -> Run:
+    record = files.record("sweep")
     notes = [
         "A sweep's rows.parquet and scenario_summary.parquet are summarised here, not embedded:"
         " the table is extreme_settings.csv, the best and worst setting per scenario."
     ]
-    if summary_file.exists():
-        with open(summary_file, newline="", encoding="utf-8") as handle:
-            for index, row in enumerate(csv.DictReader(handle)):
-                if index == _SWEEP_SUMMARY_ROWS:
-                    notes.append(f"Only the first {_SWEEP_SUMMARY_ROWS:,} summary rows are shown.")
-                    break
-                rows.append({name: _number_or_text(value) for name, value in row.items()})
-    return Run(path, "sweep", manifest, [], rows, notes)
+    rows: list[dict[str, Any]] = []
+    if files.has("extreme_settings.csv"):
+        rows, more = files.csv_rows("extreme_settings.csv", _SWEEP_SUMMARY_ROWS)
+        notes += [f"Only the first {_SWEEP_SUMMARY_ROWS:,} summary rows are shown."] if more else []
+    return Run(files.path, "sweep", record.as_dict() if record else {}, [], [_cells(row) for row in rows], notes)
 
 
-def _trace_run(path: Path, kind: str) -> Run:
+def _trace_run(files: RunFolder, kind: str) -> Run:
     """A trace run: its summary CSV as the summary, its row table as cases when it is small."""
-    import pandas as pd
-
-    record = read_record(path, kind)
-    manifest = record.as_dict() if record is not None else {}
-    outputs = manifest.get("outputs") or {}
-    row_counts = (manifest.get("summary") or {}).get("rows") or {}
-    if manifest.get("status") != "success":
-        name = record_path(path, kind)
-        raise ContractError(f"{name}: status {manifest.get('status')!r}; only a finished run is shown")
+    record = files.record(kind)
+    assert record is not None  # load_run saw the file
+    where = files.path / record_path(files.path, kind).name
+    if record.status != "success":
+        raise ContractError(f"{where}: status {record.status!r}; only a finished run is shown")
+    counts = record.summary.get("rows", {})
+    if not isinstance(counts, dict) or not all(isinstance(value, int) for value in counts.values()):
+        raise ContractError(f"{where}: summary.rows must map each output to its row count")
+    tables = [(name, files.locate(name, named_in=f"{where}: outputs")) for name in record.outputs]
     summary: list[dict[str, Any]] = []
     cases: list[dict[str, Any]] = []
     notes = []
-    for name in outputs:
-        table = path / name
-        rows = row_counts.get(name, 0)
+    for name, path in tables:
         if name.endswith(".csv") and not summary:
-            summary = [_scalars(row) for row in pd.read_csv(table).head(_SWEEP_SUMMARY_ROWS).to_dict("records")]
-        elif name.endswith(".parquet") and rows <= _TRACE_CASE_ROWS and not cases:
-            records = pd.read_parquet(table).to_dict("records")
-            cases = [{**_scalars(row), "key": f"{name}|{index}"} for index, row in enumerate(records)]
+            rows, more = files.csv_rows(name, _SWEEP_SUMMARY_ROWS)
+            if not rows or not {"policy", "capacity"} <= set(rows[0]):
+                raise ContractError(f"{path}: no rows with columns policy and capacity")
+            summary = [_cells(row) for row in rows]
+            notes += [f"Only the first {_SWEEP_SUMMARY_ROWS:,} rows of {name} are shown."] if more else []
+            continue
+        rows, count = files.parquet_rows(name, _TRACE_CASE_ROWS) if name.endswith(".parquet") else ([], None)
+        if rows and not cases:
+            cases = [{**_scalars(row), "key": f"{name}|{index}"} for index, row in enumerate(rows)]
         else:
-            notes.append(f"{name} ({rows:,} rows) is not embedded; read it with pandas.")
-    return Run(path, kind, {**manifest.get("parameters", {}), "status": manifest.get("status")},
-               cases, summary, notes)
+            shown = f"{count:,}" if count is not None else f"{counts.get(name, 0):,}"
+            notes.append(f"{name} ({shown} rows) is not embedded; read it with pandas.")
+    return Run(files.path, kind, {**record.parameters, "status": record.status}, cases, summary, notes)
 
 
 def add_private_text(run: Run, pool_set: Any) -> None:
@@ -352,7 +340,14 @@ def add_private_text(run: Run, pool_set: Any) -> None:
     run.notes.append("This page holds private text (questions, reference answers, memory): keep it local.")
 
 
-def _number_or_text(value: str) -> Any:
+def _cells(row: Mapping[str, str | None]) -> dict[str, Any]:
+    """A CSV row's cells as numbers where they read as numbers, empty cells as None."""
+    return {name: _number_or_text(value) for name, value in row.items()}
+
+
+def _number_or_text(value: str | None) -> Any:
+    if not value:
+        return None
     for kind in (int, float):
         try:
             return kind(value)
@@ -418,9 +413,12 @@ def render(runs: Sequence[Run], comparison: dict[str, Any] | None = None) -> str
         keep_trailing_newline=True,
     )
     payload = _finite({"runs": [run.payload() for run in runs], "comparison": comparison})
-    # Inside <script>, "</" would end the element: JSON allows "<\/" for the same string.
-    data = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).replace("</", "<\\/")
-    title = " vs. ".join(html.unescape(run.label) for run in runs)
+    # Inside <script>, "</script" ends the element and "<!--<script" makes the HTML tokenizer skip
+    # the next "</script>": with every "<" (only ever inside a JSON string) written "\u003c", no
+    # string can do either. (">" and "&" are harmless there, but escaped as well, as is customary.)
+    data = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    title = " vs. ".join(run.label for run in runs)
     return environment.get_template("view.html.j2").render(marker=VIEW_MARKER, title=title, data=data)
 
 

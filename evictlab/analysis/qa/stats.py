@@ -17,14 +17,14 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from ...errors import ContractError
-from ...readers import MAX_ROW_LINE_BYTES, MAX_ROWS_FILE_BYTES, check_size, parse_json
+from ...readers import MAX_ROWS_FILE_BYTES, bounded_lines, check_size, parse_json
 from ...results import refuse_existing, write_json
 
 SCHEMA_VERSION = 1
@@ -367,23 +367,11 @@ def load_graded_rows(
     rows = []
     try:
         with open(source, "rb") as handle:
-            # Lines end at b"\n" only: str.splitlines() would also break at U+2028 inside JSON strings.
-            for number, line in enumerate(_bounded_lines(handle, source), start=1):
+            for number, line in enumerate(bounded_lines(handle, source), start=1):
                 rows.append(_graded_row(line, f"{source}, line {number}", fields))
     except OSError as error:
         raise ContractError(f"{source}: cannot read graded rows ({error.strerror or error})") from None
     return rows
-
-
-def _bounded_lines(handle: Any, source: Path) -> Iterator[bytes]:
-    """The file's lines without their b"\n"; a line or file over its limit is an error."""
-    total = 0
-    while line := handle.readline(MAX_ROW_LINE_BYTES + 1):
-        total += len(line)
-        if len(line) > MAX_ROW_LINE_BYTES or total > MAX_ROWS_FILE_BYTES:
-            limit = MAX_ROW_LINE_BYTES if len(line) > MAX_ROW_LINE_BYTES else MAX_ROWS_FILE_BYTES
-            raise ContractError(f"{source}: a line or the file is over evictlab's limit of {limit} bytes")
-        yield line.removesuffix(b"\n")
 
 
 def _graded_row(line: bytes, where: str, fields: Mapping[str, type]) -> dict[str, Any]:
