@@ -11,22 +11,42 @@ import pytest
 from evictlab.cli import main
 
 ROW_FIELDS = [
-    "capacity", "case_id", "evicted", "kept_fact_ids", "policy", "question_type",
-    "reserved_correction_slots", "scenario", "schema_version", "scores", "source",
-    "support_all_retained", "support_fact_ids", "support_recall",
+    "capacity",
+    "case_id",
+    "evicted",
+    "kept_fact_ids",
+    "policy",
+    "question_type",
+    "reserved_correction_slots",
+    "scenario",
+    "schema_version",
+    "scores",
+    "source",
+    "support_all_retained",
+    "support_fact_ids",
+    "support_recall",
 ]
 PUBLISHED_TOTALS = {  # (capacity, policy) -> support retained of 45, spec 2.10
-    (5, "confidence"): 20, (5, "hybrid-v1"): 35,
-    (7, "confidence"): 27, (7, "hybrid-v1"): 45,
-    (9, "confidence"): 35, (9, "hybrid-v1"): 45,
+    (5, "confidence"): 20,
+    (5, "hybrid-v1"): 35,
+    (7, "confidence"): 27,
+    (7, "hybrid-v1"): 45,
+    (9, "confidence"): 35,
+    (9, "hybrid-v1"): 45,
 }
 SCENARIO_SPLITS = {  # (scenario, capacity, policy) -> retained, spec 2.10
-    ("confirmation_help", 5, "confidence"): 0, ("access_help", 5, "confidence"): 0,
-    ("confirmation_help", 7, "confidence"): 3, ("access_help", 7, "confidence"): 3,
-    ("confirmation_help", 9, "confidence"): 6, ("access_help", 9, "confidence"): 6,
-    ("confirmation_help", 5, "hybrid-v1"): 10, ("access_help", 5, "hybrid-v1"): 0,
-    ("correction_reserve", 5, "confidence"): 0, ("correction_reserve", 7, "confidence"): 1,
-    ("correction_reserve", 9, "confidence"): 3, ("correction_reserve", 5, "hybrid-v1"): 5,
+    ("confirmation_help", 5, "confidence"): 0,
+    ("access_help", 5, "confidence"): 0,
+    ("confirmation_help", 7, "confidence"): 3,
+    ("access_help", 7, "confidence"): 3,
+    ("confirmation_help", 9, "confidence"): 6,
+    ("access_help", 9, "confidence"): 6,
+    ("confirmation_help", 5, "hybrid-v1"): 10,
+    ("access_help", 5, "hybrid-v1"): 0,
+    ("correction_reserve", 5, "confidence"): 0,
+    ("correction_reserve", 7, "confidence"): 1,
+    ("correction_reserve", 9, "confidence"): 3,
+    ("correction_reserve", 5, "hybrid-v1"): 5,
 }
 
 
@@ -53,8 +73,11 @@ def test_rows_have_the_spec_fields_in_nesting_order(run_dir):
     cases = list(dict.fromkeys(case for case, _, _ in nesting))
     assert nesting == [(c, k, p) for c in cases for k in (5, 7, 9) for p in ("confidence", "hybrid-v1")]
     assert cases[-5:] == [
-        "correction_peanut_allergy", "correction_language", "correction_timezone",
-        "correction_review_resolution", "correction_shipping_address",
+        "correction_peanut_allergy",
+        "correction_language",
+        "correction_timezone",
+        "correction_review_resolution",
+        "correction_shipping_address",
     ]
     synthetic = [row for row in rows if row["source"] == "synthetic"]
     assert {row["question_type"] for row in synthetic} == {"synthetic-correction"}
@@ -86,7 +109,8 @@ def test_retention_matches_the_published_totals(run_dir):
         assert len(kept) == expected, (capacity, policy)
     for (scenario, capacity, policy), expected in SCENARIO_SPLITS.items():
         kept = [
-            r for r in rows
+            r
+            for r in rows
             if (r["scenario"], r["capacity"], r["policy"]) == (scenario, capacity, policy) and r["support_all_retained"]
         ]
         assert len(kept) == expected, (scenario, capacity, policy)
@@ -102,8 +126,14 @@ def test_summary_and_run_record(run_dir):
     assert keys == sorted(keys) and len(keys) == 5 * 3 * 2
     group = next(g for g in summary["groups"] if keys[0] == (g["source"], g["scenario"], g["capacity"], g["policy"]))
     assert set(group) == {
-        "source", "scenario", "capacity", "policy", "cases", "support_all_retained",
-        "support_all_retained_rate", "mean_support_recall",
+        "source",
+        "scenario",
+        "capacity",
+        "policy",
+        "cases",
+        "support_all_retained",
+        "support_all_retained_rate",
+        "mean_support_recall",
     }
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     assert run["schema_version"] == 1
@@ -113,7 +143,10 @@ def test_summary_and_run_record(run_dir):
     assert set(run["git"]) == {"head", "dirty"}
     assert set(run["dataset"]) == {"repository", "revision", "filename", "sha256"}
     assert set(run["artifacts"]) == {
-        "config_sha256", "official_manifest_sha256", "synthetic_manifest_sha256", "answer_prompt_sha256",
+        "config_sha256",
+        "official_manifest_sha256",
+        "synthetic_manifest_sha256",
+        "answer_prompt_sha256",
     }
     assert run["preset"] == "pr4810-final"
     assert run["variant"] == {"evidence_header": "session", "fact_ids": "protocol", "memory_joiner": "blank-line"}
@@ -140,7 +173,9 @@ def test_every_preset_gives_the_same_totals(tmp_path, preset):
 def test_cli_prints_retention_table_and_names_the_demo(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "evictlab", "run-policy", "--output-dir", str(tmp_path / "out")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "using the embedded demo dataset" in result.stderr
     assert "27/45" in result.stdout and "45/45" in result.stdout and "confirmation_help" in result.stdout
@@ -172,3 +207,56 @@ def test_the_demo_file_passed_with_dataset_is_the_demo(tmp_path, capsys):
     assert "using the embedded demo dataset" in capsys.readouterr().err
     record = json.loads((tmp_path / "out" / "run.json").read_text())
     assert record["dataset"]["repository"] == "evictlab/demo"
+
+
+def test_the_files_hold_the_printed_table_for_every_registered_policy(tmp_path, capsys):
+    """Issue 25: every printed cell is in retention.json, named by its tie-break, beside the
+    input-order count that DeerFlow's summary.json and raw rows hold and the tie-neutral one."""
+    from evictlab.policies import known_policies
+
+    policies = [name for name in known_policies()]
+    assert main(["run-policy", "--output-dir", str(tmp_path), "--policies", ",".join(policies)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, capacities = lines[0].split()[1:], lines[1].split()[1:]
+    table = {
+        line.split()[0]: line.split()[1:]
+        for line in lines[3:]
+        if line and not line.startswith(("decisions", "counted", "wrote"))
+    }
+    retention = json.loads((tmp_path / "retention.json").read_text())
+    groups = {(g["scenario"], g["policy"], str(g["capacity"])): g for g in retention["groups"]}
+    totals = {(g["policy"], str(g["capacity"])): g for g in retention["totals"]}
+    assert len(header) == len(capacities) == 3 * len(policies) and set(header) == set(policies)
+
+    def cell(group):
+        value = group["retained"]
+        return (f"{value:g}" if float(value).is_integer() else f"{value:.1f}") + f"/{group['cases']}"
+
+    for row, cells in table.items():
+        for policy, capacity, printed in zip(header, capacities, cells):
+            group = totals[policy, capacity] if row == "total" else groups[row, policy, capacity]
+            assert printed == cell(group), (row, policy, capacity)
+    summary = {(g["source"], g["scenario"], g["capacity"], g["policy"]): g for g in
+               json.loads((tmp_path / "summary.json").read_text())["groups"]}  # fmt: skip
+    for group in retention["groups"]:
+        key = (group["source"], group["scenario"], group["capacity"], group["policy"])
+        assert group["support_all_retained"] == summary[key]["support_all_retained"], key
+        assert group["tie_break"] == retention["tie_breaks"][group["policy"]]
+        if group["tie_break"] == "input-order":
+            assert group["retained"] == group["support_all_retained"]
+        else:
+            assert group["retained"] == pytest.approx(group["support_expected"])
+    _, raw = read_rows(tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "policy.decisions.jsonl").read_text().splitlines()]
+    assert [(r["case_id"], r["capacity"], r["policy"]) for r in rows] == [
+        (r["case_id"], r["capacity"], r["policy"]) for r in raw
+    ]
+    for row, line in zip(rows, raw):
+        assert row["support_retained"] == line["support_all_retained"]
+        assert row["tie_break"] in ("input-order", "expected")
+        assert row["retention"] == (
+            row["support_expected"] if row["tie_break"] == "expected" else float(row["support_retained"])
+        )
+    assert {r["tie_break"] for r in rows if r["policy"] in ("confidence", "hybrid-v1")} == {"input-order"}
+    differ = [r for r in rows if r["support_retained"] != r["support_expected"]]
+    assert differ  # ties the two numbers disagree on exist, and both are written

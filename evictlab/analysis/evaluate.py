@@ -2,6 +2,20 @@
 
 Spec 2.10 and 2.11. One row per case x capacity x policy, in that nesting order; every policy
 is given the protocol's hybrid parameter set (the confidence policy ignores it).
+
+Which file holds what (``docs/protocol.md`` says it for users):
+
+* ``policy.raw.jsonl``, ``summary.json``, ``run.json``: DeerFlow's three files, in its format
+  (byte-checked for DeerMem's two policies). Their retention is the decision as made, ties
+  broken by input order, for every policy.
+* ``policy.decisions.jsonl``: evictlab's, one line per row of the raw file (same order): the
+  decisions frame of :func:`~evictlab.selection.decisions.decide_grid`, with the row's
+  ``tie_break``, the input-order ``support_retained``, the tie-neutral ``support_expected``,
+  ``support_tied`` and ``retention``, the number tables count under that tie-break.
+* ``retention.json``: evictlab's, per (source, scenario, capacity, policy) group and per
+  (capacity, policy) total: ``retained``, exactly the cell ``run-policy`` prints, beside
+  ``support_all_retained`` (input order) and ``support_expected`` (tie-neutral), the tie-break
+  named in every group.
 """
 
 from __future__ import annotations
@@ -11,14 +25,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from .. import results
 from ..core.pools import Case, PoolSet, check_capacities
 from ..policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
 from ..results import git_state, utc_now_iso
-from ..selection.decisions import distinct
+from ..selection.decisions import decide_grid, distinct, retention_counts
 
 KIND = "run-policy"
-RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")
+RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")  # DeerFlow's
+DECISIONS_FILE = "policy.decisions.jsonl"
+RETENTION_FILE = "retention.json"
+OUTPUT_FILES = (*RUN_FILES, DECISIONS_FILE, RETENTION_FILE)
 
 
 def decide(case: Case, policy: str, capacity: int, params: PolicyParams, now: _dt.datetime, seed: int = 0) -> Decision:
@@ -171,11 +191,11 @@ def write_run(
     preset: str | None = None,
     params: PolicyParams | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate and write ``run.json``, ``policy.raw.jsonl`` and ``summary.json``.
+    """Evaluate and write the run's files (:data:`OUTPUT_FILES`; see the module docstring).
 
     Runs inside :func:`evictlab.results.run` (kind ``run-policy``): the folder is locked, a
     finished run is never overwritten, an interrupted one is rerun in place, and
-    ``run-policy.run.json`` records the status and the SHA-256 of the three files. Policies
+    ``run-policy.run.json`` records the status and the SHA-256 of every file. Policies
     and capacities are checked (:func:`check_run_lists`) before anything is written.
     """
     protocol = pool_set.protocol
@@ -184,25 +204,74 @@ def write_run(
         policies, capacities or protocol.config.pool.capacities, sizes, f"{len(pool_set.cases)} pools"
     )
     params = params or protocol.config.hybrid
+    decisions = decide_grid(pool_set, policies, [params], capacities)
     parameters = run_parameters(policies, capacities, preset, params)
-    with results.run(output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as run:
-        return write_run_files(run, pool_set, policies, capacities, preset=preset, params=params)
+    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
+        return write_run_files(run, pool_set, decisions, preset=preset, params=params)
 
 
 def write_run_files(
     run: results.Run,
     pool_set: PoolSet,
-    policies: Sequence[str],
-    capacities: Sequence[int],
+    decisions: pd.DataFrame,
     *,
     preset: str | None,
     params: PolicyParams,
 ) -> list[dict[str, Any]]:
-    """The three files of an open ``run-policy`` run (``run.json`` last)."""
+    """The files of an open ``run-policy`` run (``run.json`` last), from ``decisions``:
+    :func:`~evictlab.selection.decisions.decide_grid`'s frame of the run (one setting, one seed)."""
+    policies = list(decisions["policy"].cat.categories)
+    capacities = list(dict.fromkeys(int(capacity) for capacity in decisions["capacity"]))
     run.record.dataset = pool_set.dataset.record()
     rows = evaluate(pool_set, policies, capacities, params)
+    protocol_id = pool_set.protocol.protocol_id
+    ordered = in_row_order(decisions, len(pool_set.cases), len(capacities), len(policies))
     run.write_jsonl("policy.raw.jsonl", rows)
-    run.write_json("summary.json", summarize(rows, pool_set.protocol.protocol_id))
+    run.write_json("summary.json", summarize(rows, protocol_id))
+    run.write_jsonl(DECISIONS_FILE, decision_rows(ordered))
+    run.write_json(RETENTION_FILE, retention_record(decisions, protocol_id))
     run.write_json("run.json", run_record(pool_set, policies, capacities, preset=preset, params=params))
     run.record.summary = {"rows": len(rows)}
     return rows
+
+
+def in_row_order(decisions: pd.DataFrame, cases: int, capacities: int, policies: int) -> pd.DataFrame:
+    """The frame's rows (policy x case x capacity) in the raw file's order, case x capacity x policy."""
+    index = np.arange(policies) * cases * capacities + (np.arange(cases) * capacities)[:, None, None]
+    return decisions.iloc[(index + np.arange(capacities)[None, :, None]).reshape(-1)]
+
+
+def decision_rows(decisions: pd.DataFrame) -> list[dict[str, Any]]:
+    """``policy.decisions.jsonl``: each decision's retention under its tie-break and both of its values."""
+    names = ["case_id", "source", "scenario", "policy", "capacity", "tie_break", "support_retained",
+             "support_expected", "support_tied", "retention"]  # fmt: skip
+    columns = [decisions[name].tolist() for name in names]
+    return [{"schema_version": 1, **dict(zip(names, values))} for values in zip(*columns)]
+
+
+def retention_record(decisions: pd.DataFrame, protocol_id: str) -> dict[str, Any]:
+    """``retention.json``: the printed table's cells (:func:`retention_counts` of the frame) per
+    group and per total, each beside the input-order count and the tie-neutral expectation."""
+    tie_breaks = dict(zip(decisions["policy"].astype(str), decisions["tie_break"].astype(str)))
+
+    def groups(keys: list[str]) -> list[dict[str, Any]]:
+        counted = retention_counts(decisions, keys)
+        as_made = retention_counts(decisions.assign(retention=decisions["support_retained"].astype(float)), keys)
+        expected = retention_counts(decisions.assign(retention=decisions["support_expected"]), keys)
+        out = [
+            {**{key: _plain(row[key]) for key in keys}, "tie_break": tie_breaks[row["policy"]],
+             "cases": int(row["cases"]), "retained": _plain(row["retained"]), "ties": int(row["ties"]),
+             "support_all_retained": int(made), "support_expected": float(mean)}
+            for (_, row), made, mean in zip(counted.iterrows(), as_made["retained"], expected["retained"])
+        ]  # fmt: skip
+        return sorted(out, key=lambda group: tuple(group[key] for key in keys))
+
+    return {
+        "schema": "evictlab-retention", "schema_version": 1, "protocol_id": protocol_id, "tie_breaks": tie_breaks,
+        "groups": groups(["source", "scenario", "capacity", "policy"]), "totals": groups(["capacity", "policy"]),
+    }  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as Python's (a whole float stays a float: counts under ``expected`` are)."""
+    return value.item() if isinstance(value, np.generic) else value

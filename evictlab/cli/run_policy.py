@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .. import results
-from ..analysis.evaluate import KIND, RUN_FILES, check_run_lists, run_parameters, write_run_files
+from ..analysis.evaluate import KIND, OUTPUT_FILES, check_run_lists, run_parameters, write_run_files
 from ..core.pools import PoolSet
 from ..policies import DEERMEM_POLICIES, known_policies
 from ..policies.ties import TIE_BREAKS
@@ -24,19 +24,27 @@ from ._common import (
     with_policy_parameters,
 )
 
+RETENTION_NOTE = (
+    "retention.json holds these cells with both numbers; summary.json and policy.raw.jsonl"
+    " (DeerFlow's format) hold the input-order decision"
+)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run-policy",
         help=summary("run-policy"),
         description=(
-            "Build the 45 pools, run each policy at each capacity and write "
-            + ", ".join(RUN_FILES)
+            "Build the 45 pools, decide each policy at each capacity once and write "
+            + ", ".join(OUTPUT_FILES)
             + " to --output-dir (refusing to overwrite any of them), then print support"
-            " retention per scenario, capacity and policy."
+            " retention per scenario, capacity and policy. run.json, policy.raw.jsonl and"
+            " summary.json are DeerFlow's files (ties broken by input order); retention.json"
+            " holds the printed cells, each with its tie-break, its input-order count and its"
+            " tie-neutral expectation, and policy.decisions.jsonl the same per row."
         ),
     )
-    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three run files")
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the run files")
     parser.add_argument(
         "--policies",
         type=lambda text: parse_csv(text),
@@ -56,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tie-break",
         choices=TIE_BREAKS,
         default=None,
-        help="how the printed table counts a support tied at the cut line: input-order (the"
+        help="how the printed table and retention.json count a support tied at the cut line: input-order (the"
         " decision as made) or expected (its exact expectation over random orders of the tied"
         " facts); default: input-order for confidence and hybrid-v1, expected for the others."
         " keep-all runs uncapped and random is its exact expectation",
@@ -84,12 +92,16 @@ def run(args: argparse.Namespace) -> int:
     # Bad input (the dataset, the manifests) is found before the record: it leaves no trace.
     loaded: list[PoolSet] = []
     load = lambda: loaded.append(pool_set_from(args))  # noqa: E731
-    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES, precheck=load) as current:
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=load) as current:
         pool_set = loaded[0]
-        rows = write_run_files(current, pool_set, policies, capacities, preset=preset_name(args), params=params)
-    decisions = decide_grid(pool_set, policies, [params], capacities, tie_break=args.tie_break)
+        decisions = decide_grid(pool_set, policies, [params], capacities, tie_break=args.tie_break)
+        rows = write_run_files(current, pool_set, decisions, preset=preset_name(args), params=params)
     print(scenario_table(decisions).to_string())
     ties = decisions.groupby("policy", sort=False, observed=True)["support_tied"].sum()
     print("decisions settled by a tie at the cut line: " + ", ".join(f"{p} {int(n)}" for p, n in ties.items()))
+    breaks = decisions.groupby("tie_break", sort=False, observed=True)["policy"].unique()
+    print("counted " + "; ".join(f"{name}: {', '.join(map(str, names))}" for name, names in breaks.items())
+          + f" (input-order: the decision as made; expected: over random orders of tied facts);"
+          f" {RETENTION_NOTE}")  # fmt: skip
     print(f"wrote {len(rows)} rows to {args.output_dir}")
     return 0
