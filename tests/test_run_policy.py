@@ -214,7 +214,7 @@ def test_the_files_hold_the_printed_table_for_every_registered_policy(tmp_path, 
     input-order count that DeerFlow's summary.json and raw rows hold and the tie-neutral one."""
     from evictlab.policies import known_policies
 
-    policies = [name for name in known_policies()]
+    policies = list(known_policies())
     assert main(["run-policy", "--output-dir", str(tmp_path), "--policies", ",".join(policies)]) == 0
     lines = capsys.readouterr().out.splitlines()
     header, capacities = lines[0].split()[1:], lines[1].split()[1:]
