@@ -29,6 +29,7 @@ from ..errors import EvictlabError
 
 #: Top-level command -> (module of this package, one-line help shown by ``evictlab --help``).
 INDEX: dict[str, tuple[str, str]] = {
+    "audit": ("store", "check an imported DeerMem store's eviction audit against its policy; shadow-mode analysis"),
     "data": ("data", "the embedded demo dataset and the explicit LongMemEval download"),
     "diff": ("diff", "compare two run specs (protocol variants) on one dataset: pools, kept sets, prompts"),
     "explain": (

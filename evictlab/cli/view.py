@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=summary("view"),
         description=(
             "Write one HTML file (inline CSS and JavaScript, no network access) that shows a run folder"
-            " written by run-policy, grade-qa, diff, sweep or trace replay/study: every case with its facts,"
+            " written by run-policy, grade-qa, diff, sweep, audit or trace replay/study: every case with its facts,"
             " scores, score components, margins, kept or evicted and a one-line explanation, with filters."
             " Given a second run folder of the same kind, the page also pairs their cases and lists those"
             " that disagree."

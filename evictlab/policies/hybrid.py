@@ -18,6 +18,13 @@ from .signals import access_heat, confirmation_freshness, fact_fields, fact_key,
 CORRECTION = "correction"
 
 
+def hybrid_value(weights: tuple[float, float, float], confidence: float, freshness: float, heat: float) -> float:
+    """The weighted sum of the three components (also what an audit's recorded score must equal)."""
+    w_conf, w_confirm, w_access = weights
+    # Left to right, exactly as written: exact ties between scores depend on it.
+    return w_conf * confidence + w_confirm * freshness + w_access * heat
+
+
 def hybrid_score(
     fact: Any,
     usage_entry: Any,
@@ -30,9 +37,7 @@ def hybrid_score(
     confidence = read_confidence(fields.get("confidence"))
     freshness = confirmation_freshness(fields, now, confirmation_half_life_days)
     heat = access_heat(usage_entry, now, access_half_life_days)
-    w_conf, w_confirm, w_access = weights
-    # Left to right, exactly as written: exact ties between scores depend on it.
-    value = w_conf * confidence + w_confirm * freshness + w_access * heat
+    value = hybrid_value(weights, confidence, freshness, heat)
     return Score(
         value,
         {"confidence": confidence, "confirmationFreshness": freshness, "accessHeat": heat},

@@ -61,6 +61,8 @@ HEADER_KEYS = ("created_at", "preset", "protocol_id", "policies", "capacities", 
 _SWEEP_SUMMARY_ROWS = 5_000  # enough for every scenario x capacity x policy of a dense grid
 #: ``evictlab trace replay`` and ``trace study`` folders: a ``<kind>.run.json`` record naming its tables.
 TRACE_KINDS = ("trace-replay", "trace-study")
+#: ``evictlab audit --output-dir``: the event checks as the summary, the shadow sentence as a note.
+AUDIT_RECORD = f"store-audit{RECORD_SUFFIX}"
 _TRACE_CASE_ROWS = 5_000  # a row table up to this size is embedded, row by row
 
 
@@ -104,9 +106,11 @@ def load_run(folder: str | os.PathLike, *, include_private_text: bool = False) -
     for kind in TRACE_KINDS:
         if files.has(record_path(files.path, kind).name):
             return _trace_run(files, kind)
+    if files.has(AUDIT_RECORD):
+        return _audit_run(files)
     raise ContractError(
         f"{files.path}: not an evictlab run folder (no policy.raw.jsonl, qa.rows.jsonl, diff.cases.jsonl,"
-        f" {SWEEP_RECORD}, {' or '.join(record_path(files.path, kind).name for kind in TRACE_KINDS)})"
+        f" {SWEEP_RECORD}, {', '.join(record_path(files.path, kind).name for kind in TRACE_KINDS)} or {AUDIT_RECORD})"
     )
 
 
@@ -317,6 +321,27 @@ def _trace_run(files: RunFolder, kind: str) -> Run:
             shown = f"{count:,}" if count is not None else f"{counts.get(name, 0):,}"
             notes.append(f"{name} ({shown} rows) is not embedded; read it with pandas.")
     return Run(files.path, kind, {**record.parameters, "status": record.status}, cases, summary, notes)
+
+
+def _audit_run(files: RunFolder) -> Run:
+    """An audit of an imported store: ``audit.checks.csv`` as the summary, shadow mode in a note."""
+    record = files.record("store-audit")
+    if record is None or record.status != "success":
+        raise ContractError(f"{files.path / AUDIT_RECORD}: only a finished audit is shown")
+    rows, more = files.csv_rows("audit.checks.csv", _SWEEP_SUMMARY_ROWS)
+    shadow = files.json("shadow.summary.json", required=True)
+    notes = [f"Only the first {_SWEEP_SUMMARY_ROWS:,} events are shown."] if more else []
+    try:
+        shares = ", ".join(f"{item['category']} {int(item['saved'])}/{int(item['lost'])}"
+                           for item in shadow["categories"])  # fmt: skip
+        told = f"{int(shadow['disagreeing'])} of {int(shadow['events'])} events"
+    except (KeyError, TypeError, ValueError):
+        raise ContractError(f"{files.path / 'shadow.summary.json'}: not an audit's shadow summary") from None
+    notes.append(f"Shadow mode: hybrid-v1 would have evicted differently in {told}; categories saved/lost:"
+                 f" {shares or 'none'}. Figure: figures/shadow.png." if shadow["events"] else
+                 "Shadow mode: no event with a shadow block.")  # fmt: skip
+    return Run(files.path, "store-audit", {**record.parameters, "status": record.status}, [],
+               [_cells(row) for row in rows], notes)
 
 
 def add_private_text(run: Run, pool_set: Any) -> None:

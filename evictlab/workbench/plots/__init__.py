@@ -27,7 +27,8 @@ The modules, one per family of figures; use them through this package
 * :mod:`.explorer` (07, 08): the explorer's live figure and the explanation figure;
 * :mod:`.zoo` (04, 08): the policy-zoo heatmap and capacity curves;
 * :mod:`.robustness` (09): retention and churn against perturbation levels;
-* :mod:`.traces` (10): trace-mode capacity curves, study advantages and loss maps.
+* :mod:`.traces` (10): trace-mode capacity curves, study advantages and loss maps;
+* :mod:`.store`: the shadow-mode figure of an imported store's audit.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .qa import qa_accuracy, qa_grade_rules, qa_paired, qa_tokens
 from .retention import retention_by_scenario, support_rank_distribution
 from .robustness import robustness_curves
 from .saving import FIGURE_DPI, SVG_HASH_SALT, SavedFigure, figure_title, save, save_into
+from .store import shadow_figure
 from .style import (
     ALL_CASES,
     POLICY_COLORS,
@@ -112,6 +114,7 @@ __all__ = [
     "save_into",
     "scenario_order",
     "score_weights",
+    "shadow_figure",
     "stability_maps",
     "study_advantage",
     "support_rank_distribution",
