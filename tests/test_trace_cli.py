@@ -33,10 +33,10 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
             "--capacities", "3,10", "--audit-capacity", "3", "--output-dir", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "where hybrid-v1 and confidence differ most" in printed
+    assert "paired differences over seeds" in printed and "hybrid-v1 - best other policy" in printed
     manifest, tables = load_run(out, "trace-replay")
     assert manifest["status"] == "success" and manifest["parameters"]["capacities"] == [3, 10]
-    assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "audit.jsonl"}
+    assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "audit.jsonl"}
     rows = tables["curve.rows.parquet"]
     assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
     assert set(rows.loc[rows["role"] == "bound", "policy"]) == {"optimum", "keep-all"}

@@ -17,6 +17,7 @@ from ..analysis.traces.generate import (
     parse_mix,
     parse_param,
 )
+from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
 from ..analysis.traces.metrics import (
     DEFAULT_CAPACITIES,
     TraceSource,
@@ -24,8 +25,6 @@ from ..analysis.traces.metrics import (
     curve_summary,
     curve_table,
     default_policies,
-    describe_gap,
-    largest_gap,
 )
 from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
 from ..analysis.traces.output import write_run
@@ -40,7 +39,7 @@ from ._common import add_dataset_options, add_protocol_options, dataset_from, he
 
 REPLAY_KIND = "trace-replay"
 STUDY_KIND = "trace-study"
-CURVE_ROWS, CURVE_SUMMARY = "curve.rows.parquet", "curve.summary.csv"
+CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED = "curve.rows.parquet", "curve.summary.csv", "curve.paired.csv"
 AUDIT_FILE = "audit.jsonl"
 STUDY_ROWS, STUDY_SUMMARY = "study.rows.parquet", "study.summary.csv"
 
@@ -179,7 +178,9 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
             "every policy at every capacity in DeerMem's update order, and add two bounds per\n"
             "capacity: keep-all (no cap) and the exact offline optimum (knows every question).\n"
             f"Writes {REPLAY_KIND}.run.json (the run record), {CURVE_ROWS} (one row per trace x policy x capacity)\n"
-            f"and {CURVE_SUMMARY} (mean and 95% t-interval over traces) to --output-dir; with\n"
+            f"{CURVE_SUMMARY} (mean and 95% bootstrap interval over traces) and {CURVE_PAIRED}\n"
+            "(hybrid-v1 minus confidence and minus the best other policy, paired over traces:\n"
+            "mean, interval, seeds in each direction) to --output-dir; with\n"
             f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision."
         ),
         epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves",
@@ -187,8 +188,8 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three files")
     parser.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
                         help="a trace file (.parquet or .jsonl), streamed; repeatable")
-    parser.add_argument("--seeds", type=int, default=3, metavar="N",
-                        help="without --trace: replay generated workloads of seeds 0..N-1 [3]")
+    parser.add_argument("--seeds", type=int, default=MIN_SEEDS, metavar="N",
+                        help=f"without --trace: replay generated workloads of seeds 0..N-1 [{MIN_SEEDS}]")
     parser.add_argument("--audit-capacity", type=int, metavar="K",
                         help=f"also write {AUDIT_FILE}: DeerMem's eviction audit events (spec 1.6) of confidence"
                         " (with the hybrid-v1 shadow decision) and hybrid-v1 at capacity K, per trace")
@@ -217,6 +218,8 @@ def run_replay(args: argparse.Namespace) -> int:
     def compute() -> dict[str, Any]:
         rows = curve_rows(traces, policies, args.capacities, params, max_optimum_arcs=args.max_optimum_arcs)
         tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: curve_summary(rows)}
+        if {"hybrid-v1", "confidence"} <= set(rows["policy"]):
+            tables[CURVE_PAIRED] = paired_table(rows)
         if args.audit_capacity is not None:
             tables[AUDIT_FILE] = [
                 {"trace": name, "policy": policy, "capacity": args.audit_capacity, **event}
@@ -233,22 +236,25 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
     }
-    files = [CURVE_ROWS, CURVE_SUMMARY, *([AUDIT_FILE] if args.audit_capacity is not None else [])]
+    files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, *([AUDIT_FILE] if args.audit_capacity is not None else [])]
     tables = write_run(args.output_dir, REPLAY_KIND, parameters, files, compute)
-    table = tables[CURVE_SUMMARY]
-    for line in curve_lines(table):
+    for line in curve_lines(tables[CURVE_SUMMARY], tables.get(CURVE_PAIRED)):
         print(line)
     written = ", ".join(tables)
     print(f"wrote {REPLAY_KIND}.run.json, {written} to {args.output_dir}")
     return 0
 
 
-def curve_lines(table: pd.DataFrame) -> list[str]:
-    """Answerable rate (regret) per policy and capacity, and where the DeerMem policies differ most."""
+def curve_lines(table: pd.DataFrame, paired: pd.DataFrame | None) -> list[str]:
+    """Answerable rate (regret) per policy and capacity, and the paired table of hybrid-v1 over seeds."""
     lines = ["answerable rate (regret = optimum - policy) per capacity:", *curve_table(table).to_string().splitlines()]
-    gaps = largest_gap(table)
-    if gaps:
-        lines += ["", "where hybrid-v1 and confidence differ most:", *("  " + line for line in describe_gap(gaps))]
+    if paired is not None and not paired.empty:
+        columns = ["metric", "capacity", "comparison", "second", "seeds", "mean", "low", "high",
+                   "higher", "lower", "tied"]
+        lines += ["", "paired differences over seeds (mean, 95% bootstrap interval, seeds higher/lower/tied):",
+                  *paired[columns].to_string(index=False, float_format="{:+.3f}".format).splitlines()]
+        if (paired["capacity"] == FINDING_CAPACITY).any():
+            lines += ["", *finding_sentences(paired)]
     return lines
 
 

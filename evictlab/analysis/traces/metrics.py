@@ -5,8 +5,8 @@ bound rows per (trace, capacity): ``optimum`` (the exact offline optimum, answer
 only) and every policy whose ``unlimited`` trait says it runs with no cap (``keep-all``).
 Every row carries its policy's ``role`` trait (``policy``, ``baseline`` or ``bound``) and
 ``regret`` = the optimum's answerable rate minus the row's. :func:`curve_summary` averages
-over traces (seeds) with a 95 % Student-t confidence interval per metric; with one trace the
-interval is empty (NaN), not zero.
+over traces (seeds) with a 95 % percentile-bootstrap interval per metric; with one trace the
+interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inference`'s.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
+from .inference import bootstrap_interval
 from .memory import check_capacity, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
 from .replay import replay_policy
@@ -40,7 +40,6 @@ METRICS = (
     "occupancy_fraction",
     "regret",
 )
-CONFIDENCE_LEVEL = 0.95
 
 TraceSource = Callable[[], Iterable[Chunk]]
 
@@ -124,7 +123,7 @@ def curve_rows(
 
 
 def curve_summary(rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
-    """Mean, 95 % CI (Student t over traces) and trace count per (policy, capacity)."""
+    """Mean, 95 % bootstrap interval over traces and trace count per (policy, capacity)."""
     records = []
     for (policy, capacity), group in rows.groupby(["policy", "capacity"], sort=False):
         record: dict[str, Any] = {"policy": policy, "capacity": capacity, "traces": group["trace"].nunique()}
@@ -136,15 +135,12 @@ def curve_summary(rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.Da
     return pd.DataFrame(records)
 
 
-def mean_interval(values: np.ndarray, level: float = CONFIDENCE_LEVEL) -> tuple[float, float, float]:
-    """Mean and two-sided Student-t interval; NaN bounds with fewer than two values."""
+def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and 95 % percentile-bootstrap interval of the mean (inside the values' range, so a
+    rate's band stays inside [0, 1]); NaN bounds with fewer than two values."""
     if len(values) == 0:
         return math.nan, math.nan, math.nan
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
-    return mean, mean - half, mean + half
+    return (float(values.mean()), *bootstrap_interval(values))
 
 
 def largest_gap(summary: pd.DataFrame, first: str = "hybrid-v1", second: str = "confidence") -> dict[str, Any]:
