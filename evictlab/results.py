@@ -255,6 +255,7 @@ class Run:
     record: RunRecord
     previous: RunRecord | None
     failure: str | None = None
+    reserve: Path | None = None  # space held back for the final record (see _hold_back)
 
     def path(self, name: str) -> Path:
         return self.folder / name
@@ -310,7 +311,10 @@ def run(
     * The record is written with status ``running`` before the work, and rewritten at the end
       with ``success``, ``error`` (an exception or :meth:`Run.fail`) or ``interrupted``
       (Ctrl-C or SIGTERM, which raises :class:`Terminated` while the run is open); the
-      exception propagates. Stray temporary files of interrupted writes are removed.
+      exception propagates. Stray temporary files of interrupted writes are removed. While the
+      run is open, :data:`RECORD_RESERVE_BYTES` of disk are held back beside the record and
+      freed just before the final record is written, so a disk that fills up during the run
+      still gets a record saying ``error`` (or ``interrupted``), never ``running``.
 
     ``precheck`` runs under the lock before the record is written: checks and loading whose
     failure should leave no trace (run-qa's marker, grade-qa's stored rows, run-policy's
@@ -370,7 +374,7 @@ def _locked_run(
         parameters=_plain(dict(parameters or {})),
         notes=notes,
     )
-    current = Run(folder, record, previous)
+    current = Run(folder, record, previous, reserve=_hold_back(folder / f".{kind}{RECORD_RESERVE_SUFFIX}"))
     started = time.perf_counter()
     try:
         # Saved inside the try: a signal that lands right after the "running" record is on
@@ -386,6 +390,26 @@ def _locked_run(
     record.status = ERROR if current.failure else SUCCESS
     record.error = current.failure
     _finish(current, started)
+
+
+#: Disk space a run holds back (a hidden file beside its record) so that its final record can be
+#: written when the disk has filled up meanwhile: a record is a few KiB, a resumable sweep's a few
+#: dozen with a hash per part.
+RECORD_RESERVE_BYTES = 64 * 1024
+RECORD_RESERVE_SUFFIX = ".run.reserve"
+
+
+def _hold_back(path: Path) -> Path:
+    """Fill ``path`` with :data:`RECORD_RESERVE_BYTES` (before the ``running`` record, so a disk
+    too full for it refuses the run, naming the file, before any record says it started)."""
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(RECORD_RESERVE_BYTES))
+            handle.flush()
+    except OSError as error:
+        path.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    return path
 
 
 def _recover_stale(folder: Path, lock_path: Path) -> str:
@@ -414,6 +438,8 @@ def _finish(current: Run, started: float, *, keep_error: bool = False) -> None:
     current.record.finished_at = utc_now_iso()
     current.record.elapsed_seconds = round(time.perf_counter() - started, 6)
     try:
+        if current.reserve is not None:  # the room held back for this record
+            current.reserve.unlink(missing_ok=True)
         current.save()
     except OSError as error:
         if not keep_error:

@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 from openai_stub import OpenAIStub
+from processes import RUNNING, check_record, finish, start, wait_until_paused
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, grade_cli, run_qa_cli
 
 from evictlab.analysis.qa.runner import RESERVE_FILE, RESPONSE_FIELDS, RESPONSES_DIR, SPACE_RESERVE_BYTES
+from evictlab.cli import main
+from evictlab.results import RECORD_RESERVE_BYTES, record_path
 
 OUTPUT_COMMANDS = {
     "run-policy": ["run-policy"],
@@ -98,7 +101,8 @@ def stored_rows(folder: Path) -> dict[str, dict]:
 
 
 def test_run_qa_stops_on_a_full_disk_keeping_every_answer_it_paid_for(tmpfs, demo_tasks, credentials, capsys):
-    disk = tmpfs(f"{SPACE_RESERVE_BYTES // 1024 + 64}k")  # the space held back, the marker, a dozen rows
+    # The space held back for the answers and for the record, the marker, a dozen rows.
+    disk = tmpfs(f"{(SPACE_RESERVE_BYTES + RECORD_RESERVE_BYTES) // 1024 + 64}k")
     with OpenAIStub(fallback=Responder(demo_tasks)) as stub:
         credentials(stub)
         assert run_qa_cli(disk / "run") == 2
@@ -175,3 +179,95 @@ def fill(path: Path) -> None:
         except OSError:
             pass
     assert os.statvfs(path.parent).f_bavail == 0
+
+
+# --------------------------------------------------------------------------- issue 26: full disks mid-run
+
+
+def full_disk_attack(disk: Path, argv: list[str], folder: Path, kind: str, env: dict | None = None) -> dict:
+    """Fill ``disk`` while ``argv --output-dir folder`` runs, then give the space back and run it again.
+
+    The run is caught just after its ``running`` record (:mod:`processes`) and the disk filled to
+    the last block, so whatever it writes next meets a full disk. The promises of issue 26: one
+    error line naming the path it could not write, a record ``error`` (never ``running``), and the
+    same command resuming once there is space, to a finished record whose outputs are all there.
+    Returns the first run's record, for the caller's own checks (rows kept).
+    """
+    command = [*argv, "--output-dir", str(folder)]
+    process = start(*command, env=env, pause_at=RUNNING)
+    try:
+        wait_until_paused(process)
+        fill(disk / "filler")
+    finally:
+        process.send_signal(signal.SIGCONT)
+        code, err = finish(process)
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1, err
+    assert "No space left on device" in errors[0] and f"{disk}/" in errors[0], errors[0]
+    record = json.loads(record_path(folder, kind).read_text())
+    assert record["status"] == "error" and "No space left on device" in record["error"], record
+    (disk / "filler").unlink()
+    second = start(*command, env=env)
+    code, err = finish(second)
+    assert code == 0, err
+    check_record(folder, kind, second.pid)
+    assert not list(folder.glob(".*")), list(folder.glob(".*"))  # no reserve, no temporary file left
+    return record
+
+
+TRACE_COMMANDS = {
+    "trace-replay": ["trace", "replay", "--seeds", "2", "--policies", "confidence,fifo", "--capacities", "5,9"],
+    "trace-study": ["trace", "study", "--seeds", "1", "--grid", "search_rate=5,20", "--workers", "0", "--no-progress"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TRACE_COMMANDS))
+def test_a_trace_run_on_a_disk_that_fills_up_ends_error_and_resumes(kind, tmpfs, tmp_path):
+    disk = tmpfs("4m")
+    full_disk_attack(disk, TRACE_COMMANDS[kind], disk / "out", kind)
+    clean = tmp_path / "clean"
+    assert main([*TRACE_COMMANDS[kind], "--output-dir", str(clean)]) == 0
+    outputs = json.loads(record_path(disk / "out", kind).read_text())["outputs"]
+    assert outputs == json.loads(record_path(clean, kind).read_text())["outputs"]  # as a clean run's, byte for byte
+
+
+def test_a_record_is_never_left_running_when_another_process_fills_the_disk(tmpfs):
+    """The record's own room is held back while the run is open: the final record is written
+    even when not a byte is left (here the run's outputs fit; only its record would not)."""
+    disk = tmpfs("4m")
+    command = ["trace", "replay", "--seeds", "1", "--policies", "confidence", "--capacities", "5"]
+    process = start(*command, "--output-dir", str(disk / "out"), pause_at=RUNNING)
+    try:
+        wait_until_paused(process)
+        fill(disk / "filler")
+    finally:
+        process.send_signal(signal.SIGCONT)
+        code, _ = finish(process)
+    assert code == 2
+    assert json.loads(record_path(disk / "out", "trace-replay").read_text())["status"] == "error"
+
+
+def test_view_on_a_full_disk_names_the_page_and_keeps_the_earlier_one(tmpfs, tmp_path, cli_error):
+    run_dir = tmp_path / "run"
+    assert main(["trace", "replay", "--seeds", "1", "--policies", "confidence", "--capacities", "5",
+                 "--output-dir", str(run_dir)]) == 0
+    disk = tmpfs("1m")
+    page = disk / "view.html"
+    assert main(["view", str(run_dir), "--output", str(page)]) == 0
+    earlier = page.read_bytes()
+    fill(disk / "filler")
+    code, line = cli_error("view", str(run_dir), "--output", str(page))
+    assert code == 2 and line.endswith(f"{page}: No space left on device")
+    assert page.read_bytes() == earlier and sorted(disk.iterdir()) == [disk / "filler", page]
+    (disk / "filler").unlink()
+    assert main(["view", str(run_dir), "--output", str(page)]) == 0
+
+
+def test_trace_generate_on_a_full_disk_names_the_file_and_writes_nothing(tmpfs, cli_error):
+    disk = tmpfs("1m")
+    fill(disk / "filler")
+    code, line = cli_error("trace", "generate", "--output", str(disk / "trace.parquet"))
+    assert code == 2 and line.endswith(f"{disk / 'trace.parquet'}: No space left on device")
+    assert sorted(disk.iterdir()) == [disk / "filler"]
+    (disk / "filler").unlink()
+    assert main(["trace", "generate", "--output", str(disk / "trace.parquet")]) == 0
