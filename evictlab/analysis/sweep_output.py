@@ -78,10 +78,6 @@ READABLE_LAYOUTS = (1, LAYOUT)
 STORED_ROW_COLUMNS = tuple(name for name in ROW_COLUMNS if name not in SETTING_COLUMNS)
 #: Rows per chunk unless asked otherwise (benchmarks/bench_sweep.py measures the memory).
 CHUNK_ROWS = 1_000_000
-#: Disk space held back while a sweep writes, released to write its last record when the disk
-#: fills up (a record lists every part: about 150 bytes each).
-SPACE_RESERVE_BYTES = 64 * 1024
-RESERVE_FILE = ".sweep-space-reserve"
 
 
 def part_name(folder: str, index: int) -> str:
@@ -234,11 +230,8 @@ def write_sweep_files(
     datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
     run.record.dataset = datasets[0] if datasets else None
     run.save()  # the plan on disk before any chunk, so a killed run can be resumed
-    reserve = _hold_space(run.path(RESERVE_FILE))
-    try:
-        return _write_chunks(run, grid, plan, placement, progress)
-    finally:
-        reserve.unlink(missing_ok=True)  # room for the last record, whatever happened
+    # A full disk mid-sweep still ends in a record saying error: results.run holds back its room.
+    return _write_chunks(run, grid, plan, placement, progress)
 
 
 def _write_chunks(
@@ -280,18 +273,6 @@ def _write_chunks(
     return WrittenSweep(
         grid, tuple(plan.prepared), plan.rows, summary_rows, len(plan.chunks), len(kept), merged, defaults_frame
     )
-
-
-def _hold_space(path: Path) -> Path:
-    """Hold :data:`SPACE_RESERVE_BYTES` of the disk in ``path`` (an error naming it if the disk is full)."""
-    try:
-        with open(path, "wb") as handle:
-            handle.write(bytes(SPACE_RESERVE_BYTES))
-            handle.flush()
-    except OSError as error:
-        path.unlink(missing_ok=True)
-        raise OSError(error.errno, error.strerror, str(path)) from None
-    return path
 
 
 # --------------------------------------------------------------------------- resuming and reading

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from test_attack_disk import remount, tmpfs  # noqa: F401  (the fixture)
 
+from evictlab import results
 from evictlab.analysis import sweep_output
 from evictlab.analysis.sweep_output import MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from evictlab.cli import main
@@ -137,7 +138,7 @@ def test_a_part_folder_replaced_by_a_link_is_not_written_through(clean, tmp_path
 
 def test_a_sweep_stopped_by_a_full_disk_names_the_path_ends_error_and_resumes(clean, tmpfs, capsys):  # noqa: F811
     size = sum(path.stat().st_size for path in clean.rglob("*") if path.is_file())
-    disk = tmpfs(f"{(sweep_output.SPACE_RESERVE_BYTES + size // 2) // 1024}k")
+    disk = tmpfs(f"{(results.RECORD_RESERVE_BYTES + size // 2) // 1024}k")
     folder = disk / "sweep"
     assert main([*OPTIONS, "--output-dir", str(folder)]) == 2
     err = capsys.readouterr().err
@@ -150,7 +151,7 @@ def test_a_sweep_stopped_by_a_full_disk_names_the_path_ends_error_and_resumes(cl
     assert 0 < len(parts) < written["summary"].get("chunks", written["parameters"]["chunking"]["chunks"])
     kept = {name: (folder / name).read_bytes() for name in written["outputs"] if "/part-" in name}
     assert all(kept[name] == folder_files(clean)[name] for name in kept)  # every finished part is whole
-    assert not (folder / sweep_output.RESERVE_FILE).exists()
+    assert not (folder / f".sweep{results.RECORD_RESERVE_SUFFIX}").exists()
 
     remount(disk, "size=64m")
     assert main([*OPTIONS, "--output-dir", str(folder)]) == 0
