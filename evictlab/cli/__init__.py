@@ -36,6 +36,7 @@ INDEX: dict[str, tuple[str, str]] = {
         "explain",
         "why each fact of one case was kept or evicted: rank, score, margin, displacer, smallest change",
     ),
+    "gate": ("gate", "fail a policy change when two run folders differ beyond tolerances, case by case"),
     "grade-qa": ("qa_run", "grade a finished run-qa folder and write the paired statistics (no provider calls)"),
     "import": ("store", "import a DeerMem store (fact files and sidecars) as a snapshot without its text"),
     "qa": ("qa", "offline steps of the live QA comparison (see: evictlab qa --help)"),
