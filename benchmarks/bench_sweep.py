@@ -1,30 +1,25 @@
-"""The streamed sweep: the command against the engine on a dense grid, and memory on a huge one.
+"""The chunked sweep against deciding alone, the same files on Dask, and memory on a huge grid.
 
 1. **Dense grid**, weight step 0.01 (5,151 settings) x 45 cases x capacities 5, 7, 9, both
-   DeerMem policies (1,390,770 rows): the engine alone (``PreparedCases`` built from the pools,
-   then ``select`` for each policy, the settings built beforehand as columns, as the command
-   builds them) against the whole ``evictlab sweep`` command run in this process (options,
-   pools, grid, engine, the Parquet files, summaries and run record). The two run in turn in
-   each of 7 rounds and the fastest of each counts, in wall time and in CPU time of this
-   process. The target, the command within 2x of the engine, is on wall time, the time a user
-   waits: the command encodes its rows on a second thread while it decides the next batch.
-   CPU time adds up the work of both threads (the engine runs on one), so its ratio is printed
-   as the cost the second thread adds, not against the target. Printed beside them: the
-   Parquet encoding of the same rows alone (the command's written parts read back and encoded
-   again by ``parquet_bytes``, CPU time), and the same command as a fresh process
-   (interpreter start and imports included).
+   DeerMem policies (1,390,770 rows): *deciding alone* (``iter_decisions``' frames of the
+   grid, the one decisions path the command writes, nothing written), the selector alone
+   (``PreparedCases.select`` per policy, no frame) and the whole ``evictlab sweep`` command run
+   in this process (options, pools, grid, decisions, Parquet parts, summaries, run record).
+   They run in turn in each of 7 rounds and the fastest of each counts, in wall time. Target:
+   the command within 2.5x of deciding alone; the ratio to the selector alone is printed too.
 2. **Dask**: weight step 0.02 x confirmation half-lives 30 and 90 (2,652 settings, 716,040
    rows) in chunks of 100,000 rows, in this process and on a local Dask cluster of two
    worker processes (``--workers 2``); every file the two write must be identical, byte for
-   byte, and the rows read back equal (the script fails otherwise). Wall time of each, the
-   cluster's start included.
+   byte, and the rows read back equal (the script fails otherwise).
 3. **137 M rows**, weight step 0.005 (20,301 triples) x 5 confirmation x 5 access half-lives
-   (507,525 settings) x 45 cases x 3 capacities x 2 policies, as ``evictlab sweep`` in a child
-   process: its peak resident memory (``os.wait4``), target under 1.5 GiB, with wall time and
-   the size of the files. ``--skip-large`` leaves it out (it takes minutes).
+   (507,525 settings) x 45 cases x 3 capacities x 2 policies: ``evictlab sweep`` in a child
+   process (peak resident memory from ``os.wait4``, target under 1.5 GiB; wall time) against
+   deciding the same grid alone in a child process (``iter_decisions``, frames dropped),
+   target within 2.5x, one after the other. ``--skip-large`` leaves it out (it takes minutes).
 
-The script exits non-zero when a sweep fails or writes another number of rows than its grid
-has; a missed target is printed, not failed.
+The load average is printed at the start and the end (2 shared cores: a ratio taken under load
+says so). The script exits non-zero when a sweep fails or writes another number of rows than
+its grid has; a missed target is printed, not failed.
 """
 
 from __future__ import annotations
@@ -40,13 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from evictlab import cli
 from evictlab.analysis.sweep import make_grid
-from evictlab.analysis.sweep_output import ROWS_FILE, load_sweep, parquet_bytes
+from evictlab.analysis.sweep_output import load_sweep
 from evictlab.core.pools import open_pools
 from evictlab.core.runspec import RunSpec
+from evictlab.selection.decisions import iter_decisions
 from evictlab.selection.engine import PreparedCases
 
 DENSE = ["--weights-step", "0.01", "--capacities", "5,7,9"]
@@ -83,20 +77,37 @@ def command_in_process(argv: list[str], folder: Path) -> None:
         raise SystemExit(f"evictlab sweep {' '.join(argv)} exited {code}")
 
 
-def child(argv: list[str], folder: Path) -> tuple[float, int]:
-    """Run ``evictlab sweep`` in a child process: (wall seconds, peak resident bytes)."""
+def child(argv: list[str], folder: Path | None = None) -> tuple[float, int]:
+    """Run ``evictlab sweep`` (or, without ``folder``, ``DECIDE`` over the grid of ``argv``) in a
+    child process: (wall seconds, peak resident bytes)."""
+    command = ["-m", "evictlab", "sweep", *argv, "--no-progress", "--output-dir", str(folder)] if folder else [
+        "-c", DECIDE, *argv]  # fmt: skip
     start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "evictlab", "sweep", *argv, "--no-progress", "--output-dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    process = subprocess.Popen([sys.executable, *command], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
     error = process.stderr.read().decode() if process.stderr else ""
     if process.returncode != 0:
-        raise SystemExit(f"evictlab sweep {' '.join(argv)} exited {process.returncode}: {error}")
+        raise SystemExit(f"{' '.join(command[:3])} {' '.join(argv)} exited {process.returncode}: {error}")
     return seconds, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+
+#: Deciding a sweep's grid alone, as a child process: the command's options, pools and grid,
+#: then every frame of iter_decisions, dropped (what the command writes, without writing).
+DECIDE = """
+import sys
+from evictlab.cli import build_parser
+from evictlab.cli.sweep import grid_from, pools_from, presets_from
+from evictlab.cli._common import spec_from
+from evictlab.selection.decisions import iter_decisions
+args = build_parser("sweep").parse_args(["sweep", *sys.argv[1:], "--output-dir", "unused"])
+specs = {preset: spec_from(args, preset) for preset in presets_from(args)}
+grid = grid_from(args, next(iter(specs.values())).resolved.protocol.config)
+pools = pools_from(specs)
+rows = sum(len(frame) for frame in iter_decisions(pools, grid.policies, grid.settings_view, grid.capacities))
+assert rows == 2 * grid.size * 45 * len(grid.capacities), rows
+"""
 
 
 def check_rows(folder: Path, expected: int) -> int:
@@ -114,15 +125,19 @@ def disk_bytes(folder: Path) -> int:
 def dense(scratch: Path) -> None:
     grid = make_grid(weights_step=0.01, capacities=(5, 7, 9))
     pool_set = open_pools(RunSpec("pr4810-final"))
-    settings = grid.settings_between(0, grid.size)  # as columns, as the command builds them
     rows = 2 * grid.size * len(pool_set.cases) * 3
     print(f"1. dense grid: {grid.size:,} settings x {len(pool_set.cases)} cases x 3 capacities x 2 policies"
           f" = {rows:,} rows")  # fmt: skip
 
-    def engine() -> None:
-        cases = PreparedCases.from_pool_set(pool_set)
+    def selector() -> None:
+        cases, settings = PreparedCases.from_pool_set(pool_set), grid.settings_between(0, grid.size)
         for policy in grid.policies:
             cases.select(policy, settings, grid.capacities)
+
+    def decide() -> None:
+        cases = {"pr4810-final": PreparedCases.from_pool_set(pool_set)}
+        for _ in iter_decisions(cases, grid.policies, grid.settings_view, grid.capacities):
+            pass
 
     runs = iter(range(1000))
     folders = []
@@ -131,21 +146,19 @@ def dense(scratch: Path) -> None:
         folders.append(scratch / f"dense-{next(runs)}")
         command_in_process(DENSE, folders[-1])
 
-    engine_seconds, command_seconds = best_seconds(engine, command)
+    selector_seconds, decide_seconds, command_seconds = (wall for wall, _ in best_seconds(selector, decide, command))
     check_rows(folders[-1], rows)
-    tables = [pq.read_table(path) for path in sorted((folders[-1] / ROWS_FILE).iterdir())]
-    (encoding_seconds,) = best_seconds(lambda: [parquet_bytes(table) for table in tables])
     process_seconds, _ = child(DENSE, scratch / "dense-process")
-    print("                                              wall       CPU")
-    print(f"   engine (prepare + select, both policies): {engine_seconds[0]:7.3f} s {engine_seconds[1]:7.3f} s")
-    print(f"   evictlab sweep, in this process:          {command_seconds[0]:7.3f} s {command_seconds[1]:7.3f} s")
-    wall, cpu = (command_seconds[at] / engine_seconds[at] for at in (0, 1))
-    print(f"   ratio, wall: {wall:5.2f}x (target <= 2x: {'met' if wall <= 2 else 'MISSED'})")
-    print(f"   ratio, CPU:  {cpu:5.2f}x (both of the command's threads against the engine's one)")
-    print(f"   Parquet encoding of the rows alone:                {encoding_seconds[1]:7.3f} s"
-          f" ({encoding_seconds[1] / engine_seconds[1]:.2f}x the engine's CPU time)")
-    print(f"   evictlab sweep, a fresh process:          {process_seconds:7.3f} s wall"
-          " (interpreter start and imports included)")
+    ratio = command_seconds / decide_seconds
+    print(f"   the selector alone (select per policy, no frame): {selector_seconds:7.3f} s wall")
+    print(f"   deciding alone (iter_decisions' frames):          {decide_seconds:7.3f} s wall")
+    print(f"   evictlab sweep, in this process:                  {command_seconds:7.3f} s wall")
+    print(f"   ratio to deciding alone: {ratio:5.2f}x (target <= 2.5x: {'met' if ratio <= 2.5 else 'MISSED'});"
+          f" to the selector alone: {command_seconds / selector_seconds:5.2f}x")  # fmt: skip
+    print(
+        f"   evictlab sweep, a fresh process:                  {process_seconds:7.3f} s wall"
+        " (interpreter start and imports included)"
+    )
     print(f"   files: {disk_bytes(folders[-1]) / 2**20:.1f} MiB")
 
 
@@ -177,12 +190,16 @@ def same_on_dask(scratch: Path) -> None:
 
 def large(scratch: Path) -> None:
     rows = 2 * 20_301 * 25 * 45 * 3
-    print(f"3. large grid: 507,525 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows (child process)")
+    print(f"3. large grid: 507,525 settings x 45 cases x 3 capacities x 2 policies = {rows:,} rows (child processes)")
     folder = scratch / "large"
+    decide_seconds, decide_peak = child(LARGE)
     seconds, peak = child(LARGE, folder)
     check_rows(folder, rows)
     verdict = "met" if peak < 1.5 * GIB else "MISSED"
-    print(f"   wall time {seconds:7.1f} s, {rows / seconds / 1e6:.2f} M rows/s")
+    ratio = seconds / decide_seconds
+    print(f"   deciding alone {decide_seconds:7.1f} s wall, peak {decide_peak / GIB:.2f} GiB")
+    print(f"   evictlab sweep {seconds:7.1f} s wall, {rows / seconds / 1e6:.2f} M rows/s:"
+          f" {ratio:.2f}x deciding alone (target <= 2.5x: {'met' if ratio <= 2.5 else 'MISSED'})")  # fmt: skip
     print(f"   peak resident memory {peak / GIB:.2f} GiB (target < 1.5 GiB: {verdict})")
     print(f"   files: {disk_bytes(folder) / 2**20:.1f} MiB in {len(list((folder / 'rows.parquet').iterdir()))} chunks")
 

@@ -411,9 +411,11 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     of a sweep's chunks are this summary of all its rows, cut where the chunks are cut.
     """
     group, first = _group_ids(rows, SUMMARY_KEYS)
+    # Grouped by codes already numbered: a categorical of them is grouped without hashing again.
+    codes = pd.Categorical.from_codes(group, categories=pd.RangeIndex(len(first)))
     sums = (
         rows[["support_retained", "support_expected", "support_tied", "support_near_tie", "retention"]]
-        .groupby(group, sort=False)
+        .groupby(codes, observed=True, sort=True)
         .sum()
     )
     counts = rows[[*SUMMARY_KEYS, *SETTING_COLUMNS]].iloc[first].reset_index(drop=True)
@@ -432,17 +434,26 @@ def _group_ids(rows: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.
     for key in keys:
         column = rows[key]
         if isinstance(column.dtype, pd.CategoricalDtype):
-            codes.append(column.cat.codes.to_numpy().astype(np.int64))
+            codes.append(column.cat.codes.to_numpy())
             sizes.append(max(len(column.cat.categories), 1))
-        else:
-            values, uniques = pd.factorize(column.to_numpy())
-            codes.append(values.astype(np.int64))
-            sizes.append(max(len(uniques), 1))
-    group, _ = pd.factorize(np.ravel_multi_index(codes, sizes) if len(rows) else np.zeros(0, np.int64))
-    # Groups are numbered as they first appear: a group's first row is where the count rises.
-    rises = np.ones(len(group), dtype=bool)
-    rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]
-    return group, np.flatnonzero(rises)
+        else:  # integers (setting, capacity): their offsets from the least are codes
+            values = column.to_numpy()
+            low = int(values.min()) if len(values) else 0
+            codes.append(values - low)
+            sizes.append(int(values.max()) - low + 1 if len(values) else 1)
+    count, total = len(rows), math.prod(sizes)
+    ids = np.ravel_multi_index(codes, sizes) if count else np.zeros(0, np.int64)
+    if total > max(4 * count, 1 << 20):  # too many possible keys for a table of them: hash
+        group, _ = pd.factorize(ids)
+        rises = np.ones(count, dtype=bool)
+        rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]  # a group's first row: the count rises
+        return group, np.flatnonzero(rises)
+    first_at = np.full(total, count, dtype=np.int64)
+    np.minimum.at(first_at, ids, np.arange(count))
+    first = np.sort(first_at[first_at < count])
+    number = np.empty(total, dtype=np.int64)
+    number[ids[first]] = np.arange(len(first))
+    return number[ids], first
 
 
 def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
@@ -458,30 +469,34 @@ def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def setting_extremes(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every setting's total per preset x policy x scenario, as candidates for both extremes
-    (each a :func:`merge_extremes` row of one setting)."""
+    """The best and the worst settings of ``summary`` per preset x policy x scenario, by support
+    retained summed over capacities: candidates :func:`merge_extremes` joins with others."""
     keys = [*EXTREME_KEYS, "setting"]
     totals = summary.groupby(keys, observed=True, sort=True)[["support_retained", "cases"]].sum().reset_index()
-    totals = totals.merge(summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting"), on="setting")
-    totals = totals.assign(tied=1, settings=1)
-    return pd.concat([totals.assign(extreme="best"), totals.assign(extreme="worst")], ignore_index=True)
+    candidates = merge_extremes([pd.concat([totals.assign(extreme="best"), totals.assign(extreme="worst")])], 1)
+    parameters = summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
+    return candidates.merge(parameters, on="setting", how="left")[list(EXTREME_COLUMNS)]
 
 
-def merge_extremes(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
+def merge_extremes(parts: Iterable[pd.DataFrame], tied: int | None = None) -> pd.DataFrame:
     """The best and the worst of candidate rows (:data:`EXTREME_COLUMNS`) over disjoint sets of
     settings: per key and extreme, the highest (lowest) total, the first setting that reaches
-    it, the ``tied`` summed over the candidates that reach it, the ``settings`` summed."""
+    it, the ``tied`` summed over the candidates that reach it, the ``settings`` summed.
+    ``tied``: every candidate is one setting (rows of setting totals, without those columns)."""
     rows = pd.concat(list(parts), ignore_index=True)
+    if tied is not None:
+        rows = rows.assign(tied=tied, settings=tied)
     keys = [*EXTREME_KEYS, "extreme"]
     grouped = rows.groupby(keys, observed=True, sort=False)["support_retained"]
     target = np.where(rows["extreme"] == "best", grouped.transform("max"), grouped.transform("min"))
     hits = rows[rows["support_retained"].to_numpy() == target].sort_values([*keys, "setting"], kind="stable")
-    merged = hits.groupby(keys, observed=True, sort=False).agg(
-        {name: "first" for name in EXTREME_COLUMNS if name not in keys} | {"tied": "sum"}
-    )
+    columns = [name for name in EXTREME_COLUMNS if name in rows and name not in keys]
+    merged = hits.groupby(keys, observed=True, sort=False).agg(dict.fromkeys(columns, "first") | {"tied": "sum"})
     merged["settings"] = rows.groupby(keys, observed=True, sort=False)["settings"].sum()
-    frame = merged.reset_index()[list(EXTREME_COLUMNS)]
+    frame = merged.reset_index()[[name for name in EXTREME_COLUMNS if name in rows]]
     counts = dict.fromkeys(("setting", "support_retained", "cases", "tied", "settings"), np.int64)
+    if tied is not None:  # candidates: the keys stay as they came, for the next merge
+        return frame.astype(counts)
     return frame.astype({**dict.fromkeys(EXTREME_KEYS, str), "extreme": str, **counts})
 
 

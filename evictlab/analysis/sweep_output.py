@@ -42,6 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,6 +52,7 @@ from .. import results
 from ..core.pools import PoolSet, check_capacities
 from ..distributed import Placement, dask_client, iter_tasks
 from ..errors import ContractError
+from ..policies.ties import EXPECTED, TIE_BREAKS
 from ..selection.decisions import SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
 from ..selection.engine import PreparedCases
 from .sweep import (
@@ -70,12 +72,15 @@ SETTINGS_FILE = "settings.parquet"
 EXTREMES_FILE = "extreme_settings.csv"
 OUTPUT_FILES = (ROWS_FILE, SUMMARY_FILE, SETTINGS_FILE, EXTREMES_FILE)
 PART_FOLDERS = (ROWS_FILE, SUMMARY_FILE)
-#: The version of the folder's files, part of the plan a resumed sweep must share. 4: the
-#: tidy rows of ``iter_decisions`` less the settings' parameters. Layout 1 (tidy rows whole)
-#: is read too; layouts 2 and 3 (rows by index, ``confidence`` stored once) are refused.
-LAYOUT = 4
+#: The version of the folder's files, part of the plan a resumed sweep must share. 5: the
+#: tidy rows of ``iter_decisions`` less what the record and ``settings.parquet`` say once
+#: (the settings' parameters, each policy's tie-break and so ``retention``), integers as
+#: int32. Layout 1 (tidy rows whole) is read too; layouts 2-4 are refused.
+LAYOUT = 5
 READABLE_LAYOUTS = (1, LAYOUT)
-STORED_ROW_COLUMNS = tuple(name for name in ROW_COLUMNS if name not in SETTING_COLUMNS)
+STORED_ROW_COLUMNS = tuple(name for name in ROW_COLUMNS if name not in (*SETTING_COLUMNS, "tie_break", "retention"))
+#: The integer columns, stored as int32 (Parquet's own width; int64 again when read).
+NARROW = dict.fromkeys(("setting", "capacity", "support_rank", "reserved_correction_slots"), np.int32)
 #: Rows per chunk unless asked otherwise (benchmarks/bench_sweep.py measures the memory).
 CHUNK_ROWS = 1_000_000
 
@@ -114,7 +119,7 @@ def chunk_files(plan: DecisionPlan, defaults: tuple[int, ...], chunk: DecisionCh
     """Decide one chunk and encode its files (a task: pure, picklable)."""
     rows = plan.decide(chunk)[list(ROW_COLUMNS)]
     summary = scenario_summary(rows)
-    stored = rows[list(STORED_ROW_COLUMNS)]
+    stored = rows[list(STORED_ROW_COLUMNS)].astype(NARROW)
     return ChunkFiles(parquet_bytes(stored), parquet_bytes(summary), len(summary), *_totals(summary, defaults))
 
 
@@ -386,11 +391,26 @@ def load_sweep(output_dir: str | Path, *, rows: bool = True) -> LoadedSweep:
     if rows:
         table = _read_parts(output, ROWS_FILE, record)
         if layout == LAYOUT:
-            settings = pd.read_parquet(io.BytesIO(_checked(output, SETTINGS_FILE, record)))
-            parameters = settings.set_index("setting").loc[table["setting"], list(SETTING_COLUMNS)]
-            table = table.assign(**{name: parameters[name].to_numpy() for name in SETTING_COLUMNS})
+            table = _tidy(table, output, record)
         table = table[list(ROW_COLUMNS)]
     return LoadedSweep(record.as_dict(), table, summary, extremes)
+
+
+def _tidy(stored: pd.DataFrame, output: Path, record: results.RunRecord) -> pd.DataFrame:
+    """Stored rows with what the folder says once joined back: the settings' parameters, each
+    policy's tie-break and the ``retention`` it counts."""
+    settings = pd.read_parquet(io.BytesIO(_checked(output, SETTINGS_FILE, record)))
+    parameters = settings.set_index("setting").loc[stored["setting"], list(SETTING_COLUMNS)]
+    rows = stored.astype(dict.fromkeys(NARROW, np.int64))
+    breaks = [record.parameters["tie_breaks"][str(policy)] for policy in rows["policy"].cat.categories]
+    codes = np.array([TIE_BREAKS.index(name) for name in breaks], dtype=np.int8)[rows["policy"].cat.codes]
+    expected = codes == TIE_BREAKS.index(EXPECTED)
+    retained = rows["support_retained"].to_numpy()
+    return rows.assign(
+        **{name: parameters[name].to_numpy() for name in SETTING_COLUMNS},
+        tie_break=pd.Categorical.from_codes(codes, list(TIE_BREAKS)),
+        retention=np.where(expected, rows["support_expected"].to_numpy(), retained.astype(np.float64)),
+    )
 
 
 def _read_parts(output: Path, folder: str, record: results.RunRecord) -> pd.DataFrame:
