@@ -302,14 +302,24 @@ def make_grid(
         triples = [DEERMEM_DEFAULT.weights]
     for name in policies:
         resolve_policy(name)  # an unknown name fails here, naming the known ones
+    lists: dict[str, tuple[Any, ...]] = {
+        "confirmation half-lives": _positive_numbers("confirmation half-lives", confirmation_half_lives),
+        "access half-lives": _positive_numbers("access half-lives", access_half_lives),
+        "reserved fractions": _numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
+        "reserved maxima": _counts("reserved maxima", reserved_maxima, 0),
+        "capacities": _counts("capacities", capacities, 1),
+        "policies": tuple(policies),
+    }
+    for name, values in lists.items():  # none empty, none repeating a value
+        distinct(name, values)
     return SweepGrid(
         weights=tuple(triples),
-        confirmation_half_lives=_positive_numbers("confirmation half-lives", confirmation_half_lives),
-        access_half_lives=_positive_numbers("access half-lives", access_half_lives),
-        reserved_fractions=_numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
-        reserved_maxima=_counts("reserved maxima", reserved_maxima, 0),
-        capacities=_counts("capacities", capacities, 1),
-        policies=distinct("policies", tuple(policies)),
+        confirmation_half_lives=lists["confirmation half-lives"],
+        access_half_lives=lists["access half-lives"],
+        reserved_fractions=lists["reserved fractions"],
+        reserved_maxima=lists["reserved maxima"],
+        capacities=lists["capacities"],
+        policies=lists["policies"],
         weights_step=weights_step,
     )
 
@@ -322,21 +332,21 @@ def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
     for value in values:
         if not _is_number(value) or value <= 0:
             raise ContractError(f"{name} must be numbers > 0, got {value!r}")
-    return distinct(name, tuple(values))
+    return tuple(values)
 
 
 def _numbers_in(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
     for value in values:
         if not _is_number(value) or not low <= value <= high:
             raise ContractError(f"{name} must be numbers in [{low:g}, {high:g}], got {value!r}")
-    return distinct(name, tuple(values))
+    return tuple(values)
 
 
 def _counts(name: str, values: Sequence[int], low: int) -> tuple[int, ...]:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ContractError(f"{name} must be integers >= {low}, got {value!r}")
-    return distinct(name, tuple(int(value) for value in values))
+    return tuple(int(value) for value in values)
 
 
 # --------------------------------------------------------------------------- running

@@ -155,12 +155,13 @@ def open_sweep(output_dir: str | Path, grid: SweepGrid, arguments: Mapping[str, 
     runs under the lock before the record is written (reading the inputs: bad input leaves no
     folder behind)."""
 
+    parameters = {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
+
     def check() -> None:
         check_output_dir(output_dir)
         if precheck is not None:
             precheck()
 
-    parameters = {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
     return results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, existing="resume", precheck=check)
 
 

@@ -17,7 +17,6 @@ from ..analysis.sweep_output import (
     SETTINGS_FILE,
     SUMMARY_FILE,
     WrittenSweep,
-    check_output_dir,
     open_sweep,
     sweep_plan,
     write_sweep_files,
@@ -159,8 +158,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``evictlab sweep``: check everything cheap first, then build pools and sweep."""
-    check_output_dir(args.output_dir)
+    """Handler of ``evictlab sweep``: check the options, then, under the folder's lock, the
+    folder and the inputs (bad input leaves no folder), then sweep."""
+    recorded = _recorded(args)
     presets = presets_from(args)
     specs = {preset: spec_from(args, preset) for preset in presets}
     protocol = specs[presets[0]].resolved.protocol  # read once: the pools below use it too
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         opened.append((pools, sweep_plan(pools, grid, args.chunk_rows)))
 
     # The folder is locked from here on: a second run into it is refused at once.
-    with open_sweep(args.output_dir, grid, _recorded(args), precheck=inputs) as current:
+    with open_sweep(args.output_dir, grid, recorded, precheck=inputs) as current:
         pools, plan = opened[0]
         progress = False if args.no_progress else None
         written = write_sweep_files(current, pools, grid, plan, progress=progress, placement=placement)
