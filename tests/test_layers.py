@@ -35,6 +35,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+#: The package's face (``evictlab/__init__.py``) hands on names of every layer, so it sits above
+#: them all; what it defines itself (``__version__``) imports nothing, so lower layers may import that.
+FACE = "evictlab"
+
+
 def layer_of(module: str) -> int | None:
     """The layer index of ``evictlab[.top[...]]``, by its first component below the package."""
     top = module.split(".")[1] if "." in module else "evictlab"
@@ -75,13 +80,39 @@ def test_every_module_has_a_layer():
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
 def test_no_module_imports_from_a_higher_layer(path):
-    own = layer_of(module_name(path))
+    own = len(LAYERS) if module_name(path) == FACE else layer_of(module_name(path))
     upward = []
     for line, target in imported_modules(path):
         other = layer_of(target)
         if other is not None and own is not None and other > own:
             upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} ({LAYERS[other][0]})")
     assert not upward, f"{module_name(path)} is in layer {LAYERS[own][0]!r}; " + "; ".join(upward)
+
+
+def test_below_the_face_only_the_version_is_imported_from_the_package_itself():
+    taken = []
+    for path in MODULES:
+        if module_name(path) == FACE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and imported_package(path, node) == FACE:
+                names = [alias.name for alias in node.names if alias.name != "__version__"]
+                taken += [(module_name(path), name) for name in names if not is_module(name)]
+    assert not taken, f"import these from their own modules, not from the package face: {taken}"
+
+
+def is_module(name: str) -> bool:
+    return (PACKAGE / f"{name}.py").is_file() or (PACKAGE / name).is_dir()
+
+
+def imported_package(path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
 
 
 def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
