@@ -1,29 +1,31 @@
 """The exclusive lock on an output folder, held for one run (see :func:`evictlab.results.run`).
 
-An OS file lock (``flock``) on ``{folder}/.evictlab.lock``: a second run into the folder is
-refused at once, naming the holder's pid and start time, which are asked of the system
-(``/proc``) rather than of a file the holder may not have written yet.
+An OS file lock (``flock``, through the ``filelock`` library) on ``{folder}/.evictlab.lock``:
+a second run into the folder is refused at once, naming the holder's pid and start time, which
+are asked of the system (``/proc/locks``) rather than of a record the holder may not have
+written yet. The kernel releases the lock of a process that dies; the run it belonged to is
+known by its record, left ``running`` (:func:`evictlab.results.run` marks it interrupted).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
-import fcntl
-import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import OutputExistsError
+import filelock
+
+from .errors import ContractError, OutputExistsError
+from .readers import MAX_RECORD_BYTES, parse_json, read_bounded
+from .times import iso_z
 
 LOCK_FILE = ".evictlab.lock"
 RECORD_SUFFIX = ".run.json"
 RUNNING = "running"
-_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
+_RETRIES = 20  # a lock found busy whose holder is already gone (it was releasing): look again
 
 
 class FolderBusyError(OutputExistsError):
@@ -34,112 +36,52 @@ class FolderLock:
     """An exclusive ``flock`` on ``{folder}/.evictlab.lock``, held for one run.
 
     The lock file is empty (so it costs no space on a full disk) and is removed when the run
-    ends. Who holds a lock is asked of the system (``/proc/locks``: the pid, and that
-    process's start time), so a refusal names the holder even before it has written anything.
-    The kernel releases the lock of a process that dies, so a lock file that exists but is not
-    locked was left by a run that ended without finishing: :meth:`acquire` reports it as
-    *stale* and takes the lock only then, never from a live holder.
+    ends, while still held: ``filelock`` opens it without following a symbolic link and, when
+    it wins the lock of a file removed in the meantime, takes that for not locked and looks
+    again, so two runs never hold the folder at once. A lock file that is a symbolic link
+    (or anything evictlab cannot open as a plain file) is refused, naming it.
     """
 
     def __init__(self, folder: str | os.PathLike, kind: str) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_FILE
         self.kind = kind
-        self.fd: int | None = None
         self.created = False  # whether acquire made the folder
+        self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False, fallback_to_soft=False)
 
-    def acquire(self) -> bool:
-        """Take the lock or raise :class:`FolderBusyError` naming the holder; True if it was stale."""
+    def acquire(self) -> None:
+        """Take the lock or raise :class:`FolderBusyError` naming the holder."""
         self.created = make_folder(self.folder)
-        while True:
-            fd = self._create_locked()
-            if fd is not None:
-                self.fd = fd
-                return False
+        for _ in range(_RETRIES):
             try:
-                fd = os.open(self.path, os.O_RDWR)
-            except FileNotFoundError:
-                continue  # its holder removed it just now
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                self._lock.acquire()
+                return
+            except filelock.Timeout:
                 holder = lock_holder(self.path)
-                os.close(fd)
-                if holder is not None:
-                    holder["kind"] = _running_kind(self.folder, holder["pid"])
-                raise FolderBusyError(
-                    f"{self.folder} is in use by {describe_holder(holder)}; refusing to start a second"
-                    " run into it (wait for it to finish or choose another output folder)"
+            except OSError as error:
+                raise OutputExistsError(
+                    f"{self.path}: cannot use it as this folder's lock file ({error.strerror or error});"
+                    " it is not one evictlab made (a symbolic link?): remove it or choose another output folder"
                 ) from None
-            # The previous holder may have removed the file between our open and our lock.
-            if _same_file(self.path, fd):
-                self.fd = fd
-                return True  # a lock file nobody holds: its run ended without releasing it
-            os.close(fd)
-
-    def _create_locked(self) -> int | None:
-        """A new lock file, already locked when it appears at its path; None if one exists there.
-
-        The file is made and locked under a private name of its own (unique per call, so two
-        runs in one process or two processes with one pid never share it), then hard-linked
-        into place (a link fails if the name exists). A lock file that exists is therefore
-        always locked unless its run died, and a second run can never find a live run's file
-        unlocked (which it would take for stale) in the moment between creating and locking it.
-        """
-        fd, private = tempfile.mkstemp(dir=self.folder, prefix=f"{LOCK_FILE}.")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file nobody else has opened
-            os.link(private, self.path)
-        except (FileExistsError, FileNotFoundError):
-            os.close(fd)
-            return None  # taken by another run, or our private file removed: look again
-        except OSError as error:
-            os.close(fd)
-            if error.errno not in _NO_HARD_LINKS:
-                raise
-            return self._create_then_lock()
-        except BaseException:
-            os.close(fd)
-            raise
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(private)
-        return fd
-
-    def _create_then_lock(self) -> int | None:
-        """For a file system without hard links: create, then lock. A narrow window stays
-        open there: a second run may find the new file unlocked and take it for stale, and
-        then this one finds it locked and reports the folder busy (None: look again)."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        return fd
+            if holder is not None:
+                holder["kind"] = _running_kind(self.folder, holder["pid"])
+                break
+        raise FolderBusyError(
+            f"{self.folder} is in use by {describe_holder(holder)}; refusing to start a second"
+            " run into it (wait for it to finish or choose another output folder)"
+        )
 
     def release(self) -> None:
-        if self.fd is None:
+        if not self._lock.is_locked:
             return
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)  # while still holding it; see acquire for the race this closes
-        os.close(self.fd)  # closing the last descriptor releases the flock
-        self.fd = None
+            os.unlink(self.path)  # while still holding it; see the class docstring
+        self._lock.release()
 
 
 def is_lock_file(name: str) -> bool:
-    """Whether a folder entry is a run's lock file, or one being made (see FolderLock)."""
+    """Whether a folder entry is a run's lock file (or the private lock file of earlier versions)."""
     return name == LOCK_FILE or name.startswith(f"{LOCK_FILE}.")
-
-
-def _same_file(path: Path, fd: int) -> bool:
-    try:
-        return os.stat(path).st_ino == os.fstat(fd).st_ino
-    except FileNotFoundError:
-        return False
 
 
 def lock_holder(path: Path) -> dict[str, Any] | None:
@@ -161,8 +103,8 @@ def _running_kind(folder: Path, pid: int) -> str | None:
     """The kind whose record in ``folder`` says process ``pid`` is running it."""
     for path in folder.glob(f"*{RECORD_SUFFIX}"):
         try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError, RecursionError):
+            data = parse_json(read_bounded(path, MAX_RECORD_BYTES, what="run record"), where=str(path))
+        except ContractError:
             continue
         if isinstance(data, dict) and data.get("pid") == pid and data.get("status") == RUNNING:
             return str(data.get("kind"))
@@ -177,8 +119,7 @@ def _process_start(pid: int) -> str | None:
         boot = next(int(line.split()[1]) for line in lines if line.startswith("btime"))
     except (OSError, ValueError, IndexError, StopIteration):
         return None
-    moment = _dt.datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), _dt.UTC)
-    return moment.replace(tzinfo=None, microsecond=0).isoformat() + "Z"
+    return iso_z(_dt.datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), _dt.UTC), seconds=True)
 
 
 def _process_command(pid: int) -> str | None:

@@ -27,6 +27,8 @@ from .errors import ContractError
 MIB = 1 << 20
 #: Protocol files (config, manifests, answer prompt), run specs and run markers.
 MAX_PROTOCOL_FILE_BYTES = 4 * MIB
+#: A run record (``{kind}.run.json``): a sweep's lists every part it wrote, a few MB at most.
+MAX_RECORD_BYTES = 64 * MIB
 #: A dataset file: the LongMemEval oracle file is about 15 MB.
 MAX_DATASET_BYTES = 256 * MIB
 #: A graded-rows JSONL file, and one line of it.

@@ -15,7 +15,6 @@ the records of a tree back into one DataFrame.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import functools
 import hashlib
 import json
@@ -37,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .locks import LOCK_FILE, RECORD_SUFFIX, RUNNING, FolderBusyError, FolderLock, describe_holder  # noqa: F401
+from .readers import MAX_RECORD_BYTES, parse_json, read_bounded
+from .times import utc_now_iso
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,12 +96,6 @@ def refuse_existing(paths: Iterable[str | os.PathLike]) -> None:
             "refusing to overwrite existing output: " + ", ".join(existing)
             + " (choose a new --output-dir)"
         )
-
-
-def utc_now_iso() -> str:
-    """Current UTC time as ISO-8601 with a trailing ``Z`` (microseconds when non-zero)."""
-    now = _dt.datetime.now(_dt.UTC)
-    return now.replace(tzinfo=None).isoformat() + "Z"
 
 
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -171,9 +166,10 @@ class RunRecord:
 
     ``parameters`` are the kind's own inputs (grid, policies, notebook parameters, ...);
     ``summary`` what the kind reports about its result (row counts, notebook statuses, ...);
-    ``outputs`` maps each output file (relative path) to ``{"bytes", "sha256"}``; ``notes``
-    hold what the run had to tell about the folder it found (a stale lock, an interrupted
-    predecessor it replaced).
+    ``outputs`` maps each output file (relative path) to ``{"bytes", "sha256"}``, and
+    ``written`` each file this run wrote itself to its :func:`file_stamp` (which file it is, not
+    only what it holds); ``notes`` hold what the run had to tell about the folder it found (a
+    stale lock, an interrupted predecessor it replaced).
     """
 
     kind: str
@@ -186,6 +182,7 @@ class RunRecord:
     parameters: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     finished_at: str | None = None
     elapsed_seconds: float | None = None
@@ -211,25 +208,42 @@ class RunRecord:
         if data.get("status") not in STATUSES:
             raise ContractError(f"{where}: status {data.get('status')!r} is not one of {', '.join(STATUSES)}")
         for name, expected in _FIELD_TYPES.items():
-            if not isinstance(data.get(name), expected):
+            # "written" came after the first records; theirs read as listing no file written.
+            if not isinstance(data.get(name, {} if name == "written" else None), expected):
                 raise ContractError(f"{where}: field {name} must be {expected.__name__}")
         return cls(**data)
 
 
 _FIELD_TYPES = {"kind": str, "started_at": str, "pid": int, "provenance": dict, "parameters": dict,
-                "summary": dict, "outputs": dict, "notes": list}  # fmt: skip
+                "summary": dict, "outputs": dict, "written": dict, "notes": list}  # fmt: skip
 
 
 def read_record(folder: str | os.PathLike, kind: str) -> RunRecord | None:
-    """The record of ``kind`` in ``folder``, or None when there is none."""
+    """The record of ``kind`` in ``folder``, or None when there is none.
+
+    Read through the bounded, strict readers (a record replaced by a huge file or a link to
+    ``/dev/zero`` is refused at :data:`~evictlab.readers.MAX_RECORD_BYTES`); a record whose
+    ``kind`` is not the one its file name says is refused too.
+    """
     path = record_path(folder, kind)
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError, RecursionError) as error:
-        raise ContractError(f"{path}: unreadable run record ({error})") from None
-    return RunRecord.from_dict(data, path)
+    try:
+        data = parse_json(read_bounded(path, MAX_RECORD_BYTES, what="run record"), where=str(path))
+    except ContractError as error:
+        raise ContractError(f"unreadable run record: {error}") from None
+    record = RunRecord.from_dict(data, path)
+    if record.kind != kind:
+        raise ContractError(f"{path}: a record of kind {record.kind!r} under the name of a {kind} record")
+    return record
+
+
+def file_stamp(path: str | os.PathLike) -> str:
+    """``"{inode}:{change time in ns}"`` of a file: which file it is. A copy, an edit or a file
+    put in its place has another (and no program can set a change time back), so a record
+    cannot vouch for a file that its run did not write."""
+    info = os.lstat(path)
+    return f"{info.st_ino}:{info.st_ctime_ns}"
 
 
 def file_digest(path: str | os.PathLike) -> dict[str, Any]:
@@ -263,6 +277,7 @@ class Run:
     def write_bytes(self, name: str, data: bytes) -> Path:
         path = atomic_write_bytes(self.path(name), data)
         self.record.outputs[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        self.record.written[name] = file_stamp(path)
         return path
 
     def write_text(self, name: str, text: str) -> Path:
@@ -275,8 +290,18 @@ class Run:
         return self.write_bytes(name, "".join(json_line(row) for row in rows).encode("utf-8"))
 
     def add_output(self, name: str) -> None:
-        """Record a file written by someone else (papermill, a figure) as this run's output."""
+        """Record a file this run had written by someone else (papermill, a figure) as its output."""
         self.record.outputs[name] = file_digest(self.path(name))
+        self.record.written[name] = file_stamp(self.path(name))
+
+    def wrote_before(self, name: str) -> bool:
+        """Whether the previous run of this kind wrote ``folder/name`` itself and the file is
+        still the one it wrote, unchanged: its stamp and its SHA-256 as that run recorded them."""
+        path = self.path(name)
+        previous = self.previous
+        if previous is None or name not in previous.outputs or not path.is_file() or path.is_symlink():
+            return False
+        return previous.written.get(name) == file_stamp(path) and file_digest(path) == previous.outputs[name]
 
     def fail(self, message: str) -> None:
         """End the run with status ``error`` and ``message`` although nothing was raised."""
@@ -325,10 +350,10 @@ def run(
         raise ValueError(f"existing must be one of {EXISTING_RULES}, got {existing!r}")
     folder = Path(out_dir)
     lock = FolderLock(folder, kind)
-    stale = lock.acquire()
+    lock.acquire()
     try:
         with _sigterm_raises():  # from the lock on, SIGTERM ends the run like Ctrl-C
-            yield from _locked_run(folder, kind, lock, stale, spec, parameters, outputs, existing, precheck)
+            yield from _locked_run(folder, kind, lock, spec, parameters, outputs, existing, precheck)
     except EvictlabError:
         lock.release()
         if lock.created and not any(folder.iterdir()):
@@ -345,7 +370,6 @@ def _locked_run(
     folder: Path,
     kind: str,
     lock: FolderLock,
-    stale: bool,
     spec: Any,
     parameters: Mapping[str, Any] | None,
     outputs: Sequence[str],
@@ -354,9 +378,10 @@ def _locked_run(
 ) -> Iterator[Run]:
     """The body of :func:`run` once the folder is locked."""
     notes = []
+    stale = _recover_stale(folder, lock.path)
     if stale:
-        notes.append(_recover_stale(folder, lock.path))
-        print(f"warning: {notes[-1]}", file=sys.stderr)
+        notes.append(stale)
+        print(f"warning: {stale}", file=sys.stderr)
     previous = read_record(folder, kind)
     for note in _check_existing(folder, kind, previous, outputs, existing):
         print(f"note: {note}", file=sys.stderr)
@@ -412,8 +437,12 @@ def _hold_back(path: Path) -> Path:
     return path
 
 
-def _recover_stale(folder: Path, lock_path: Path) -> str:
-    """Mark the runs a stale lock belonged to (records still ``running``) interrupted; describe them."""
+def _recover_stale(folder: Path, lock_path: Path) -> str | None:
+    """Mark the runs that ended without finishing interrupted; describe them (None: there were none).
+
+    With the folder locked, a record still ``running`` belongs to a run whose process is gone
+    (a run holds the lock from before its first record to after its last).
+    """
     left = []
     for path in sorted(folder.glob(f"*{RECORD_SUFFIX}")):
         try:
@@ -425,7 +454,9 @@ def _recover_stale(folder: Path, lock_path: Path) -> str:
             record.error = record.error or "ended without finishing (stale lock)"
             write_json(path, record.as_dict())
             left.append(describe_holder(asdict(record)))
-    runs = "; ".join(left) if left else "a run that left no record"
+    if not left:
+        return None
+    runs = "; ".join(left)
     return (
         f"stale lock {lock_path}: left by {runs}, which ended without releasing it (the process is gone);"
         f" {'its run is' if len(left) == 1 else 'those runs are'} marked {INTERRUPTED}"

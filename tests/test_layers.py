@@ -19,7 +19,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("evictlab", "errors", "results", "locks", "resources", "readers", "distributed", "palette",
+    ("ground", ("evictlab", "errors", "results", "locks", "resources", "readers", "distributed", "palette", "times",
                 "intervals")),
     ("policies", ("policies",)),
     ("core", ("core",)),

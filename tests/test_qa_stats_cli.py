@@ -57,7 +57,9 @@ def test_reproduces_published_files_byte_for_byte(version, tmp_path, capsys):
     assert_published_outputs(version, output_dir)
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == PUBLISHED_LINES[version]
-    assert sorted(p.name for p in output_dir.iterdir()) == sorted(OUTPUTS)
+    assert sorted(p.name for p in output_dir.iterdir()) == sorted([*OUTPUTS, "qa-stats.run.json"])
+    record = json.loads((output_dir / "qa-stats.run.json").read_text())
+    assert record["status"] == "success" and sorted(record["outputs"]) == sorted(OUTPUTS)
 
 
 def test_reproduces_published_files_as_a_subprocess(tmp_path):
@@ -80,10 +82,14 @@ def test_refuses_to_overwrite_finished_results(tmp_path, capsys):
     capsys.readouterr()
     assert main(stats_args(rows, tmp_path)) != 0
     err = capsys.readouterr().err
-    assert "refusing to overwrite" in err and "qa.stats.json" in err
+    assert "holds a finished qa-stats run; refusing to overwrite it" in err
     assert (tmp_path / "qa.stats.json").read_text() == "kept\n"
     published_summary = (REFERENCE / "v2" / "qa.summary.json").read_bytes()
     assert (tmp_path / "qa.summary.json").read_bytes() == published_summary
+    (tmp_path / "qa-stats.run.json").unlink()  # files no record accounts for are refused too
+    assert main(stats_args(rows, tmp_path)) != 0
+    assert "qa.stats.json: no qa-stats.run.json says they belong" in capsys.readouterr().err
+    assert (tmp_path / "qa.stats.json").read_text() == "kept\n"
 
 
 def published_lines() -> list[str]:

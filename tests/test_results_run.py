@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import signal
@@ -154,34 +152,19 @@ def test_load_runs_reads_every_record_back(tmp_path):
     assert isinstance(frame.loc[frame["status"] == "success", "record"].iloc[0], results.RunRecord)
 
 
-def test_a_lock_file_is_never_seen_unlocked_while_a_run_takes_it(tmp_path, monkeypatch):
-    """Whenever acquire locks a file, a lock file already at the folder's path is held by someone.
-
-    A lock file seen unlocked is taken for a dead run's (stale), so a second run arriving in
-    the moment between a live run creating its file and locking it would run beside it.
-    """
-    real_flock = fcntl.flock
-    seen_unlocked = []
-
-    def watching_flock(fd, operation):
-        path = tmp_path / results.LOCK_FILE
-        if path.exists():
-            probe = os.open(path, os.O_RDWR)
-            try:
-                real_flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                seen_unlocked.append(path)
-                real_flock(probe, fcntl.LOCK_UN)
-            except BlockingIOError:
+def test_a_live_run_is_never_taken_for_a_dead_one(tmp_path):
+    """A second run into a held folder is refused and leaves the holder's record alone: only a
+    run that holds the lock itself marks records still "running" interrupted."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        for _ in range(3):
+            with pytest.raises(results.FolderBusyError), results.run(tmp_path, "demo"):
                 pass
-            finally:
-                os.close(probe)
-        return real_flock(fd, operation)
-
-    monkeypatch.setattr(locks.fcntl, "flock", watching_flock)
-    with results.run(tmp_path, "demo") as run:
-        assert not run.record.notes  # not taken for stale
-    assert seen_unlocked == []
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo.run.json"]
+        assert record(tmp_path)["status"] == "running"
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
 
 
 def test_runs_racing_for_one_folder_in_threads_get_one_lock_and_clear_refusals(tmp_path):
@@ -215,16 +198,16 @@ def test_runs_racing_for_one_folder_in_threads_get_one_lock_and_clear_refusals(t
         outcomes.clear()
 
 
-def test_a_file_system_without_hard_links_still_gets_a_lock(tmp_path, monkeypatch):
-    def no_links(source, target):
-        raise PermissionError(errno.EPERM, "Operation not permitted", str(target))
-
-    monkeypatch.setattr(locks.os, "link", no_links)
-    with results.run(tmp_path, "demo"):
-        assert (tmp_path / results.LOCK_FILE).exists()
-        with pytest.raises(results.FolderBusyError, match="in use by evictlab demo"), results.run(tmp_path, "other"):
-            pass
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["demo.run.json"]
+@pytest.mark.parametrize("target", ["nowhere", "elsewhere.txt"])
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_naming_it(tmp_path, target):
+    (tmp_path / "elsewhere.txt").write_text("mine")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / results.LOCK_FILE).symlink_to(tmp_path / target)
+    refused = r"\.evictlab\.lock: cannot use it as this folder's lock file"
+    with pytest.raises(OutputExistsError, match=refused), results.run(folder, "demo"):
+        pass
+    assert (tmp_path / "elsewhere.txt").read_text() == "mine" and not (tmp_path / "nowhere").exists()
 
 
 def test_a_report_folder_holding_only_lock_files_counts_as_empty(tmp_path):

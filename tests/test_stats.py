@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
+from evictlab import results
 from evictlab.analysis.qa.stats import (
     BootstrapInterval,
     build_stats,
@@ -18,10 +19,11 @@ from evictlab.analysis.qa.stats import (
     load_graded_rows,
     mcnemar_exact,
     paired_bootstrap,
+    stats_documents,
     suite_report_lines,
     write_stats_files,
 )
-from evictlab.errors import ContractError, OutputExistsError
+from evictlab.errors import ContractError
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "deerflow-pr4810"
 PROTOCOL_ID = "deermem-hybrid-v1-pr4789-reproduction-v1"
@@ -394,31 +396,20 @@ def test_suite_report_lines_follow_the_published_format():
 # --- files -----------------------------------------------------------------------------------
 
 
-def test_write_stats_files_writes_both_documents(tmp_path):
+def test_write_stats_files_writes_both_documents_as_outputs_of_the_run(tmp_path):
     rows = paired("a", False, True) + paired("b", True, True) + paired("correction_x", True, True, source="synthetic")
-    summary, stats = write_stats_files(tmp_path / "out", rows, **LABELS, **FAST)
+    summary, stats = stats_documents(rows, **LABELS, **FAST)
+    with results.run(tmp_path / "out", "qa-stats") as run:
+        write_stats_files(run, summary, stats)
     for name, value in (("qa.summary.json", summary), ("qa.stats.json", stats)):
         text = (tmp_path / "out" / name).read_text(encoding="utf-8")
         assert text == json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "qa.stats.json",
-        "qa.summary.json",
-    ]
+        assert run.record.outputs[name] == results.file_digest(tmp_path / "out" / name)
 
 
-@pytest.mark.parametrize("existing", ["qa.summary.json", "qa.stats.json"])
-def test_write_stats_files_never_overwrites(tmp_path, existing):
-    (tmp_path / existing).write_text("finished\n")
-    with pytest.raises(OutputExistsError, match=existing):
-        write_stats_files(tmp_path, paired("a", True, False), **LABELS, **FAST)
-    assert (tmp_path / existing).read_text() == "finished\n"
-    assert [p.name for p in tmp_path.iterdir()] == [existing]
-
-
-def test_invalid_rows_leave_the_folder_untouched(tmp_path):
+def test_invalid_rows_fail_before_any_document_exists():
     with pytest.raises(ContractError):
-        write_stats_files(tmp_path, [row("a", "confidence", True)], **LABELS)
-    assert list(tmp_path.iterdir()) == []
+        stats_documents([row("a", "confidence", True)], **LABELS)
 
 
 # --- reading rows ----------------------------------------------------------------------------

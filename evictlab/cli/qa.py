@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import weakref
 
+from .. import results
 from ..analysis.qa.grading import GRADER_VERSION
 from ..analysis.qa.stats import (
     ALPHA,
@@ -20,6 +21,7 @@ from ..analysis.qa.stats import (
     SUMMARY_FILE,
     check_bootstrap_work,
     load_graded_rows,
+    stats_documents,
     suite_report_lines,
     write_stats_files,
 )
@@ -27,6 +29,8 @@ from ..errors import ContractError
 from ..intervals import POWER
 from . import summary
 from ._common import add_bootstrap_limit_option, help_handler, parse_csv, positive_int
+
+STATS_KIND = "qa-stats"  # its run record: qa-stats.run.json
 
 # The group's sub-subparsers, per top-level subparsers object (cli builds a fresh parser per run).
 _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -60,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Each row needs case_id, source, scenario, policy and grade_correct; every case\n"
             "needs one confidence and one hybrid-v1 row, and both sources (longmemeval and\n"
             "synthetic) need at least one case: a suite without cases is refused, as in the\n"
-            "reference implementation. Existing output files are never overwritten."
+            "reference implementation. The folder is locked while the files are written and\n"
+            f"{STATS_KIND}.run.json records the run; a finished run is never overwritten."
         ),
         epilog=(
             "example: evictlab qa stats \\\n"
@@ -175,23 +180,26 @@ def _discordances(text: str) -> list[float | None]:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    """``evictlab qa stats``: read the rows, write both files, print one line per suite."""
+    """``evictlab qa stats``: read the rows, write both files under one run record, print one line per suite.
+
+    Everything is computed before the folder is touched, so bad rows leave no folder behind.
+    """
     check_bootstrap_work(args.iterations, args.max_bootstrap_iterations, where="--iterations")
     rows = load_graded_rows(args.rows)
+    parameters = {
+        "rows": str(args.rows), "protocol_id": args.protocol_id, "grader_version": args.grader_version,
+        "seed": args.seed, "iterations": args.iterations, "alpha": args.alpha, "qa_capacity": args.qa_capacity,
+    }  # fmt: skip
     try:
-        _, stats = write_stats_files(
-            args.output_dir,
-            rows,
-            protocol_id=args.protocol_id,
-            grader_version=args.grader_version,
-            seed=args.seed,
-            iterations=args.iterations,
-            alpha=args.alpha,
-            qa_capacity=args.qa_capacity,
+        summary, stats = stats_documents(
+            rows, **{name: value for name, value in parameters.items() if name != "rows"}
         )
     except ContractError as error:
         # Row errors say "row N", which is line N of the file.
         raise ContractError(f"{args.rows}: {error}") from None
+    with results.run(args.output_dir, STATS_KIND, parameters=parameters, outputs=(SUMMARY_FILE, STATS_FILE)) as run:
+        write_stats_files(run, summary, stats)
+        run.record.summary = {"rows": len(rows)}
     for line in suite_report_lines(stats):
         print(line)
     print(f"wrote {SUMMARY_FILE} and {STATS_FILE} to {args.output_dir}")

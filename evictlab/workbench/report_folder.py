@@ -8,7 +8,6 @@ removes exactly the files the previous report's record lists with their SHA-256 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from .. import results
 from ..core.protocol import DEFAULT_PRESET
 from ..errors import ContractError, OutputExistsError
 from ..locks import is_lock_file
+from ..readers import MAX_RECORD_BYTES, parse_json, read_bounded
 
 RESULTS_DIR = Path("results")  # relative to the working directory
 KIND = REPORT_KIND = "report"
@@ -63,23 +63,23 @@ def check_folder(root: Path) -> None:
 
 def _legacy_report(root: Path) -> bool:
     try:
-        return json.loads((root / LEGACY_MANIFEST).read_bytes()).get("kind") == LEGACY_KIND
-    except (OSError, ValueError, AttributeError, RecursionError):
+        manifest = parse_json(read_bounded(root / LEGACY_MANIFEST, MAX_RECORD_BYTES), where=LEGACY_MANIFEST)
+    except ContractError:
         return False
+    return isinstance(manifest, dict) and manifest.get("kind") == LEGACY_KIND
 
 
 def remove_previous_report(run: results.Run) -> None:
     """Remove the previous report's notebooks, figures and pages, so nothing stale is linked.
 
-    Only files the previous run record lists, inside this folder and with the SHA-256 it
-    recorded, are removed: a forged or edited record cannot make the report delete a file it
-    did not write.
+    Only files the previous run wrote itself are removed: listed in its record, inside this
+    folder, and still the very file it wrote (:meth:`~evictlab.results.Run.wrote_before`: the
+    file's stamp and SHA-256 as recorded). A forged or edited record cannot make the report
+    delete a file it did not write, even one whose hash it copied.
     """
     previous = run.previous.outputs if run.previous is not None else {}
-    for name, written in previous.items():
+    for name in previous:
         path = run.folder / name
-        inside = path.resolve().parent.is_relative_to(run.folder.resolve()) and not path.is_symlink()
-        if not (inside and path.is_file() and name.split("/")[0] in REPLACED):
-            continue
-        if results.file_digest(path) == written:
+        inside = path.resolve().parent.is_relative_to(run.folder.resolve())
+        if inside and name.split("/")[0] in REPLACED and run.wrote_before(name):
             path.unlink()

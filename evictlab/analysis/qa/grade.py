@@ -31,7 +31,7 @@ from .runner import (
     response_path,
     storage_problem,
 )
-from .stats import STATS_FILE, SUMMARY_FILE, write_stats_files
+from .stats import STATS_FILE, SUMMARY_FILE, stats_documents, write_stats_files
 from .tasks import QATask, build_tasks
 
 KIND = "grade-qa"
@@ -70,8 +70,7 @@ def grade_run(pool_set: PoolSet, output_dir: str | Path) -> GradeResult:
     with results.run(output_dir, KIND, parameters=parameters, outputs=GRADED_FILES, precheck=check_run) as run:
         run.record.dataset = pool_set.dataset.record()
         rows = [graded_row(task, stored[task.row_id]) for task in tasks]
-        summary, stats = write_stats_files(
-            output_dir,
+        summary, stats = stats_documents(
             rows,
             protocol_id=protocol.protocol_id,
             grader_version=GRADER_VERSION,
@@ -79,11 +78,9 @@ def grade_run(pool_set: PoolSet, output_dir: str | Path) -> GradeResult:
             iterations=statistics.bootstrap_iterations,
             alpha=statistics.alpha,
             qa_capacity=protocol.config.pool.qa_capacity,
-            refuse=False,  # the run's rule: a finished grading is refused, an interrupted one redone
         )
+        write_stats_files(run, summary, stats)
         run.write_jsonl(ROWS_FILE, rows)
-        for name in (SUMMARY_FILE, STATS_FILE):
-            run.add_output(name)
         run.record.summary = {"rows": len(rows)}
     return GradeResult(rows, summary, stats)
 

@@ -23,9 +23,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ... import results
 from ...errors import ContractError
 from ...readers import MAX_ROWS_FILE_BYTES, bounded_lines, check_size, parse_json
-from ...results import refuse_existing, write_json
 
 SCHEMA_VERSION = 1
 FIRST_POLICY = "confidence"
@@ -299,8 +299,7 @@ def check_bootstrap_work(iterations: int, limit: int = MAX_BOOTSTRAP_ITERATIONS,
         )
 
 
-def write_stats_files(
-    output_dir: str | os.PathLike,
+def stats_documents(
     rows: Sequence[Mapping[str, Any]],
     *,
     protocol_id: str,
@@ -309,32 +308,21 @@ def write_stats_files(
     iterations: int = BOOTSTRAP_ITERATIONS,
     alpha: float = ALPHA,
     qa_capacity: int = QA_CAPACITY,
-    refuse: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Write ``qa.summary.json`` and ``qa.stats.json`` into ``output_dir``; return both objects.
-
-    Refuses (:class:`~evictlab.errors.OutputExistsError`) when either file exists (unless
-    ``refuse`` is False: the caller's run record decides), and computes both before writing
-    either, so invalid rows leave the folder untouched.
-    """
-    folder = Path(output_dir)
-    summary_path, stats_path = folder / SUMMARY_FILE, folder / STATS_FILE
-    if refuse:
-        refuse_existing([summary_path, stats_path])
-    summary = build_summary(
-        rows, protocol_id=protocol_id, grader_version=grader_version, qa_capacity=qa_capacity
-    )
+    """``qa.summary.json`` and ``qa.stats.json`` of ``rows``, both computed before either is
+    written (:func:`write_stats_files`), so invalid rows fail before any folder is touched."""
+    summary = build_summary(rows, protocol_id=protocol_id, grader_version=grader_version, qa_capacity=qa_capacity)
     stats = build_stats(
-        rows,
-        protocol_id=protocol_id,
-        grader_version=grader_version,
-        seed=seed,
-        iterations=iterations,
-        alpha=alpha,
+        rows, protocol_id=protocol_id, grader_version=grader_version, seed=seed, iterations=iterations, alpha=alpha
     )
-    write_json(summary_path, summary)
-    write_json(stats_path, stats)
     return summary, stats
+
+
+def write_stats_files(run: results.Run, summary: Mapping[str, Any], stats: Mapping[str, Any]) -> None:
+    """Write both documents into the run's folder; the run record makes them one unit: its
+    rule refuses a finished pair and redoes a pair an interrupted run left half-written."""
+    run.write_json(SUMMARY_FILE, summary)
+    run.write_json(STATS_FILE, stats)
 
 
 def suite_report_lines(stats: Mapping[str, Any]) -> list[str]:
