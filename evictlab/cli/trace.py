@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pandas as pd
 
 from ..analysis.traces.generate import (
     DESCRIPTIONS,
+    MAX_TRACE_EVENTS,
     WorkloadParams,
     generate,
     knowledge_update_trace,
@@ -18,9 +21,13 @@ from ..analysis.traces.generate import (
     parse_param,
 )
 from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
+from ..analysis.traces.memory import check_policy_spec
 from ..analysis.traces.metrics import (
     DEFAULT_CAPACITIES,
+    MAX_EVENT_REPLAYS,
     TraceSource,
+    check_capacities,
+    check_replay_work,
     curve_rows,
     curve_summary,
     curve_table,
@@ -29,13 +36,21 @@ from ..analysis.traces.metrics import (
 from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
 from ..analysis.traces.output import write_run
 from ..analysis.traces.replay import audit_trail
-from ..analysis.traces.schema import iter_chunks, write_trace
-from ..analysis.traces.study import STUDY_POLICIES, run_study, study_summary, study_tasks
+from ..analysis.traces.schema import Chunk, iter_chunks, write_trace
+from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
 from . import summary
-from ._common import add_dataset_options, add_protocol_options, dataset_from, help_handler, parse_csv, protocol_from
+from ._common import (
+    add_dataset_options,
+    add_protocol_options,
+    dataset_from,
+    help_handler,
+    parse_csv,
+    positive_int,
+    protocol_from,
+)
 
 REPLAY_KIND = "trace-replay"
 STUDY_KIND = "trace-study"
@@ -71,6 +86,32 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
             metavar="VALUE",
             help=f"{description} [{defaults[name]}]",
         )
+    group.add_argument("--max-events", type=positive_int, default=MAX_TRACE_EVENTS, metavar="N",
+                       help="refuse a workload whose trace would hold more events and search results on average"
+                       f" [{MAX_TRACE_EVENTS:,}]")
+
+
+def unique(values: list[Any], option: str) -> list[Any]:
+    """``values`` without repeats, saying on stderr which were given more than once."""
+    kept = list(dict.fromkeys(values))
+    if len(kept) < len(values):
+        repeated = sorted({str(value) for value in values if values.count(value) > 1})
+        print(f"warning: {option} lists {', '.join(repeated)} more than once; each runs once", file=sys.stderr)
+    return kept
+
+
+def check_questions(chunks: Iterable[Chunk], name: str) -> int:
+    """The events of a trace; an empty one is refused, one without a question is warned about."""
+    events = asks = 0
+    for chunk in chunks:
+        events += len(chunk["event"])
+        asks += chunk["event"].count("ask")
+    if not events:
+        raise ContractError(f"{name}: the trace has no events (an empty file or only blank lines)")
+    if not asks:
+        print(f"warning: {name} has no question (ask event): its answerable and stale-kept rates are"
+              " undefined (NaN)", file=sys.stderr)
+    return events
 
 
 def workload_from(args: argparse.Namespace) -> WorkloadParams:
@@ -121,7 +162,7 @@ def run_generate(args: argparse.Namespace) -> int:
         chunk = knowledge_update_trace(dataset.rows, seed=args.seed)
         source = f"knowledge-update questions of {dataset.path}"
     else:
-        chunk = generate(workload_from(args), seed=args.seed)
+        chunk = generate(workload_from(args), seed=args.seed, max_events=args.max_events)
         source = f"the workload generator, seed {args.seed}"
     write_trace(args.output, chunk)
     counts = pd.Series(chunk["event"]).value_counts()
@@ -151,6 +192,9 @@ def add_curve_options(parser: argparse.ArgumentParser, policies: list[str]) -> N
     parser.add_argument("--max-optimum-arcs", type=int, default=MAX_OPTIMUM_ARCS, metavar="N",
                         help="refuse a trace whose exact optimum needs a flow network of more arcs"
                         f" [{MAX_OPTIMUM_ARCS:,}]")
+    parser.add_argument("--max-event-replays", type=positive_int, default=MAX_EVENT_REPLAYS, metavar="N",
+                        help="refuse a run that would replay more events in all (events x policies x capacities x"
+                        f" traces) [{MAX_EVENT_REPLAYS:,}]")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a hybrid-v1 parameter other than DeerMem's default, e.g. access_weight=0.2 (repeatable)")
 
@@ -199,19 +243,27 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    policies, params = args.policies, params_from(args)
+    policies, params = unique(args.policies, "--policies"), params_from(args)
+    args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
+    for policy in policies:
+        check_policy_spec(policy)
+    replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum
     traces: list[tuple[str, TraceSource]]
     if args.trace:
-        traces = [(str(path), partial(iter_chunks, path)) for path in args.trace]
-        for path in args.trace:  # read each file once up front: a bad row fails before any output
-            for _ in iter_chunks(path):
-                pass
-        recorded: dict[str, Any] = {"traces": [str(path) for path in args.trace]}
+        paths = unique(args.trace, "--trace")
+        traces = [(str(path), partial(iter_chunks, path)) for path in paths]
+        events = [check_questions(iter_chunks(path), str(path)) for path in paths]  # bad rows fail before output
+        check_replay_work(max(events), replays * len(paths), args.max_event_replays)
+        recorded: dict[str, Any] = {"traces": [str(path) for path in paths]}
     else:
         if args.seeds < 1:
             raise ContractError(f"--seeds must be >= 1, got {args.seeds}")
         workload = workload_from(args)
-        chunks = {seed: generate(workload, seed) for seed in range(args.seeds)}
+        workload.check_work(args.max_events)
+        check_replay_work(workload.expected_events(), replays * args.seeds, args.max_event_replays)
+        chunks = {seed: generate(workload, seed, max_events=args.max_events) for seed in range(args.seeds)}
+        for seed, chunk in chunks.items():
+            check_questions([chunk], f"the generated trace of seed {seed}")
         traces = [(f"seed-{seed}", partial(iter, [chunk])) for seed, chunk in chunks.items()]
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
 
@@ -298,6 +350,8 @@ def _register_study(commands: argparse._SubParsersAction) -> None:
                         help="values of one generator parameter (repeatable; the grid is every combination;"
                         " category_mix values are separated by '/')")
     parser.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds per grid point [3]")
+    parser.add_argument("--max-tasks", type=positive_int, default=MAX_STUDY_TASKS, metavar="N",
+                        help=f"refuse a study of more tasks (grid points x seeds) [{MAX_STUDY_TASKS:,}]")
     parser.add_argument("--no-progress", action="store_true", help="never show progress bars")
     add_curve_options(parser, list(STUDY_POLICIES))
     add_workload_options(parser)
@@ -308,8 +362,9 @@ def _register_study(commands: argparse._SubParsersAction) -> None:
 def run_study_command(args: argparse.Namespace) -> int:
     placement = placement_from(args)
     grid = parse_grid(args.grid)
-    tasks = study_tasks(grid, args.seeds, base=workload_from(args), policies=args.policies, capacities=args.capacities,
-                        max_optimum_arcs=args.max_optimum_arcs)
+    tasks = study_tasks(grid, args.seeds, base=workload_from(args), policies=unique(args.policies, "--policies"),
+                        capacities=unique(args.capacities, "--capacities"), max_optimum_arcs=args.max_optimum_arcs,
+                        max_tasks=args.max_tasks, max_events=args.max_events, max_event_replays=args.max_event_replays)
 
     def compute() -> dict[str, pd.DataFrame]:
         rows = run_study(tasks, placement, progress=False if args.no_progress else None)

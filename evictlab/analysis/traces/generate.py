@@ -49,6 +49,11 @@ DAY_SECONDS = 86_400
 #: Same-second order of event kinds.
 KIND_ORDER = {TICK: 0, CONFIRM: 1, ADD: 2, SEARCH: 3, ASK: 4}
 POPULARITY_RANKS = 1000
+#: Events (rows plus search results) a generated trace may be expected to hold; ``max_events`` raises it.
+MAX_TRACE_EVENTS = 5_000_000
+#: Longest horizon and mean question delay: the calendar's range, not a work bound.
+MAX_DAYS = 3_652_425  # 10,000 years
+LAST_TIME = _dt.datetime(9999, 12, 31, tzinfo=_dt.UTC)
 DEFAULT_CATEGORY_MIX = (("preference", 0.35), ("knowledge", 0.3), ("context", 0.25), ("behavior", 0.1))
 
 #: What each parameter means, for ``--help`` and the README.
@@ -110,7 +115,29 @@ class WorkloadParams:
         if not mix or any(share < 0 or not math.isfinite(share) for _, share in mix) or sum(s for _, s in mix) <= 0:
             raise ContractError(f"workload parameter category_mix needs shares >= 0 with a positive sum, got {mix!r}")
         object.__setattr__(self, "category_mix", mix)
-        _parse_start(self.start)
+        for name in ("horizon_days", "question_delay_days"):
+            if getattr(self, name) > MAX_DAYS:
+                raise ContractError(f"workload parameter {name} must be at most {MAX_DAYS:,} days (10,000 years),"
+                                    f" got {getattr(self, name)!r}")
+        start = _parse_start(self.start)
+        if (LAST_TIME - start).total_seconds() < self.horizon_days * DAY_SECONDS:
+            raise ContractError(f"workload parameter start {self.start!r} plus horizon_days {self.horizon_days:g}"
+                                " ends after the year 9999, the calendar's last")
+
+    def expected_events(self) -> float:
+        """The events a trace of these parameters holds on average: rows plus search results."""
+        per_day = (self.facts_per_day + self.correction_rate + self.knowledge_update_rate + self.question_rate
+                   + self.search_rate * (1 + self.search_results) + self.confirmation_rate + 1)
+        return self.horizon_days * per_day
+
+    def check_work(self, max_events: int = MAX_TRACE_EVENTS) -> None:
+        """Refuse parameters whose trace would hold more than ``max_events`` events on average."""
+        expected = self.expected_events()
+        if expected > max_events:
+            raise ContractError(
+                f"the workload would draw about {expected:,.0f} events and search results, over the limit of"
+                f" {max_events:,}; lower the rates or horizon, or pass --max-events {math.ceil(expected)}"
+            )
 
     def replace(self, **changes: Any) -> WorkloadParams:
         values = self.as_dict(raw=True)
@@ -196,11 +223,16 @@ class _Thread:
         return self.versions[position][1], previous
 
 
-def generate(params: WorkloadParams | None = None, seed: int = 0) -> Chunk:
-    """One trace drawn from ``params`` with ``seed`` (see the module docstring for the model)."""
+def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events: int = MAX_TRACE_EVENTS) -> Chunk:
+    """One trace drawn from ``params`` with ``seed`` (see the module docstring for the model).
+
+    Parameters whose trace would hold more than ``max_events`` events on average are refused
+    before anything is drawn (:meth:`WorkloadParams.check_work`).
+    """
     params = params or WorkloadParams()
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ContractError(f"seed must be an integer >= 0, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ContractError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+    params.check_work(max_events)
     rng = np.random.default_rng(seed)
     horizon = int(params.horizon_days * DAY_SECONDS)
     base = start_us(params.start)

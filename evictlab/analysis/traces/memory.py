@@ -110,9 +110,13 @@ def check_policy_spec(policy: str) -> str:
     return policy
 
 
+#: The largest capacity a replay accepts (a memory of a billion facts is no cap at all).
+MAX_CAPACITY = 10**9
+
+
 def check_capacity(capacity: int) -> int:
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-        raise ContractError(f"capacity must be an integer >= 1, got {capacity!r}")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= MAX_CAPACITY:
+        raise ContractError(f"capacity must be an integer in [1, {MAX_CAPACITY:,}], got {capacity!r}")
     return int(capacity)
 
 

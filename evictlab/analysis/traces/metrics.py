@@ -42,6 +42,19 @@ METRICS = (
 )
 
 TraceSource = Callable[[], Iterable[Chunk]]
+#: Events x replays (policy x capacity x trace) a curve or study may run; ``--max-event-replays`` raises it.
+MAX_EVENT_REPLAYS = 500_000_000
+
+
+def check_replay_work(events: float, replays: int, max_event_replays: int = MAX_EVENT_REPLAYS) -> None:
+    """Refuse a run of ``replays`` replays of ``events`` events each above ``max_event_replays``."""
+    work = events * replays
+    if work > max_event_replays:
+        raise ContractError(
+            f"the run would replay about {work:,.0f} events ({replays:,} replays of about {events:,.0f} events),"
+            f" over the limit of {max_event_replays:,}; use fewer seeds, policies or capacities, or pass"
+            f" --max-event-replays {math.ceil(work)}"
+        )
 
 
 def default_policies() -> list[str]:

@@ -28,11 +28,13 @@ import pandas as pd
 from ...distributed import Placement, gather_frame
 from ...errors import ContractError
 from ...policies import BOUND, DEERMEM_POLICIES
-from .generate import WorkloadParams, generate
+from .generate import MAX_TRACE_EVENTS, WorkloadParams, generate
 from .memory import check_policy_spec
-from .metrics import DEFAULT_CAPACITIES, check_capacities, curve_rows
+from .metrics import DEFAULT_CAPACITIES, MAX_EVENT_REPLAYS, check_capacities, check_replay_work, curve_rows
 from .optimum import MAX_OPTIMUM_ARCS
 
+#: Tasks (grid points x seeds) a study may run; ``--max-tasks`` raises it.
+MAX_STUDY_TASKS = 10_000
 #: Policies of a study when none are given: DeerMem's two and the simplest baselines.
 STUDY_POLICIES = (*DEERMEM_POLICIES, "fifo", "lru")
 BASELINES = ("confidence", "fifo")
@@ -48,6 +50,7 @@ class StudyTask:
     policies: tuple[str, ...]
     capacities: tuple[int, ...]
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS
+    max_events: int = MAX_TRACE_EVENTS
 
 
 def study_tasks(
@@ -58,8 +61,15 @@ def study_tasks(
     policies: Sequence[str] = STUDY_POLICIES,
     capacities: Sequence[int] = DEFAULT_CAPACITIES,
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
+    max_tasks: int = MAX_STUDY_TASKS,
+    max_events: int = MAX_TRACE_EVENTS,
+    max_event_replays: int = MAX_EVENT_REPLAYS,
 ) -> list[StudyTask]:
-    """Every combination of ``grid``'s values x seeds 0..``seeds``-1, in a fixed order."""
+    """Every combination of ``grid``'s values x seeds 0..``seeds``-1, in a fixed order.
+
+    Refused before any task is built: more than ``max_tasks`` tasks, a grid point whose trace
+    would exceed ``max_events`` events, or more than ``max_event_replays`` events replayed in all.
+    """
     base = base or WorkloadParams()
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ContractError(f"seeds must be an integer >= 1, got {seeds!r}")
@@ -72,17 +82,27 @@ def study_tasks(
         if needed not in policies:
             policies = (*policies, needed)  # the baselines every summary compares with
     capacities = check_capacities(capacities)
+    count = seeds
+    for name in names:
+        count *= len(grid[name])
+    if count > max_tasks:
+        raise ContractError(f"the study has {count:,} tasks (grid points x seeds), over the limit of {max_tasks:,};"
+                            f" pass --max-tasks {count} to run it")
+    points = [base.replace(**dict(zip(names, values))) for values in itertools.product(*(grid[name] for name in names))]
+    for params in points:
+        params.check_work(max_events)
+    events = sum(params.expected_events() for params in points) / len(points)
+    check_replay_work(events, count * (len(policies) + 1) * len(capacities), max_event_replays)
     tasks = []
-    for workload, values in enumerate(itertools.product(*(grid[name] for name in names))):
-        params = base.replace(**dict(zip(names, values)))
+    for workload, params in enumerate(points):
         for seed in range(seeds):
-            tasks.append(StudyTask(workload, seed, params, names, policies, capacities, max_optimum_arcs))
+            tasks.append(StudyTask(workload, seed, params, names, policies, capacities, max_optimum_arcs, max_events))
     return tasks
 
 
 def run_task(task: StudyTask) -> pd.DataFrame:
     """One workload and seed: generate, replay every policy and capacity, add the bounds."""
-    chunk = generate(task.params, task.seed)
+    chunk = generate(task.params, task.seed, max_events=task.max_events)
     rows = curve_rows([(f"w{task.workload}-s{task.seed}", lambda: [chunk])], task.policies, task.capacities,
                       max_optimum_arcs=task.max_optimum_arcs)
     rows.insert(0, "seed", task.seed)
