@@ -19,7 +19,7 @@ ifneq ($(WANT),$(HAVE))
 endif
 
 # The tests that pin exact outputs (kept sets, statistics, grades, prompts, reconstruction).
-EXACT_TESTS := tests/test_selectors.py tests/test_engine.py tests/test_engine_kernel.py tests/test_deermem.py tests/test_deermem_production.py \
+EXACT_TESTS := tests/test_selectors.py tests/test_engine.py tests/test_golden_decisions.py tests/test_rank_keys.py tests/test_deermem.py tests/test_deermem_production.py \
 	tests/test_stats.py tests/test_grading.py tests/test_prompt.py tests/test_reconstruction.py
 
 .PHONY: setup venv report lint test test-fast test-exact benchmark lab clean help notebook-filter

@@ -27,8 +27,8 @@ from evictlab.analysis.sweep import make_grid, simplex_weights
 from evictlab.core import demo
 from evictlab.core.pools import Case, build_fact, build_pools, distractor_spec, support_spec, usage_entry
 from evictlab.core.protocol import PRESETS, load_protocol
-from evictlab.errors import ContractError
-from evictlab.policies import PolicyParams
+from evictlab.errors import ContractError, UnknownPolicyError
+from evictlab.policies import PolicyParams, known_policies
 from evictlab.policies.base import Reservation
 from evictlab.selection import engine
 from evictlab.selection.deermem import select_facts_for_capacity
@@ -42,6 +42,11 @@ OFFICIAL_SCENARIOS = ("confirmation_help", "access_help", "confidence_control", 
 LOSS_RANKS = (6, 6, 6, 8, 8, 8, 10, 10, 10, 10)
 SYNTHETIC_LOSS_RANKS = (6, 8, 8, 10, 10)
 POLICIES = ("confidence", "hybrid-v1")
+#: Every registered policy and modified specs over them (mmr: the scalar path inside select).
+EVERY_POLICY = (
+    *known_policies(), "lru+reserve(correction,0.1,10)", "hybrid-v1+reserve(correction,0.3,2)",
+    "random+reserve(correction)", "oracle+reserve(correction,0.3,2)", "confidence+mmr(0.5)",
+)  # fmt: skip
 
 
 def _hex(text: str) -> str:
@@ -118,13 +123,13 @@ def same_outcome(left: engine.Outcome, right: engine.Outcome) -> bool:
     )
 
 
-def assert_matches_scalar(prepared, cases, policy, setting_list, capacities, now=CLOCK):
-    result = prepared.select(policy, setting_list, capacities, details=True)
+def assert_matches_scalar(prepared, cases, policy, setting_list, capacities, now=CLOCK, seed=0):
+    result = prepared.select(policy, setting_list, capacities, details=True, seed=seed)
     assert result.shape == (len(setting_list), len(cases), len(capacities))
     for s, setting in enumerate(setting_list):
         for c, case in enumerate(cases):
             for k, capacity in enumerate(capacities):
-                expected = reference_outcome(case, policy, setting, capacity, now)
+                expected = reference_outcome(case, policy, setting, capacity, now, seed=seed)
                 actual = result.outcome(s, c, k)
                 assert same_outcome(actual, expected), (policy, setting, case.case_id, capacity, actual, expected)
 
@@ -208,12 +213,13 @@ def sweep_settings(draw):
 @settings(max_examples=60, deadline=None)
 @given(
     scheme=st.sampled_from(["protocol", "raw"]),
-    policy=st.sampled_from(POLICIES),
+    policy=st.sampled_from(EVERY_POLICY),
+    seed=st.integers(0, 3),
     setting_list=st.lists(sweep_settings(), min_size=1, max_size=3),
     capacities=st.lists(st.integers(1, 9), min_size=1, max_size=3, unique=True),
 )
-def test_engine_matches_the_scalar_selector_on_scenario_pools(scheme, policy, setting_list, capacities):
-    assert_matches_scalar(PREPARED[scheme], CASES[scheme], policy, setting_list, capacities)
+def test_engine_matches_the_scalar_selector_on_scenario_pools(scheme, policy, setting_list, capacities, seed):
+    assert_matches_scalar(PREPARED[scheme], CASES[scheme], policy, setting_list, capacities, seed=seed)
 
 
 @functools.cache
@@ -236,13 +242,14 @@ def test_demo_pools_reproduce_the_retention_totals_of_spec_2_10():
 @settings(max_examples=30, deadline=None)
 @given(
     preset=st.sampled_from(sorted(PRESETS)),
-    policy=st.sampled_from(POLICIES),
+    policy=st.sampled_from(EVERY_POLICY),
+    seed=st.integers(0, 3),
     setting_list=st.lists(sweep_settings(), min_size=1, max_size=2),
     capacities=st.lists(st.integers(1, 9), min_size=1, max_size=3, unique=True),
 )
-def test_engine_matches_the_scalar_selector_on_the_demo_pools(preset, policy, setting_list, capacities):
+def test_engine_matches_the_scalar_selector_on_the_demo_pools(preset, policy, setting_list, capacities, seed):
     prepared, cases = demo_pools(preset)
-    assert_matches_scalar(prepared, cases, policy, setting_list, capacities)
+    assert_matches_scalar(prepared, cases, policy, setting_list, capacities, seed=seed)
 
 
 def snapshot_case(index, snapshot, support_index):
@@ -272,15 +279,16 @@ def arbitrary_cases(draw, max_cases=4):
 @given(
     cases=arbitrary_cases(),
     now=clocks(),
-    policy=st.sampled_from(POLICIES),
+    policy=st.sampled_from(EVERY_POLICY),
+    seed=st.integers(0, 3),
     setting_list=st.lists(policy_params(), min_size=1, max_size=3),
     capacities=st.lists(st.integers(0, 16), min_size=1, max_size=4),
 )
-def test_engine_matches_the_scalar_selector_on_arbitrary_snapshots(cases, now, policy, setting_list, capacities):
+def test_engine_matches_the_scalar_selector_on_arbitrary_snapshots(cases, now, policy, setting_list, capacities, seed):
     # Pools of different sizes (padding), every fallback of spec 1.2, caps over and under.
     before = copy.deepcopy([(case.facts, case.usage) for case in cases])
     prepared = PreparedCases(cases, now)
-    assert_matches_scalar(prepared, cases, policy, setting_list, capacities, now)
+    assert_matches_scalar(prepared, cases, policy, setting_list, capacities, now, seed=seed)
     assert [(case.facts, case.usage) for case in cases] == before
 
 
@@ -351,24 +359,26 @@ def large_pools(draw, min_facts, max_facts, max_cases=2):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pools=large_pools(1, 150),
-    policy=st.sampled_from(POLICIES),
+    policy=st.sampled_from(EVERY_POLICY),
+    seed=st.integers(0, 3),
     setting_list=st.lists(sweep_settings(), min_size=1, max_size=2),
 )
-def test_engine_matches_the_scalar_selector_on_large_tied_pools(pools, policy, setting_list):
+def test_engine_matches_the_scalar_selector_on_large_tied_pools(pools, policy, setting_list, seed):
     cases, capacities = pools
-    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities)
+    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities, seed=seed)
 
 
 @pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pools=large_pools(600, 1000, max_cases=1),
-    policy=st.sampled_from(POLICIES),
+    policy=st.sampled_from(EVERY_POLICY),
+    seed=st.integers(0, 3),
     setting_list=st.lists(sweep_settings(), min_size=1, max_size=2),
 )
-def test_engine_matches_the_scalar_selector_on_pools_of_up_to_1000_facts(pools, policy, setting_list):
+def test_engine_matches_the_scalar_selector_on_pools_of_up_to_1000_facts(pools, policy, setting_list, seed):
     cases, capacities = pools
-    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities)
+    assert_matches_scalar(PreparedCases(cases, CLOCK), cases, policy, setting_list, capacities, seed=seed)
 
 
 def test_the_same_fact_object_twice_without_ids_is_two_facts():
@@ -564,8 +574,7 @@ def test_bad_cases_are_rejected(cases, now, message):
 @pytest.mark.parametrize(
     ("policy", "setting_list", "capacities", "message"),
     [
-        ("lru", [PolicyParams()], [5], "vectorises only confidence, hybrid-v1, not 'lru'"),
-        ("nope", [PolicyParams()], [5], "not 'nope'"),
+        ("nope", [PolicyParams()], [5], "unknown policy 'nope'"),
         ("hybrid-v1", [], [5], "no settings"),
         ("hybrid-v1", [{"confidence_weight": 1}], [5], "setting 0 must be a PolicyParams"),
         ("hybrid-v1", [PolicyParams()], [], "no capacities"),
@@ -575,7 +584,7 @@ def test_bad_cases_are_rejected(cases, now, message):
     ],
 )
 def test_bad_selections_are_rejected(policy, setting_list, capacities, message):
-    with pytest.raises(ContractError, match=message):
+    with pytest.raises((ContractError, UnknownPolicyError), match=message):
         PREPARED["protocol"].select(policy, setting_list, capacities)
 
 

@@ -18,7 +18,10 @@ def pool_sets():
     return {preset: open_pools(parse_spec(preset)) for preset, *_ in groups()}
 
 
-@pytest.mark.parametrize(("preset", "policy", "grid", "seeds"), list(groups()), ids=" ".join)
+GROUPS = list(groups())
+
+
+@pytest.mark.parametrize(("preset", "policy", "grid", "seeds"), GROUPS, ids=[" ".join(group[:3]) for group in GROUPS])
 def test_decisions_equal_the_golden_ones(pool_sets, preset, policy, grid, seeds):
     pools = pool_sets[preset]
     rendered = lines(pools, policy, grids(pools)[grid], seeds)

@@ -77,5 +77,5 @@ def test_curves_on_the_demo(pool_set):
     assert (noisy["mean_retained"] <= noisy["upper"]).all()
     figure = plots.robustness_curves(curves, 7, source="demo")
     assert "Robustness at capacity 7" in plots.figure_title(figure)
-    with pytest.raises(ContractError, match="engine"):
-        robustness_curves(pool_set, ["confidence_noise"], policies=["lru"], seeds=1)
+    with pytest.raises(ContractError, match="rank keys"):
+        robustness_curves(pool_set, ["confidence_noise"], policies=["confidence+mmr(0.5)"], seeds=1)

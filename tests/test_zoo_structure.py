@@ -13,7 +13,7 @@ from evictlab.errors import UnknownPolicyError
 from evictlab.policies import Policy, Score, get_policy, known_policies, register, registry, select
 from evictlab.policies.modifiers import resolve_policy
 
-NOT_POLICY_MODULES = {"base", "registry", "signals", "modifiers", "ties"}
+NOT_POLICY_MODULES = {"arrays", "base", "registry", "signals", "modifiers", "ties"}
 
 
 @pytest.fixture

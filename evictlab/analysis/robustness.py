@@ -4,7 +4,7 @@ docs/policies.md section 2 items 3 and 10: a policy that wins on clean metadata 
 the extractor's confidence is noisy, timestamps are skewed, confirmations are falsely
 detected, access heat is gamed, or fields go missing. :func:`robustness_curves` perturbs every
 pool with a seeded draw per (perturbation, level, seed), decides the perturbed pools with the
-vectorised engine (all seeds of one level in one batch), and reports per policy and capacity:
+one selector (all seeds of one level in one batch), and reports per policy and capacity:
 
 * ``mean_retained``: supports retained over all cases, averaged over the seeds;
 * ``lower`` / ``upper``: the 2.5 % and 97.5 % quantiles of that count over the seeds (the
@@ -43,7 +43,7 @@ import pandas as pd
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams
 from ..policies.signals import parse_timestamp, read_number
-from ..selection.engine import ENGINE_POLICIES, BatchResult, PreparedCases
+from ..selection.engine import BatchResult, PreparedCases, vectorised
 
 ROBUSTNESS_CAPACITIES = (5, 7, 9)
 ROBUSTNESS_SEEDS = 200
@@ -206,15 +206,15 @@ def robustness_curves(
 
     ``perturbations`` default to all of :data:`PERTURBATIONS`, ``levels`` to each one's
     defaults; ``seeds`` perturbed copies per level (seeds 0 to ``seeds - 1``); ``params`` to
-    the protocol's hybrid-v1 parameters. Only the engine's policies (``confidence``,
-    ``hybrid-v1``) are accepted: the point is many decisions fast.
+    the protocol's hybrid-v1 parameters. Any policy with rank keys is accepted (not ``mmr``):
+    the point is many decisions fast.
     """
     names = list(PERTURBATIONS) if perturbations is None else list(perturbations)
     for name in names:
         perturbation(name)
     for policy in policies:
-        if policy not in ENGINE_POLICIES:
-            raise ContractError(f"robustness curves run on the engine: {', '.join(ENGINE_POLICIES)}, not {policy!r}")
+        if not vectorised(policy):
+            raise ContractError(f"robustness curves run on the selector's rank keys, which {policy!r} has not")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ContractError(f"seeds must be an integer >= 1, got {seeds!r}")
     capacities = tuple(int(capacity) for capacity in capacities)

@@ -32,7 +32,7 @@ from .modifiers import resolve_policy, split_list
 from .registry import get_policy, known_policies, policy_class, register
 from .signals import fact_key, resolve_now
 
-_INFRASTRUCTURE = {"base", "registry", "signals", "ties"}
+_INFRASTRUCTURE = {"arrays", "base", "registry", "signals", "ties"}
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _INFRASTRUCTURE and not _module.name.startswith("_"):

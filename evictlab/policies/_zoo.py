@@ -106,9 +106,13 @@ def seeded_draws(namespace: str, facts: Sequence[Any], seed: int) -> list[float]
     The generator is seeded with the first 8 bytes of SHA-256 over the JSON list
     ``[namespace, seed, sorted fact ids]`` (never Python's ``hash()``, which is salted per
     process), and the draws are dealt in sorted-id order, so a fact's draw follows its id and
-    not its position in the input.
+    not its position in the input. Every fact's draw depends on every id in the snapshot.
     """
-    keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
+    return draws_for_keys(namespace, [fact_key(fact, index) for index, fact in enumerate(facts)], seed)
+
+
+def draws_for_keys(namespace: str, keys: Sequence[str], seed: int) -> list[float]:
+    """:func:`seeded_draws` for facts scored under ``keys``, by position."""
     material = json.dumps([namespace, seed, sorted(keys)], ensure_ascii=False)
     digest = hashlib.sha256(material.encode("utf-8")).digest()
     generator = random.Random(int.from_bytes(digest[:8], "big"))

@@ -13,10 +13,15 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ContractError
 from .signals import fact_key, is_category, reported_category
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .arrays import Params, Signals
 
 WEIGHT_TOLERANCE = 1e-9
 #: The roles a policy plays in a comparison (:attr:`Policy.role`).
@@ -211,7 +216,9 @@ class SelectionContext:
 
 
 class Policy:
-    """Base class of a capacity policy. Subclasses set ``name`` and implement :meth:`score`.
+    """Base class of a capacity policy. Subclasses set ``name`` and implement :meth:`score`
+    (the reference, one snapshot) and :meth:`rank_keys` (the same order as arrays, for the
+    selector of :mod:`evictlab.selection.selector`).
 
     A policy whose selection is not "rank by score" overrides :meth:`select` instead.
     """
@@ -240,6 +247,8 @@ class Policy:
     parameters: tuple[Parameter, ...] = ()
     #: Whether decisions depend on ``SelectionContext.params`` (weights, half-lives, reservation).
     reads_params: bool = False
+    #: Which of :meth:`rank_keys` is minus the score (margins are in score units).
+    value_key: int = 0
 
     def __init__(self, **values: Any) -> None:
         """A policy with its declared parameters at their defaults, except those in ``values``.
@@ -263,6 +272,26 @@ class Policy:
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         raise NotImplementedError
+
+    @property
+    def vectorised(self) -> bool:
+        """Whether :meth:`rank_keys` expresses the policy's order (it is defined).
+
+        A greedy re-ranking (``mmr``) cannot be: each step depends on the facts ranked before
+        it, so only :meth:`select` decides it (the selector's scalar path).
+        """
+        return type(self).rank_keys is not Policy.rank_keys
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        """The rank order of :meth:`select` as arrays, most significant first.
+
+        Each key broadcasts to ``signals.shape`` (or ``(settings, *signals.shape)`` when it
+        reads settings shaped so, see :class:`~.arrays.Params`); ascending ranks better, and
+        the selector breaks every remaining tie by input position. Facts whose keys are all
+        equal are tied exactly as :attr:`Decision.rank_keys` ties them, and
+        ``-keys[value_key]`` is each fact's score (both property-tested against :meth:`score`).
+        """
+        raise NotImplementedError(f"policy {self.name!r} has no rank keys")
 
     def reservation(self, context: SelectionContext) -> Reservation | None:
         return None

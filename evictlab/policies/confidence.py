@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
+from .arrays import Params, Signals
 from .base import Policy, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields, read_confidence
@@ -26,3 +29,6 @@ class ConfidencePolicy(Policy):
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [confidence_score(fact) for fact in facts]
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (-signals.confidence,)

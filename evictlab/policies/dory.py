@@ -31,6 +31,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO_SHADES
 from ._zoo import (
     KeyedPolicy,
@@ -41,6 +43,7 @@ from ._zoo import (
     last_access_days,
     usage_entries,
 )
+from .arrays import Params, Signals, age_days
 from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import decay
@@ -68,6 +71,7 @@ class DoryPolicy(KeyedPolicy):
     summary = "Dory's recency + frequency + salience decay; core boosted, archivable first out."
     color = OKABE_ITO_SHADES["reddish_purple_dark"]
     component_names = ("recency", "frequency", "salience", "core", "archivable")
+    value_key = 1
     parameters = (
         Parameter("recency_rate_per_day", RECENCY_RATE_PER_DAY, 0, 100, doc="recency's decay rate"),
         Parameter("salience_half_life_days", SALIENCE_HALF_LIFE_DAYS, 0.01, 36500, doc="salience recency half-life"),
@@ -109,3 +113,24 @@ class DoryPolicy(KeyedPolicy):
 
     def rank_key(self, score: Score) -> RankKey:
         return (score.components["archivable"], -score.value)
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        numerics, values, valid = params.numerics, self.values, signals.valid
+        activations = signals.access_count
+        age = age_days(signals.accessed_days, signals.created_days)
+        most = np.where(valid, activations, 0).max(axis=-1, keepdims=True, initial=0)
+        recency = numerics.exp(-values["recency_rate_per_day"] * age)
+        logs = numerics.log(activations + 1) / numerics.log(np.maximum(most, 1) + 1)
+        frequency = np.where(most > 0, logs, 0.0)
+        salience = REINFORCEMENT_WEIGHT * np.minimum(1, signals.confirmation_count) + SALIENCE_RECENCY_WEIGHT * (
+            numerics.decay(age, values["salience_half_life_days"])
+        )
+        # Core: the top 20 % of each pool by salience (salience > 0), ties by input position.
+        by_salience = np.argsort(np.where(valid, -salience, np.inf), axis=-1, kind="stable")
+        ranks = np.empty_like(by_salience)
+        np.put_along_axis(ranks, by_salience, np.arange(signals.shape[-1]), axis=-1)
+        count = np.floor(CORE_SHARE * valid.sum(axis=-1, keepdims=True))
+        core = valid & (ranks < count) & (salience > 0)
+        raw = RECENCY_WEIGHT * recency + FREQUENCY_WEIGHT * frequency + SALIENCE_WEIGHT * salience
+        archivable = (activations >= PROTECTED_BELOW_ACTIVATIONS) & ~core & (raw < values["archive_threshold"])
+        return (archivable.astype(np.float64), -np.where(core, raw / CORE_FLOOR, raw))

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
 from ._zoo import days_since
+from .arrays import Params, Signals, age_days
 from .base import Policy, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields
@@ -30,3 +33,6 @@ class FifoPolicy(Policy):
             age = days_since(context.now, fact_fields(fact).get("createdAt"))
             scores.append(Score(-age, {"createdAgeDays": age}))
         return scores
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (age_days(signals.created_days),)  # minus the score

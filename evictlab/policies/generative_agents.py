@@ -20,8 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO_SHADES
 from ._zoo import last_access_days, min_max, usage_entries
+from .arrays import Params, Signals, age_days
 from .base import Parameter, Policy, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields, read_confidence
@@ -63,6 +66,26 @@ class GenerativeAgentsPolicy(Policy):
             )
             scores.append(Score(value, dict(zip(self.component_names, terms))))
         return scores
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        hours = HOURS_PER_DAY * age_days(signals.accessed_days, signals.created_days)
+        recency = params.numerics.power(self.values["decay_per_hour"], hours)
+        importance = 1 + 9 * signals.confidence
+        relevance = np.zeros(signals.shape)
+        terms = [pool_min_max(term, signals.valid) for term in (recency, importance, relevance)]
+        value = (
+            self.recency_weight * terms[0] + self.importance_weight * terms[1] + self.relevance_weight * terms[2]
+        )
+        return (-value,)
+
+
+def pool_min_max(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """:func:`._zoo.min_max` over each row's valid facts (a constant row normalises to 0)."""
+    low = np.where(valid, values, np.inf).min(axis=-1, keepdims=True, initial=np.inf)
+    high = np.where(valid, values, -np.inf).max(axis=-1, keepdims=True, initial=-np.inf)
+    with np.errstate(invalid="ignore"):  # a row with no valid fact
+        spread = np.where(high == low, 1.0, high - low)
+        return np.where(high == low, 0.0, (values - low) / spread)
 
 
 @register

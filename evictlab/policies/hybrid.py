@@ -10,7 +10,10 @@ import datetime as _dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
+from .arrays import Params, Signals
 from .base import Policy, Reservation, Score, SelectionContext
 from .registry import register
 from .signals import access_heat, confirmation_freshness, fact_fields, fact_key, read_confidence
@@ -66,6 +69,25 @@ def score_all(
     ]
 
 
+def hybrid_values(signals: Signals, params: Params) -> np.ndarray:
+    """:func:`hybrid_score`'s value for every fact, in the same operations."""
+    numerics = params.numerics
+    confirmed = ~np.isnan(signals.confirmed_days)
+    created = ~np.isnan(signals.created_days)
+    days = np.where(confirmed, signals.confirmed_days, np.where(created, signals.created_days, 0.0))
+    factor = numerics.decay(days, params.confirmation_half_life_days)
+    freshness = np.where(confirmed, factor, np.where(created, 0.5 * factor, 0.0))
+    usable = signals.heat > 0
+    heat = numerics.heat(
+        np.where(usable, signals.heat, 0.0),
+        np.where(usable, signals.accessed_days, 0.0),
+        params.access_half_life_days,
+    )
+    access = np.where(usable, heat, 0.0)
+    w_conf, w_confirm, w_access = params.weights
+    return w_conf * signals.confidence + w_confirm * freshness + w_access * access
+
+
 @register
 class HybridV1Policy(Policy):
     name = "hybrid-v1"
@@ -88,6 +110,9 @@ class HybridV1Policy(Policy):
             params.confirmation_half_life_days,
             params.access_half_life_days,
         )
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (-hybrid_values(signals, params),)
 
     def reservation(self, context: SelectionContext) -> Reservation:
         params = context.params

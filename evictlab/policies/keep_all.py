@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
+from .arrays import Params, Signals
 from .base import BOUND, Policy, Score, SelectionContext
 from .registry import register
 
@@ -27,3 +30,6 @@ class KeepAllPolicy(Policy):
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [Score(0.0, {}) for _ in facts]
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (np.full(signals.shape, -0.0),)  # minus every score, 0.0: the input position decides

@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
 from ._zoo import KeyedPolicy, RankKey, access_count, last_access_days, usage_entries
+from .arrays import Params, Signals, age_days
 from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import decay
@@ -44,3 +47,8 @@ class LfuAgingPolicy(KeyedPolicy):
 
     def rank_key(self, score: Score) -> RankKey:
         return (-score.value, score.components["accessAgeDays"])
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        age = age_days(signals.accessed_days, signals.created_days)
+        value = signals.access_count * params.numerics.decay(age, self.values["half_life_days"])
+        return (-value, age)

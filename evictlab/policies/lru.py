@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
 from ._zoo import last_access_days, usage_entries
+from .arrays import Params, Signals, age_days
 from .base import Policy, Score, SelectionContext
 from .registry import register
 
@@ -30,3 +33,6 @@ class LruPolicy(Policy):
             age = last_access_days(fact, entry, context.now)
             scores.append(Score(-age, {"accessAgeDays": age}))
         return scores
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (age_days(signals.accessed_days, signals.created_days),)  # minus the score

@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO_SHADES
 from ._zoo import (
     KeyedPolicy,
@@ -33,6 +35,7 @@ from ._zoo import (
     seeded_draws,
     usage_entries,
 )
+from .arrays import Params, Signals, age_days
 from .base import Parameter, Score, SelectionContext
 from .registry import register
 from .signals import fact_fields
@@ -72,6 +75,7 @@ class MemoryBankPolicy(KeyedPolicy):
     color = OKABE_ITO_SHADES["bluish_green_darker"]
     component_names: tuple[str, ...] = ("strength", "recallAgeDays", "expired")
     parameters = (Parameter("expiry_days", EXPIRY_DAYS, 0, 36500, doc="days unrecalled after which a fact expires"),)
+    value_key = 1
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         entries = usage_entries(facts, context)
@@ -81,6 +85,19 @@ class MemoryBankPolicy(KeyedPolicy):
     def rank_key(self, score: Score) -> RankKey:
         return (score.components["expired"], -score.value)
 
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        retention, expired = self.retention(signals, params)
+        return (expired, -retention)
+
+    def retention(self, signals: Signals, params: Params) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`memorybank_score`'s retention and expired flag (1.0 or 0.0) of every fact."""
+        recalls = signals.access_count + signals.confirmation_count
+        strength = 1 + np.minimum(recalls, MAX_STRENGTH_GAIN)
+        ages = (age_days(days) for days in (signals.accessed_days, signals.confirmed_days, signals.created_days))
+        age = np.minimum.reduce(list(ages))
+        retention = params.numerics.exp(-age / strength)
+        return retention, (age >= self.values["expiry_days"]).astype(np.float64)
+
 
 @register
 class MemoryBankSeededPolicy(MemoryBankPolicy):
@@ -89,6 +106,7 @@ class MemoryBankSeededPolicy(MemoryBankPolicy):
     seeded = True
     color = OKABE_ITO_SHADES["bluish_green_light"]
     component_names = (*MemoryBankPolicy.component_names, "survived")
+    value_key = 2
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         draws = seeded_draws(type(self).name, facts, context.seed)  # the same draws whatever the parameters
@@ -99,3 +117,8 @@ class MemoryBankSeededPolicy(MemoryBankPolicy):
 
     def rank_key(self, score: Score) -> RankKey:
         return (-score.components["survived"], *super().rank_key(score))
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        retention, expired = self.retention(signals, params)
+        survived = signals.draws(type(self).name, params.seeds) < retention
+        return (-survived.astype(np.float64), expired, -retention)

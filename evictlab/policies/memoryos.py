@@ -15,8 +15,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
 from ._zoo import access_count, confirmation_count, last_access_days, usage_entries
+from .arrays import Params, Signals, age_days
 from .base import Parameter, Policy, Score, SelectionContext
 from .registry import register
 
@@ -49,3 +52,9 @@ class MemoryOsHeatPolicy(Policy):
             }
             scores.append(Score(value, components))
         return scores
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        hours = HOURS_PER_DAY * age_days(signals.accessed_days, signals.created_days)
+        recency = params.numerics.exp(-hours / self.values["time_constant_hours"])
+        visits = signals.access_count + signals.confirmation_count  # integers first, as in score
+        return (-(visits + recency),)

@@ -34,8 +34,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import ContractError
 from ._zoo import KeyedPolicy, RankKey, rank_key_of
+from .arrays import Params, Signals
 from .base import (
     Decision,
     Policy,
@@ -69,6 +72,17 @@ class ModifiedPolicy(KeyedPolicy):
         self.component_names = base.component_names
         self.default_tie_break = base.default_tie_break
         self.uniform_order = base.uniform_order
+        # What the decision depends on is the base's.
+        self.reads_params = base.reads_params
+        self.seeded = base.seeded
+        self.value_key = base.value_key
+
+    @property
+    def vectorised(self) -> bool:
+        return self.base.vectorised
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return self.base.rank_keys(signals, params)
 
     def rank_key(self, score: Score) -> RankKey:
         return rank_key_of(self.base, score)
@@ -187,6 +201,13 @@ class RedundancyPenaltyPolicy(ModifiedPolicy):
         self.lam = lam
         # The greedy order is no longer a random draw, and it reports no rank keys (no ties).
         self.uniform_order = False
+
+    @property
+    def vectorised(self) -> bool:
+        return False  # each step depends on the facts ranked before it: no keys express it
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError(f"{self.name}: a greedy re-ranking has no rank keys; it is decided by select()")
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return self.rerank(facts, len(facts), context)[0]

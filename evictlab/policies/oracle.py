@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..palette import OKABE_ITO
 from ._zoo import KeyedPolicy, RankKey, flag
+from .arrays import Params, Signals
 from .base import BOUND, Score, SelectionContext
-from .hybrid import HybridV1Policy
+from .hybrid import HybridV1Policy, hybrid_values
 from .registry import register
 from .signals import fact_key
 
@@ -28,6 +31,7 @@ class OraclePolicy(KeyedPolicy):
     color = OKABE_ITO["black"]
     component_names = (*HybridV1Policy.component_names, "support")
     reads_params = True  # orders the facts after the supports by hybrid-v1's score
+    value_key = 1
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         hybrid = HybridV1Policy().score(facts, context)
@@ -39,3 +43,6 @@ class OraclePolicy(KeyedPolicy):
 
     def rank_key(self, score: Score) -> RankKey:
         return (-score.components["support"], -score.value)
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (-signals.support.astype(np.float64), -hybrid_values(signals, params))

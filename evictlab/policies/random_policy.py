@@ -14,9 +14,12 @@ import datetime as _dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import ContractError
 from ..palette import OKABE_ITO
 from ._zoo import seeded_draws
+from .arrays import Params, Signals
 from .base import BASELINE, Policy, Score, SelectionContext
 from .registry import register
 from .signals import resolve_now
@@ -38,6 +41,9 @@ class RandomPolicy(Policy):
         return [
             Score(draw, {"draw": draw}) for draw in seeded_draws(type(self).name, facts, context.seed)
         ]
+
+    def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
+        return (-signals.draws(type(self).name, params.seeds),)
 
 
 def random_retention_mean(

@@ -42,10 +42,10 @@ seven setting columns           float64,    the :class:`~evictlab.policies.Polic
                                             ``expected``
 ==============================  ==========  =====================================================
 
-``confidence`` and ``hybrid-v1`` are decided by the vectorised engine
-(:meth:`evictlab.selection.engine.PreparedCases.select`); every other registered policy by the scalar
-selector through :func:`evictlab.selection.engine.reference_outcome`. Both give the same decisions,
-bit for bit (property-tested).
+Every policy is decided by :meth:`evictlab.selection.engine.PreparedCases.select`: on its rank
+keys through the one selector (:mod:`evictlab.selection.selector`), or, for a policy no keys
+express (``mmr``), by the scalar selector decision by decision. Both give the scalar selector's
+decisions, bit for bit (``tests/test_golden_decisions.py``, property tests).
 
 The per-decision outputs are :data:`evictlab.selection.engine.OUTPUTS` with the dtypes of
 :data:`OUTPUT_DTYPES`: a new output column is one new field of
@@ -82,7 +82,7 @@ from ..core.protocol import PRESETS
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, Policy, PolicyParams, resolve_policy
 from ..policies.ties import EXPECTED, TIE_BREAKS, check_tie_break
-from .engine import ENGINE_POLICIES, OUTPUTS, PreparedCases, reference_outcome
+from .engine import OUTPUTS, PreparedCases
 from .engine_settings import SettingColumns
 from .tables import retention_cell, retention_counts, retention_table, scenario_table, tie_counts
 
@@ -290,26 +290,11 @@ def decide_grid(
 def _decide(
     cases: PreparedCases, policy: str, seed: int, settings: SettingColumns, capacities: tuple[int, ...], details: bool
 ) -> tuple[dict[str, np.ndarray], list[tuple[str, ...]] | None]:
-    """Outputs shaped (settings, cases, capacities) and, with ``details``, each row's kept ids:
-    from the engine where it vectorises the policy, else from the scalar selector."""
-    if policy in ENGINE_POLICIES:  # deterministic: the seed changes nothing
-        batch = cases.select(policy, settings, capacities, details=details)
-        kept = None
-        if details:
-            kept = [batch.kept_fact_ids(*index) for index in np.ndindex(*batch.shape)]
-        return batch.outputs(), kept
-    outcomes = [
-        reference_outcome(case, policy, setting, capacity, cases.now, seed=seed)
-        for setting in settings
-        for case in cases.cases
-        for capacity in capacities
-    ]
-    shape = (len(settings), len(cases), len(capacities))
-    outputs = {
-        name: np.array([getattr(o, name) for o in outcomes], dtype=dtype).reshape(shape)
-        for name, dtype in OUTPUT_DTYPES.items()
-    }
-    return outputs, [o.kept_fact_ids for o in outcomes] if details else None
+    """Outputs shaped (settings, cases, capacities) and, with ``details``, each row's kept ids,
+    from the one selector (a policy without rank keys, ``mmr``, on the scalar selector inside it)."""
+    batch = cases.select(policy, settings, capacities, details=details, seed=seed)
+    kept = [batch.kept_fact_ids(*index) for index in np.ndindex(*batch.shape)] if details else None
+    return batch.outputs(), kept
 
 
 def _constant(categories: list[str], value: str, size: int) -> pd.Categorical:

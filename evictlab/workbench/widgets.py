@@ -19,8 +19,8 @@ as ``random``) are shown at seed 0.
 
 How a change is computed (:meth:`Explorer.refresh`): the pools of each preset are built once
 (:class:`PoolCache`); every case is decided by :func:`evictlab.selection.decisions.decide_grid`
-(``confidence`` and ``hybrid-v1`` on the vectorised engine, any other policy on the scalar
-selector, memoised per setting); the
+(every policy through the one selector on its rank keys; ``mmr`` on the scalar selector,
+memoised per setting); the
 selected case is explained by :func:`evictlab.selection.explain.explain`. The figure is one
 :class:`~evictlab.workbench.plots.ExplorerFigure` whose artists are updated in place; on screen it is
 one ``ipywidgets.Image`` (the static raster with the changing artists blitted on it by
@@ -64,7 +64,7 @@ from ..policies.base import WEIGHT_TOLERANCE
 from ..policies.hybrid import CORRECTION
 from ..policies.signals import fact_key, is_category
 from ..selection.decisions import OUTPUT_DTYPES, decide_grid
-from ..selection.engine import ENGINE_POLICIES, PreparedCases
+from ..selection.engine import PreparedCases, vectorised
 from ..selection.explain import Explanation, explain
 from .explorer_tables import details_html, explanation_table_html
 from .loaders import dataset_label, load_pool_set
@@ -157,7 +157,7 @@ class PoolCache:
 
 def decisions_for(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
     """One row per case (columns :data:`RESULT_COLUMNS`): the explorer's view of
-    :func:`evictlab.selection.decisions.decide_grid` (engine or scalar selector, as the policy needs).
+    :func:`evictlab.selection.decisions.decide_grid` (the selector, or the scalar selector for ``mmr``).
 
     ``support_status`` is the support's :attr:`evictlab.selection.explain.FactExplanation.status`
     (``kept``, ``reserved`` or ``evicted``) and ``kept_by_reservation`` whether it is
@@ -440,7 +440,7 @@ class Explorer:
     # ------------------------------------------------------------------ computing
 
     def _decide(self, entry: PresetPools, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
-        if policy in ENGINE_POLICIES:
+        if vectorised(policy):
             return decisions_for(entry.prepared, policy, params, capacity)
         key = (entry.preset, policy, params, capacity)
         if key in self._scalar_cache:

@@ -1,0 +1,110 @@
+"""Each policy's ``rank_keys`` orders and ties facts exactly as its scalar ``score`` does.
+
+On random snapshots (tests/strategies.py: every fallback of spec 1.2, small value pools so
+exact ties are frequent) and random parameters, for every registered policy and a few
+modified specs: the vectorised keys of each fact equal the scalar rank keys of its
+``Decision`` (so the ties are the same), ``-keys[value_key]`` is its score, and the keys
+sorted with the input position last give the scalar ranking.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import clocks, policy_params, snapshots
+
+from evictlab.policies import known_policies, resolve_policy, select
+from evictlab.policies.arrays import Params, Signals
+from evictlab.policies.signals import fact_key
+
+SPECS = (*known_policies(), "lru+reserve(correction,0.1,10)", "lfu-aging(half_life_days=0.5)",
+         "dory(recency_rate_per_day=2,archive_threshold=0.5)", "memorybank(expiry_days=0)",
+         "generative-agents(decay_per_hour=0.5)", "memoryos-heat(time_constant_hours=0.1)")  # fmt: skip
+
+
+def same(first: float, second: float) -> bool:
+    """The same double, the sign of a zero included (NaN equals NaN)."""
+    return repr(float(first)) == repr(float(second))
+
+
+def vector_keys(policy, facts, usage, now, params, seed, support):
+    signals = Signals.of_facts(facts, now, usage, support)
+    keys = [np.broadcast_to(key, signals.shape) for key in policy.rank_keys(signals, Params.of(params, seed))]
+    return [tuple(float(key[index]) for key in keys) for index in range(len(facts))]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@settings(max_examples=120, deadline=None)
+@given(snapshots(unique_ids=True), clocks(), policy_params(), st.integers(0, 3), st.data())
+def test_rank_keys_equal_the_scalar_order_ties_included(spec, snapshot, now, params, seed, data):
+    facts, usage = snapshot
+    ids = [fact_key(fact, index) for index, fact in enumerate(facts)]
+    support = data.draw(st.sets(st.sampled_from(ids), max_size=2)) if ids else set()
+    policy = resolve_policy(spec)
+    decision = select(spec, facts, len(facts) + 1, usage=usage, now=now, params=params,
+                      support_fact_ids=support, seed=seed)  # fmt: skip
+    keys = vector_keys(policy, facts, usage, now, params, seed, support)
+    for index, key in enumerate(ids):
+        assert len(keys[index]) == len(decision.rank_keys[index])
+        assert all(map(same, keys[index], decision.rank_keys[index])), (index, keys[index], decision.rank_keys[index])
+        assert same(-keys[index][policy.value_key], decision.scores[key].value)
+    ranked = sorted(range(len(facts)), key=lambda index: (*keys[index], index))
+    assert tuple(ranked) == decision.ranking
+
+
+@given(snapshots(unique_ids=True), clocks(), policy_params())
+@settings(max_examples=60, deadline=None)
+def test_keys_over_settings_equal_the_keys_of_each_setting(snapshot, now, params):
+    facts, usage = snapshot
+    signals = Signals.of_facts(facts, now, usage)
+    other = params.replace(confirmation_half_life_days=7.5, access_half_life_days=1)
+    columns = {name: np.array([getattr(params, name), getattr(other, name)]) for name in params.as_dict()}
+    (both,) = resolve_policy("hybrid-v1").rank_keys(signals, Params.columns(columns))
+    for row, setting in enumerate((params, other)):
+        (one,) = resolve_policy("hybrid-v1").rank_keys(signals, Params.of(setting))
+        assert np.array_equal(np.broadcast_to(both, (2, 1, len(facts)))[row, 0], one)
+
+
+def test_mmr_says_it_has_no_rank_keys():
+    policy = resolve_policy("confidence+mmr(0.5)")
+    assert not policy.vectorised
+    with pytest.raises(NotImplementedError, match="greedy"):
+        policy.rank_keys(Signals.of_facts([], _clock()), Params.of())
+
+
+def _clock():
+    import datetime as _dt
+
+    return _dt.datetime(2026, 8, 13, tzinfo=_dt.UTC)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(-1e3, 1e5) | st.sampled_from([0.0, -0.0, math.inf]), min_size=1, max_size=40),
+    st.lists(st.sampled_from([0.5, 1, 7.5, 30, 90, 0.0]), min_size=1, max_size=5),
+)
+def test_numerics_apply_the_scalar_function_to_every_element(days, half_lives):
+    from evictlab.policies import arrays
+    from evictlab.policies.signals import decay
+
+    grid = np.array(days)[None, :]
+    lives = np.array(half_lives, dtype=float)[:, None]
+    tabled = arrays.EXACT.decay(grid, lives)
+    expected = np.array([[decay(d, h) for d in days] for h in half_lives])
+    assert tabled.tobytes() == expected.tobytes()
+    # Past the table limit only the combinations present are computed: the same doubles.
+    limit, arrays._TABLE_LIMIT = arrays._TABLE_LIMIT, 0
+    try:
+        assert arrays.EXACT.decay(grid, lives).tobytes() == expected.tobytes()
+    finally:
+        arrays._TABLE_LIMIT = limit
+
+
+def test_numerics_keep_negative_zero_apart():
+    from evictlab.policies.arrays import EXACT
+
+    assert [math.copysign(1, value) for value in EXACT.apply(math.log1p, np.array([0.0, -0.0]))] == [1.0, -1.0]
