@@ -8,7 +8,7 @@ whole batch of settings x cases x capacities for any policy spec: the policy's r
 with the same kept sets, support ranks, reserved counts, margins and ties as the scalar
 selector (:func:`evictlab.policies.select`), bit for bit. A policy whose order no keys express
 (``mmr``) is decided by the scalar selector, decision by decision (:func:`reference_outcome`).
-A policy that ignores the setting (:func:`setting_free`) is decided once and repeated.
+A policy that ignores the setting (``Policy.reads_params`` False) is decided once and repeated.
 Settings are processed in chunks whose largest array holds at most :data:`CHUNK_ELEMENTS`
 elements, so memory stays bounded however large the grid.
 
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContractError
-from ..policies import Policy, PolicyParams, SelectionContext, known_policies, policy_class, resolve_policy
+from ..policies import Policy, PolicyParams, SelectionContext, resolve_policy
 from ..policies.arrays import Params, Signals
 from ..policies.signals import fact_key, resolve_now
 from ..policies.ties import CutLine, tie_outcome
@@ -62,19 +62,6 @@ def as_policy(policy: str | Policy) -> Policy:
 def vectorised(policy: str | Policy) -> bool:
     """Whether a policy spec is decided by the selector on rank keys (all but ``mmr``)."""
     return as_policy(policy).vectorised
-
-
-def setting_free(policy: str | Policy) -> bool:
-    """Whether a policy spec's decisions ignore the setting (it reads no PolicyParams): decided once."""
-    return not as_policy(policy).reads_params
-
-
-#: The registered policies decided on rank keys (every one), for callers that test membership;
-#: :func:`vectorised` reads any spec.
-ENGINE_POLICIES = tuple(name for name in known_policies() if policy_class(name)().vectorised)
-#: The policies a sweep stores once per preset (its file layout 3); :func:`setting_free` says
-#: which specs ignore the setting (every policy but hybrid-v1 and oracle).
-SETTING_FREE_POLICIES = ("confidence",)
 
 
 def check_settings(settings: Sequence[PolicyParams]) -> SettingColumns:
