@@ -21,8 +21,9 @@ from .signals import access_heat, confirmation_freshness, fact_fields, fact_key,
 CORRECTION = "correction"
 
 
-def hybrid_value(weights: tuple[float, float, float], confidence: float, freshness: float, heat: float) -> float:
-    """The weighted sum of the three components (also what an audit's recorded score must equal)."""
+def hybrid_value(weights: tuple[Any, Any, Any], confidence: Any, freshness: Any, heat: Any) -> Any:
+    """The weighted sum of the three components (also what an audit's recorded score must equal);
+    numbers or arrays (:func:`hybrid_values`)."""
     w_conf, w_confirm, w_access = weights
     # Left to right, exactly as written: exact ties between scores depend on it.
     return w_conf * confidence + w_confirm * freshness + w_access * heat
@@ -83,9 +84,7 @@ def hybrid_values(signals: Signals, params: Params) -> np.ndarray:
         np.where(usable, signals.accessed_days, 0.0),
         params.access_half_life_days,
     )
-    access = np.where(usable, heat, 0.0)
-    w_conf, w_confirm, w_access = params.weights
-    return w_conf * signals.confidence + w_confirm * freshness + w_access * access
+    return hybrid_value(params.weights, signals.confidence, freshness, np.where(usable, heat, 0.0))
 
 
 @register

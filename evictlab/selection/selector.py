@@ -276,9 +276,10 @@ def support_outputs(
         other = np.where(takes, np.fmax(other, lowest_reserved), other)
     other = np.where(over, other, np.nan)
     own_value = keys.value[:, rows, support][..., None]
-    margin = own_value - keys.values_of(other)
-    larger = np.fmax(np.abs(own_value), np.abs(keys.values_of(other)))
-    with np.errstate(invalid="ignore"):
+    other_value = keys.values_of(other)
+    larger = np.fmax(np.abs(own_value), np.abs(other_value))
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN, as in Python
+        margin = own_value - other_value
         near = np.isfinite(margin) & (margin != 0) & (np.abs(margin) <= NEAR_TIE_RELATIVE * larger)
     by_keys = expected_retention(
         caps, reserved, over, retained, tied_all, tied_members, better_members, better_all - better_members, member
