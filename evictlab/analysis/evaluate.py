@@ -74,7 +74,8 @@ def policy_row(case: Case, policy: str, capacity: int, decision: Decision) -> di
             for fact_id, score in sorted(decision.scores.items())
         },
         "support_all_retained": len(retained) == len(case.support_fact_ids),
-        "support_recall": len(retained) / len(case.support_fact_ids),
+        # An imported store's buckets have no support fact: no recall to report.
+        "support_recall": len(retained) / len(case.support_fact_ids) if case.support_fact_ids else None,
         "reserved_correction_slots": decision.reserved_correction_slots,
     }
 
@@ -120,6 +121,7 @@ def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any
     out = []
     for (source, scenario, capacity, policy), members in sorted(groups.items()):
         retained = sum(1 for row in members if row["support_all_retained"])
+        recalls = [row["support_recall"] for row in members if row["support_recall"] is not None]
         out.append(
             {
                 "source": source,
@@ -129,7 +131,7 @@ def summarize(rows: Iterable[dict[str, Any]], protocol_id: str) -> dict[str, Any
                 "cases": len(members),
                 "support_all_retained": retained,
                 "support_all_retained_rate": retained / len(members),
-                "mean_support_recall": sum(row["support_recall"] for row in members) / len(members),
+                "mean_support_recall": sum(recalls) / len(recalls) if recalls else None,
             }
         )
     return {"schema_version": 1, "protocol_id": protocol_id, "groups": out}

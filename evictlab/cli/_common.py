@@ -48,7 +48,8 @@ def add_dataset_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dataset",
         metavar="PATH",
-        help="LongMemEval oracle JSON file (default: the embedded demo dataset)",
+        help="LongMemEval oracle JSON file, or an 'evictlab import deermem' folder (its buckets are the cases;"
+        " run-policy, explain) (default: the embedded demo dataset)",
     )
     group.add_argument(
         "--allow-unpinned",

@@ -180,10 +180,12 @@ def table_lines(explanation: Explanation, case: Case, preset: str) -> list[str]:
     components = list(dict.fromkeys(name for item in explanation.facts for name in item.components))
     width = max([len("fact"), *(len(item.fact_id) + 2 for item in explanation.facts)])
     lines = [
-        f"case {case.case_id} ({case.scenario}, loss rank {case.loss_rank}), preset {preset}",
+        f"case {case.case_id} ({case.scenario}, loss rank {case.loss_rank}), preset {preset}" if support else
+        f"bucket {case.case_id} of an imported store (no support fact), preset {preset}",
         (
             f"{explanation.policy} at capacity {explanation.capacity}: kept {kept} of {len(explanation.facts)}"
-            f" ({explanation.reserved_slots} reserved); support {'retained' if retained else 'EVICTED'}"
+            f" ({explanation.reserved_slots} reserved)"
+            + (f"; support {'retained' if retained else 'EVICTED'}" if support else "")
         ),
         "",
     ]

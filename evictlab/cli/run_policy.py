@@ -6,11 +6,24 @@ import argparse
 from pathlib import Path
 
 from .. import results
-from ..analysis.evaluate import KIND, OUTPUT_FILES, check_run_lists, run_parameters, write_run_files
+from ..analysis.evaluate import (
+    KIND,
+    OUTPUT_FILES,
+    RUN_FILES,
+    check_run_lists,
+    evaluate,
+    run_parameters,
+    run_record,
+    summarize,
+    write_run_files,
+)
+from ..analysis.store_audit import is_correction
 from ..core.pools import PoolSet
+from ..core.stores.imported import is_import
+from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, known_policies
 from ..policies.ties import TIE_BREAKS
-from ..selection.decisions import decide_grid, scenario_table
+from ..selection.decisions import decide_grid, distinct, scenario_table
 from . import summary
 from ._common import (
     POLICY_HELP,
@@ -77,6 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # A bad override or policy fails before anything is read.
     changes = parameter_changes(args.param)
+    if args.dataset is not None and is_import(args.dataset):
+        return run_store(args, changes)
     protocol = protocol_from(args)
     config = protocol.config
     cases = sum(map(len, protocol.official.scenarios.values())) + len(protocol.synthetic.cases)
@@ -104,4 +119,31 @@ def run(args: argparse.Namespace) -> int:
           + f" (input-order: the decision as made; expected: over random orders of tied facts);"
           f" {RETENTION_NOTE}")  # fmt: skip
     print(f"wrote {len(rows)} rows to {args.output_dir}")
+    return 0
+
+
+def run_store(args: argparse.Namespace, changes: dict) -> int:
+    """run-policy on an imported store (``--dataset IMPORT_DIR``): DeerFlow's three files over its
+    buckets, and a table of what each policy keeps at each capacity."""
+    if not args.capacities:
+        raise ContractError("an imported store needs --capacities (DeerMem's max_facts, 100 by default)")
+    policies = distinct("policies", tuple(with_policy_parameters(args.policies, args.param)))
+    pool_set = pool_set_from(args)
+    params = pool_set.protocol.config.hybrid.replace(**changes)
+    parameters = run_parameters(policies, args.capacities, preset_name(args), params)
+    with results.run(args.output_dir, KIND, parameters=parameters, outputs=RUN_FILES) as current:
+        current.record.dataset = pool_set.dataset.record()
+        rows = evaluate(pool_set, policies, args.capacities, params)
+        current.write_jsonl("policy.raw.jsonl", rows)
+        current.write_json("summary.json", summarize(rows, pool_set.protocol.protocol_id))
+        current.write_json("run.json", run_record(pool_set, policies, args.capacities, preset=preset_name(args),
+                                                  params=params))  # fmt: skip
+    facts = {case.case_id: case.facts for case in pool_set.cases}
+    for row in rows:
+        corrections = {fact["id"] for fact in facts[row["case_id"]] if is_correction(fact)}
+        print(f"{row['case_id']} at {row['capacity']}, {row['policy']}: kept {len(row['kept_fact_ids'])} of"
+              f" {len(facts[row['case_id']])}, corrections {len(corrections & set(row['kept_fact_ids']))} of"
+              f" {len(corrections)}, {row['reserved_correction_slots']} reserved")  # fmt: skip
+    print(f"wrote {len(rows)} rows to {args.output_dir} (clock {pool_set.protocol.evaluation_time.isoformat()};"
+          " 'evictlab explain --dataset' says why a fact went, 'evictlab gate' compares two such runs)")
     return 0

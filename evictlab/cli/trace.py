@@ -38,6 +38,7 @@ from ..analysis.traces.output import write_run
 from ..analysis.traces.replay import audit_trail
 from ..analysis.traces.schema import Chunk, iter_chunks, write_trace
 from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
+from ..core.stores.imported import is_import, store_traces
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
@@ -231,7 +232,8 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three files")
     parser.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
-                        help="a trace file (.parquet or .jsonl), streamed; repeatable")
+                        help="a trace file (.parquet or .jsonl), streamed, or an 'evictlab import deermem' folder"
+                        " (its traces, one per bucket); repeatable")
     parser.add_argument("--seeds", type=int, default=MIN_SEEDS, metavar="N",
                         help=f"without --trace: replay generated workloads of seeds 0..N-1 [{MIN_SEEDS}]")
     parser.add_argument("--audit-capacity", type=int, metavar="K",
@@ -249,6 +251,7 @@ def run_replay(args: argparse.Namespace) -> int:
         check_policy_spec(policy)
     replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum
     traces: list[tuple[str, TraceSource]]
+    args.trace = [trace for path in args.trace for trace in (store_traces(path) if is_import(path) else [path])]
     if args.trace:
         paths = unique(args.trace, "--trace")
         traces = [(str(path), partial(iter_chunks, path)) for path in paths]

@@ -293,8 +293,14 @@ def open_pools(spec: RunSpec, *, notice: Callable[[Dataset, Protocol], None] | N
     variant make the pools. The command line builds a :class:`~evictlab.core.runspec.RunSpec`
     from its flags, the notebooks from their ``spec`` parameter, ``diff`` from two SPEC
     strings. ``notice`` is told which dataset was opened before the pools are built (the
-    command line names the demo or warns about an unpinned file there).
+    command line names the demo or warns about an unpinned file there). A dataset that is an
+    ``evictlab import deermem`` folder gives that store's buckets as the cases
+    (:func:`~evictlab.core.stores.imported.store_pool_set`).
     """
+    from .stores.imported import is_import, store_pool_set  # the stores build on this module
+
+    if spec.dataset is not None and is_import(spec.dataset):
+        return store_pool_set(spec.dataset, spec)
     resolved = spec.resolved
     protocol, dataset = open_dataset(
         resolved.load_protocol(),

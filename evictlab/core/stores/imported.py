@@ -20,6 +20,8 @@ its run record lists, so an edited snapshot is refused rather than audited.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,10 @@ from ...errors import ContractError
 from ...policies.signals import parse_timestamp, read_number
 from ...readers import MAX_ROWS_FILE_BYTES, parse_json, read_bounded
 from ...results import SUCCESS, file_digest, read_record
-from ..runspec import iso_utc
+from ..dataset import Dataset
+from ..pools import Case, PoolSet
+from ..protocol import DatasetPin
+from ..runspec import CLOCK_KEY, RunSpec, iso_utc
 from .deermem import Bucket, Store
 
 KIND = "import-deermem"
@@ -102,6 +107,12 @@ def trace_rows(bucket: Bucket) -> tuple[list[dict[str, Any]], int]:
 # --------------------------------------------------------------------------- reading it back
 
 
+def store_traces(folder: str | Path) -> list[Path]:
+    """The trace files of an imported store, one per bucket, checked against the import's record."""
+    load_import(folder)
+    return sorted((Path(folder) / "traces").rglob("*.jsonl"))
+
+
 def is_import(folder: str | Path) -> bool:
     """Whether ``folder`` holds an ``import deermem`` run (finished or not)."""
     return (Path(folder) / f"{KIND}.run.json").is_file()
@@ -131,6 +142,40 @@ def load_import(folder: str | Path) -> Store:
     assert clock is not None  # written by store_document
     return Store(Path(document["store"]), list(buckets.values()), clock, document["token_counting"],
                  document["refused"], document["notes"])  # fmt: skip
+
+
+def store_pool_set(folder: str | Path, spec: RunSpec) -> PoolSet:
+    """An imported store as pools: one case per bucket (its facts sorted by id, its usage, no
+    support fact), under ``spec``'s protocol and parameters, at the store's clock unless the
+    spec sets ``evaluation_time``. ``run-policy``, ``explain`` and ``gate`` read it as they read
+    the 45 pools."""
+    folder = Path(folder)
+    store = load_import(folder)
+    resolved = spec.resolved
+    protocol = resolved.load_protocol()
+    if CLOCK_KEY not in spec.settings:
+        protocol = replace(protocol, config=replace(protocol.config, evaluation_time=store.clock))
+    record = read_record(folder, KIND)
+    digest = record.outputs[FACTS_FILE]["sha256"] if record is not None else ""
+    pin = DatasetPin(repository="deermem-store", revision=store.token_counting, filename=str(folder), sha256=digest)
+    dataset = Dataset(folder, digest, True, pin, (), {})
+    cases = tuple(
+        Case(case_id=bucket.key, source="deermem-store", scenario="store", question_type="", question="",
+             answer="", question_date=None, loss_rank=0, offset=0, facts=tuple(bucket.facts), usage=bucket.usage,
+             support_fact_ids=(), distractor_sources=())
+        for bucket in store.buckets
+    )  # fmt: skip
+    return StorePoolSet(protocol, dataset, resolved.variant, (), cases)
+
+
+class StorePoolSet(PoolSet):
+    """The pools of an imported store: buckets of any size, so any capacity >= 1 is asked
+    (at or above a bucket's size it keeps every fact, as DeerMem does)."""
+
+    def check_capacities(self, capacities: Sequence[int], where: str) -> None:
+        for capacity in capacities:
+            if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+                raise ContractError(f"capacity {capacity!r} must be an integer >= 1 ({where})")
 
 
 def _json(path: Path) -> Any:
