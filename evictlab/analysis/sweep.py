@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..core.pools import PoolSet, check_capacities
@@ -33,6 +32,14 @@ from ..policies.base import WEIGHT_TOLERANCE
 from ..selection.decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
 from ..selection.engine import PreparedCases
 from ..selection.engine_settings import SettingColumns
+from .sweep_summary import (  # noqa: F401  (re-exported: the sweep's tables)
+    EXTREME_COLUMNS,
+    SUMMARY_COLUMNS,
+    extreme_settings,
+    merge_extremes,
+    scenario_summary,
+    setting_extremes,
+)
 
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
 ROW_COLUMNS = (
@@ -52,22 +59,6 @@ ROW_COLUMNS = (
     "support_tied",
     "support_near_tie",
     "tie_break",
-    "retention",
-)
-SUMMARY_COLUMNS = (
-    "preset",
-    "policy",
-    "setting",
-    *SETTING_COLUMNS,
-    "source",
-    "scenario",
-    "capacity",
-    "support_retained",
-    "cases",
-    "support_retained_rate",
-    "support_expected",
-    "ties",
-    "near_ties",
     "retention",
 )
 DEERMEM_DEFAULT = PolicyParams()
@@ -397,117 +388,6 @@ def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- tables
-
-
-SUMMARY_KEYS = ("preset", "policy", "setting", "source", "scenario", "capacity")
-EXTREME_KEYS = ("preset", "policy", "scenario")
-EXTREME_COLUMNS = (
-    *EXTREME_KEYS, "extreme", "setting", "support_retained", "cases", "tied", "settings", *SETTING_COLUMNS,
-)  # fmt: skip
-
-
-def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Support retention per preset x policy x setting x scenario x capacity (columns :data:`SUMMARY_COLUMNS`).
-
-    ``support_retained`` counts the decisions as made (ties by input order), ``support_expected``
-    sums the expectation over random tie orders (``random``: its exact expectation), ``ties``
-    counts the decisions a tie at the cut line settled, ``near_ties`` those whose support's
-    margin to the cut line is non-zero but at most 1e-12 of the larger score (a rounding
-    artefact; one count per case, not per pair of near-equal facts: see
-    :func:`evictlab.selection.decisions.tie_counts`), and ``retention`` what tables count under
-    each policy's tie-break (:func:`evictlab.selection.decisions.decide_grid`). Groups appear in
-    the order of the rows: scenarios in case build order, then capacities. A group's sums
-    depend on its rows alone (pandas' compensated group sums, in row order), so the summaries
-    of a sweep's chunks are this summary of all its rows, cut where the chunks are cut.
-    """
-    group, first = _group_ids(rows, SUMMARY_KEYS)
-    # Grouped by codes already numbered: a categorical of them is grouped without hashing again.
-    codes = pd.Categorical.from_codes(group, categories=pd.RangeIndex(len(first)))
-    sums = (
-        rows[["support_retained", "support_expected", "support_tied", "support_near_tie", "retention"]]
-        .groupby(codes, observed=True, sort=True)
-        .sum()
-    )
-    counts = rows[[*SUMMARY_KEYS, *SETTING_COLUMNS]].iloc[first].reset_index(drop=True)
-    for name, column in (("support_tied", "ties"), ("support_near_tie", "near_ties"), ("support_retained", None)):
-        counts[column or name] = sums[name].to_numpy().astype(np.int64)
-    counts["cases"] = np.bincount(group).astype(np.int64)
-    counts["support_expected"] = sums["support_expected"].to_numpy()
-    counts["retention"] = sums["retention"].to_numpy()
-    counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
-    return counts[list(SUMMARY_COLUMNS)]
-
-
-def _group_ids(rows: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group of ``keys`` (numbered in order of first appearance) and each group's first row."""
-    codes, sizes = [], []
-    for key in keys:
-        column = rows[key]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            codes.append(column.cat.codes.to_numpy())
-            sizes.append(max(len(column.cat.categories), 1))
-        else:  # integers (setting, capacity): their offsets from the least are codes
-            values = column.to_numpy()
-            low = int(values.min()) if len(values) else 0
-            codes.append(values - low)
-            sizes.append(int(values.max()) - low + 1 if len(values) else 1)
-    count, total = len(rows), math.prod(sizes)
-    ids = np.ravel_multi_index(codes, sizes) if count else np.zeros(0, np.int64)
-    if total > max(4 * count, 1 << 20):  # too many possible keys for a table of them: hash
-        group, _ = pd.factorize(ids)
-        rises = np.ones(count, dtype=bool)
-        rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]  # a group's first row: the count rises
-        return group, np.flatnonzero(rises)
-    first_at = np.full(total, count, dtype=np.int64)
-    np.minimum.at(first_at, ids, np.arange(count))
-    first = np.sort(first_at[first_at < count])
-    number = np.empty(total, dtype=np.int64)
-    number[ids[first]] = np.arange(len(first))
-    return number[ids], first
-
-
-def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:
-    """The best and the worst setting per preset x policy x scenario, by support retained
-    summed over capacities (columns :data:`EXTREME_COLUMNS`, keys sorted).
-
-    Ties go to the lowest setting index (the first in grid order); ``tied`` counts the
-    settings that share the extreme total (1 when it is unique). It is
-    :func:`merge_extremes` of :func:`setting_extremes`: a sweep written in chunks merges
-    the extremes of each chunk's summary the same way.
-    """
-    return merge_extremes([setting_extremes(summary)])
-
-
-def setting_extremes(summary: pd.DataFrame) -> pd.DataFrame:
-    """The best and the worst settings of ``summary`` per preset x policy x scenario, by support
-    retained summed over capacities: candidates :func:`merge_extremes` joins with others."""
-    keys = [*EXTREME_KEYS, "setting"]
-    totals = summary.groupby(keys, observed=True, sort=True)[["support_retained", "cases"]].sum().reset_index()
-    candidates = merge_extremes([pd.concat([totals.assign(extreme="best"), totals.assign(extreme="worst")])], 1)
-    parameters = summary[["setting", *SETTING_COLUMNS]].drop_duplicates("setting")
-    return candidates.merge(parameters, on="setting", how="left")[list(EXTREME_COLUMNS)]
-
-
-def merge_extremes(parts: Iterable[pd.DataFrame], tied: int | None = None) -> pd.DataFrame:
-    """The best and the worst of candidate rows (:data:`EXTREME_COLUMNS`) over disjoint sets of
-    settings: per key and extreme, the highest (lowest) total, the first setting that reaches
-    it, the ``tied`` summed over the candidates that reach it, the ``settings`` summed.
-    ``tied``: every candidate is one setting (rows of setting totals, without those columns)."""
-    rows = pd.concat(list(parts), ignore_index=True)
-    if tied is not None:
-        rows = rows.assign(tied=tied, settings=tied)
-    keys = [*EXTREME_KEYS, "extreme"]
-    grouped = rows.groupby(keys, observed=True, sort=False)["support_retained"]
-    target = np.where(rows["extreme"] == "best", grouped.transform("max"), grouped.transform("min"))
-    hits = rows[rows["support_retained"].to_numpy() == target].sort_values([*keys, "setting"], kind="stable")
-    columns = [name for name in EXTREME_COLUMNS if name in rows and name not in keys]
-    merged = hits.groupby(keys, observed=True, sort=False).agg(dict.fromkeys(columns, "first") | {"tied": "sum"})
-    merged["settings"] = rows.groupby(keys, observed=True, sort=False)["settings"].sum()
-    frame = merged.reset_index()[[name for name in EXTREME_COLUMNS if name in rows]]
-    counts = dict.fromkeys(("setting", "support_retained", "cases", "tied", "settings"), np.int64)
-    if tied is not None:  # candidates: the keys stay as they came, for the next merge
-        return frame.astype(counts)
-    return frame.astype({**dict.fromkeys(EXTREME_KEYS, str), "extreme": str, **counts})
 
 
 def default_settings(grid: SweepGrid) -> list[int]:
