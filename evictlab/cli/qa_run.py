@@ -33,9 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f" base URL). Writes {MARKER_FILE} and one {RESPONSES_DIR}/ROW_ID.json per answered row"
             " into --output-dir. Running again resumes: stored rows that grade-qa would accept are"
             " reused, the others are called again (and named, with the reason); a changed protocol"
-            " file, dataset or run marker is refused. Ctrl-C starts no new call and waits for those"
-            " in flight, a second Ctrl-C aborts them; a full disk stops the run with every answer"
-            " received stored. Exits 1 when any row failed."
+            " file, dataset or run marker is refused. Ctrl-C starts no new call, gives those in"
+            " flight 5 s to finish and be stored and aborts the rest (a second Ctrl-C at once); a"
+            " full disk stops the run with every answer received stored. Exits 1 when any row failed."
         ),
     )
     run.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder of the run (created)")

@@ -12,6 +12,12 @@ The client uses only the standard library (``http.client``; a proxy named by the
 ``https_proxy``/``http_proxy``/``no_proxy`` variables is honoured). Error messages never
 contain the API key, request headers or response bodies: at most the HTTP status and a short
 reason.
+
+Why not ``httpx``: spec 3.4's timeout bounds a whole attempt, from connecting to the last byte,
+however slowly a server sends it, and :meth:`OpenAICompatibleProvider.abort` must cut calls in
+flight from another thread. httpx times each read separately (a server trickling its headers
+a byte at a time never trips it) and offers no way to shut a call's socket from outside; here
+a watchdog shuts the socket down at the deadline, or at once on abort.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ import math
 import os
 import socket
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -64,14 +69,14 @@ class OpenAICompatibleProvider:
     """Client for ``POST {base_url}/chat/completions`` with a bearer key.
 
     :meth:`complete` makes up to ``max_attempts`` attempts, sleeping ``retry_delay_seconds``
-    (fixed, no backoff) before every attempt after the first. Transport errors (timeouts
-    included), HTTP 429 and statuses >= 500 are retried; any other non-200 status (redirects
-    included: they are never followed, so the key goes nowhere else) and a 200 whose body is
-    over ``max_response_bytes``, is not strict JSON (see :func:`evictlab.readers.decode_json`)
-    or lacks a string ``choices[0].message.content`` fail at once. ``timeout_seconds`` bounds
-    each whole attempt, from connecting to the last byte of the body, however slowly a server
-    sends it. Several threads may call :meth:`complete`
-    at once, and :meth:`abort` cuts them all.
+    (fixed, no backoff) before every attempt after the first. Transport errors (timeouts and a
+    body cut short of its ``Content-Length`` included), HTTP 429 and statuses >= 500 are
+    retried; any other non-200 status (redirects included: they are never followed, so the key
+    goes nowhere else) and a 200 whose body is over ``max_response_bytes``, is not strict JSON
+    (see :func:`evictlab.readers.decode_json`) or lacks a string ``choices[0].message.content``
+    fail at once. ``timeout_seconds`` bounds each whole attempt, from connecting to the last
+    byte of the body, however slowly a server sends it. Several threads may call
+    :meth:`complete` at once, and :meth:`abort` cuts them all (a call waiting to retry included).
     """
 
     def __init__(
@@ -83,7 +88,7 @@ class OpenAICompatibleProvider:
         max_attempts: int = 3,
         retry_delay_seconds: float = 2.0,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
-        sleep: Callable[[float], Any] = time.sleep,
+        sleep: Callable[[float], Any] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not _is_http_url(base_url):
             raise ContractError("provider base URL must be an http:// or https:// URL with a host")
@@ -102,8 +107,8 @@ class OpenAICompatibleProvider:
         self.retry_delay_seconds = retry_delay_seconds
         self.max_response_bytes = max_response_bytes
         self._api_key = api_key
-        self._sleep = sleep
         self._aborted = threading.Event()
+        self._sleep = sleep or self._aborted.wait  # a wait that abort() cuts short
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()
 
@@ -241,6 +246,8 @@ def _read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
         if size > limit:
             raise ProviderError(f"HTTP 200 but the body is over the limit of {limit} bytes")
         chunks.append(chunk)
+    if response.length:  # the connection closed before the declared Content-Length arrived
+        raise http.client.IncompleteRead(b"".join(chunks), response.length)
     return b"".join(chunks)
 
 

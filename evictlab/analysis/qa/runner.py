@@ -318,7 +318,7 @@ def run_qa(
     """Answer every task not already answered in ``output_dir``; see the module docstring.
 
     ``workers`` defaults to the config's ``qa.workers``. Raises :class:`QARunInterrupted` on
-    Ctrl-C after the calls in flight have finished and been stored.
+    Ctrl-C once the calls in flight have been stored or aborted (see :func:`call_tasks`).
     """
     workers = workers or pool_set.protocol.config.qa.workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -382,8 +382,9 @@ def call_tasks(
 
     Returns (rows answered, {row id: error} of failed rows). At most ``workers`` calls are
     started ahead of their results, so an interrupt starts nothing new: on Ctrl-C the calls in
-    flight finish and are stored, then :class:`QARunInterrupted` is raised; a second Ctrl-C
-    aborts them (their answers are not stored).
+    flight get :data:`INTERRUPT_GRACE_SECONDS` to finish and be stored, those left are aborted
+    (their answers are not stored; a second Ctrl-C aborts them at once), and
+    :class:`QARunInterrupted` counts every row stored in this run.
 
     While calls run, :data:`SPACE_RESERVE_BYTES` of the disk are held back in a file. When an
     answer cannot be stored (the disk is full), the space is released, the answers in hand
@@ -416,19 +417,18 @@ def call_tasks(
                         on_done(1)
             except KeyboardInterrupt:
                 print(
-                    f"\ninterrupted: starting no new calls; waiting for {len(running)} call(s) in flight"
-                    " to finish and be stored (press Ctrl-C again to abort them)",
+                    f"\ninterrupted: starting no new calls; waiting up to {INTERRUPT_GRACE_SECONDS:g} s for"
+                    f" {len(running)} call(s) in flight to finish and be stored (press Ctrl-C again to abort them)",
                     file=sys.stderr,
                 )
-                _drain(running, provider)
-                raise QARunInterrupted(f"interrupted after {called} new row(s) in this run; {kept}") from None
+                stored = _drain(running, provider, grace=INTERRUPT_GRACE_SECONDS)
+                raise QARunInterrupted(f"interrupted after {called + stored} new row(s) in this run; {kept}") from None
             except _Unstored as first:
                 _release(reserve)
                 stored = first.store()  # at once: a kill while the calls in flight finish loses nothing
-                _drain(running, provider)
+                stored += _drain(running, provider)
                 held = [future.exception() for future in running if not future.cancelled()]
                 stored += sum(unstored.store() for unstored in held if isinstance(unstored, _Unstored))
-                stored += sum(1 for future in running if not future.cancelled() and future.exception() is None)
                 failure = first.error
                 raise QARunStopped(
                     f"cannot store answers ({failure.filename or output_dir}: {failure.strerror or failure});"
@@ -483,17 +483,27 @@ class _Unstored(Exception):
         return 1
 
 
-def _drain(running: Mapping[Future, QATask], provider: OpenAICompatibleProvider) -> None:
-    """Wait for the calls in flight; on Ctrl-C, abort them instead."""
+#: How long the first Ctrl-C waits for the calls in flight (their answers are paid for) before
+#: it aborts those still running; a second Ctrl-C aborts them at once.
+INTERRUPT_GRACE_SECONDS = 5.0
+
+
+def _drain(
+    running: Mapping[Future, QATask], provider: OpenAICompatibleProvider, *, grace: float | None = None
+) -> int:
+    """Wait for the calls in flight (at most ``grace`` seconds, then abort those left; on Ctrl-C,
+    abort them at once); the number of them whose answer was stored."""
     try:
-        wait(running)
+        _, left = wait(running, timeout=grace)
+        if left:
+            print(f"aborting {len(left)} call(s) still in flight after {grace:g} s", file=sys.stderr)
     except KeyboardInterrupt:
-        print(
-            f"\ninterrupted again: aborting {sum(not future.done() for future in running)} call(s) in flight",
-            file=sys.stderr,
-        )
+        left = {future for future in running if not future.done()}
+        print(f"\ninterrupted again: aborting {len(left)} call(s) in flight", file=sys.stderr)
+    if left:
         provider.abort()
         wait(running)
+    return sum(1 for future in running if not future.cancelled() and future.exception() is None)
 
 
 def _answer(task: QATask, provider: OpenAICompatibleProvider, output_dir: str | Path) -> None:
