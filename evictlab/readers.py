@@ -163,7 +163,7 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _Refused(f"duplicate key {_printable(key)!r}")
+                raise _Refused(f"duplicate key {printable(key)!r}")
             seen.add(key)
     return document
 
@@ -206,7 +206,7 @@ def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool =
             if isinstance(item, list):
                 name = f"{path}[{key}]"
             else:
-                name = f"{path}.{_printable(key)}" if path else _printable(key)
+                name = f"{path}.{printable(key)}" if path else printable(key)
             stack.append((child, name, depth + 1))
     return None
 
@@ -220,7 +220,9 @@ def is_text(text: str) -> bool:
     return True
 
 
-def _printable(key: Any) -> str:
+def printable(key: Any) -> str:
+    """``str(key)`` as Unicode text: a lone surrogate (a non-UTF-8 byte of a file name or an
+    argument) written as its escape, e.g. ``\\udcff``."""
     return str(key).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -248,7 +250,7 @@ class _StrictLoader(_SafeBase):
             if duplicate:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {_printable(key)!r}", key_node.start_mark,
+                    f"found duplicate key {printable(key)!r}", key_node.start_mark,
                 )  # fmt: skip
             seen.add(key)
         return super().construct_mapping(node, deep=deep)

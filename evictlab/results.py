@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .locks import LOCK_FILE, RECORD_SUFFIX, RUNNING, FolderBusyError, FolderLock, describe_holder  # noqa: F401
-from .readers import MAX_RECORD_BYTES, parse_json, read_bounded
+from .readers import MAX_RECORD_BYTES, is_text, parse_json, printable, read_bounded
 from .times import utc_now_iso
 
 if TYPE_CHECKING:
@@ -67,17 +67,42 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+    return atomic_write_bytes(path, utf8(text))
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (a non-UTF-8 byte of a path or an argument, as Python
+    decodes them) is written as its escape, ``\\udcff``."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def json_document(value: Any) -> str:
     """The file format of every JSON document: 2-space indent, sorted keys, raw non-ASCII, final newline."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return _dumps(value, indent=2) + "\n"
 
 
 def json_line(value: Any) -> str:
     """One JSONL line: compact, sorted keys, Python's default separators, raw non-ASCII."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False) + "\n"
+    return _dumps(value) + "\n"
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    text = json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False)
+    if text.isascii() or is_text(text):
+        return text
+    # A string holds a lone surrogate: written as text (``\\udcff``), so that evictlab's strict
+    # readers, which refuse lone surrogates, still read the file.
+    return json.dumps(_unicode(value), indent=indent, sort_keys=True, ensure_ascii=False)
+
+
+def _unicode(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {printable(key) if isinstance(key, str) else key: _unicode(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unicode(item) for item in value]
+    return value
 
 
 def write_json(path: str | os.PathLike, value: Any) -> Path:
@@ -281,13 +306,13 @@ class Run:
         return path
 
     def write_text(self, name: str, text: str) -> Path:
-        return self.write_bytes(name, text.encode("utf-8"))
+        return self.write_bytes(name, utf8(text))
 
     def write_json(self, name: str, value: Any) -> Path:
         return self.write_text(name, json_document(value))
 
     def write_jsonl(self, name: str, rows: Iterable[Any]) -> Path:
-        return self.write_bytes(name, "".join(json_line(row) for row in rows).encode("utf-8"))
+        return self.write_bytes(name, utf8("".join(json_line(row) for row in rows)))
 
     def add_output(self, name: str) -> None:
         """Record a file this run had written by someone else (papermill, a figure) as its output."""

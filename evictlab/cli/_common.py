@@ -15,6 +15,7 @@ from ..core.demo import DEMO_PIN, open_dataset
 from ..core.pools import PoolSet, open_pools
 from ..core.protocol import (
     DEFAULT_PRESET,
+    MAX_TIMEOUT_SECONDS,
     PRESETS,
     VARIANT_VALUES,
     Protocol,
@@ -174,6 +175,14 @@ def non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not 0.0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0 and at most :data:`~evictlab.core.protocol.MAX_TIMEOUT_SECONDS`."""
+    value = non_negative_float(text)
+    if not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 and at most {MAX_TIMEOUT_SECONDS:g}, got {text!r}")
     return value
 
 

@@ -15,7 +15,7 @@ from ..core.fetch import (
 from ..core.protocol import load_protocol, sha256_file
 from ..errors import DatasetError
 from . import summary
-from ._common import help_handler
+from ._common import help_handler, timeout_seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,8 +140,8 @@ def _register_fetch(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="PATH", help="destination file (default: see above)")
     parser.add_argument("--config", metavar="PATH", help="protocol config holding the pin (default: evictlab's own)")
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
-        help=f"network timeout per read (default: {DEFAULT_TIMEOUT_SECONDS:g})",
+        "--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
+        help=f"network timeout per read, at most a day (default: {DEFAULT_TIMEOUT_SECONDS:g})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_fetch)

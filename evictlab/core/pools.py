@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ContractError, DatasetError
+from ..times import iso_z
 from .dataset import BankRecord, Dataset, answer_text, build_bank, check_selection, render_evidence, select_official
 from .demo import open_dataset
 from .protocol import Protocol, Variant
@@ -41,10 +42,6 @@ def offset_for(namespace: str, case_id: str, bank_size: int) -> int:
 def draw(bank: tuple[Any, ...], offset: int, count: int) -> list[Any]:
     """``bank[(offset + i) mod len(bank)]`` for i = 0..count-1, in draw order."""
     return [bank[(offset + i) % len(bank)] for i in range(count)]
-
-
-def iso_z(moment: _dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -119,18 +116,18 @@ def build_fact(
         "content": content,
         "category": category,
         "confidence": spec.confidence,
-        "createdAt": iso_z(clock - _dt.timedelta(days=spec.created_days_ago)),
+        "createdAt": iso_z(clock - _dt.timedelta(days=spec.created_days_ago), seconds=True),
         "source": FACT_SOURCE_PREFIX + source_id,
     }
     if spec.confirmed:
-        fact["lastConfirmedAt"] = iso_z(clock - _dt.timedelta(days=CONFIRMED_DAYS_AGO))
+        fact["lastConfirmedAt"] = iso_z(clock - _dt.timedelta(days=CONFIRMED_DAYS_AGO), seconds=True)
         fact["confirmationCount"] = 1
     return fact
 
 
 def usage_entry(clock: _dt.datetime) -> dict[str, Any]:
     # Accessed exactly at the clock, so the heat is not decayed at scoring time.
-    return {"accessHeat": ACCESS_HEAT, "accessCount": ACCESS_COUNT, "lastAccessedAt": iso_z(clock)}
+    return {"accessHeat": ACCESS_HEAT, "accessCount": ACCESS_COUNT, "lastAccessedAt": iso_z(clock, seconds=True)}
 
 
 def fact_ids_for(case_id: str, draws: list[BankRecord], scheme: str) -> tuple[str, list[str]]:
@@ -231,12 +228,23 @@ def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> N
 
 def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolSet:
     """Recompute the selection, check it against the manifest and build all cases in build order."""
+    check_clock(protocol)
     header = variant.evidence_header
     selection = select_official(dataset, protocol.official, header)
     check_selection(selection, protocol.official, protocol.files.official_manifest)
     bank = build_bank(dataset, protocol.config.pool, header)
     items = official_sources(protocol, dataset, header) + synthetic_sources(protocol)
     return PoolSet(protocol, dataset, variant, bank, tuple(build_case(item, bank, protocol, variant) for item in items))
+
+
+def check_clock(protocol: Protocol) -> None:
+    """The facts are dated up to :data:`OLD_DAYS` days before the clock: it must leave them a date."""
+    clock = protocol.evaluation_time
+    if clock - _dt.datetime.min.replace(tzinfo=clock.tzinfo) < _dt.timedelta(days=OLD_DAYS):
+        raise ContractError(
+            f"evaluation_time {iso_z(clock)} (the run's clock) is too early: the pools date facts"
+            f" up to {OLD_DAYS} days before it, and no date comes before the year 1"
+        )
 
 
 def official_sources(protocol: Protocol, dataset: Dataset, header: str) -> list[CaseSource]:

@@ -39,6 +39,10 @@ PROVIDER = "openai-compatible"
 GRADER_VERSION = "deterministic-overlap-v1"
 ARTIFACT_NAMES = ("config", "official_manifest", "synthetic_manifest", "answer_prompt")
 
+#: The longest wait evictlab accepts for one network step (a provider attempt, a download read):
+#: a day; anything longer is a hang, and the operating system refuses waits near 1e300 s.
+MAX_TIMEOUT_SECONDS = 86_400.0
+
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -336,7 +340,7 @@ def _parse_qa(section: Section) -> QAConfig:
         temperature=section.number("temperature", 0.0, 2.0),
         max_tokens=section.integer("max_tokens", 1),
         stream=section.boolean("stream"),
-        timeout_seconds=section.number("timeout_seconds", 0.001),
+        timeout_seconds=section.number("timeout_seconds", 0.001, MAX_TIMEOUT_SECONDS),
         max_attempts=section.integer("max_attempts", 1, 100),
         workers=section.integer("workers", 1, 64),
     )

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.protocol import MAX_TIMEOUT_SECONDS
 from ...errors import ContractError, EvictlabError
 from ...readers import MAX_RESPONSE_BYTES, JSONRefused, decode_json
 
@@ -94,8 +95,10 @@ class OpenAICompatibleProvider:
             raise ContractError("provider base URL must be an http:// or https:// URL with a host")
         if not _is_header_token(api_key):
             raise ContractError("provider API key must be a non-empty printable ASCII string")
-        if not (_is_finite_number(timeout_seconds) and timeout_seconds > 0):
-            raise ContractError(f"timeout_seconds must be > 0, got {timeout_seconds!r}")
+        if not (_is_finite_number(timeout_seconds) and 0 < timeout_seconds <= MAX_TIMEOUT_SECONDS):
+            raise ContractError(
+                f"timeout_seconds must be > 0 and at most {MAX_TIMEOUT_SECONDS:g}, got {timeout_seconds!r}"
+            )
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ContractError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         if not (_is_finite_number(retry_delay_seconds) and retry_delay_seconds >= 0):
