@@ -14,13 +14,14 @@ from ..analysis.diff import (
     OUTPUT_FILES,
     RUN_FILE,
     SUMMARY_FILE,
+    DiffResult,
     diff_dataset,
     diff_pool_sets,
     run_parameters,
     summary_lines,
     write_diff_files,
 )
-from ..core.pools import PoolSet, open_pools
+from ..core.pools import open_pools
 from ..core.protocol import PRESETS
 from ..core.runspec import CLOCK_KEY, DATASET_KEYS, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
 from ..results import check_output
@@ -77,20 +78,19 @@ def run(args: argparse.Namespace) -> int:
     check_same_dataset([before, after])
     dataset_path, allow_unpinned = diff_dataset(before, after, args.dataset, args.allow_unpinned)
     parameters = run_parameters({"from": before, "to": after})
-    pools: list[PoolSet] = []
+    diffs: list[DiffResult] = []
 
     def read_inputs() -> None:  # under the lock, before the record: bad input leaves no folder
         if dataset_path is None:
             print(DEMO_NOTICE, file=sys.stderr)
-        pools.extend(
-            open_pools(spec.on_dataset(dataset_path, allow_unpinned=allow_unpinned)) for spec in (before, after)
-        )
+        pools = [open_pools(spec.on_dataset(dataset_path, allow_unpinned=allow_unpinned)) for spec in (before, after)]
+        diffs.append(diff_pool_sets(*pools, specs=(before, after)))  # refuses pools it cannot compare
 
     # The folder is locked from here on: a second run into it is refused at once.
     with results.run(
         args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=read_inputs
     ) as current:
-        result = diff_pool_sets(*pools, specs=(before, after))
+        (result,) = diffs
         dataset = result.summary["dataset"]
         if dataset.get("pinned") is False:
             print(

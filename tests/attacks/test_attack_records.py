@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,17 @@ def test_a_forged_record_with_the_right_hash_cannot_make_a_report_delete_a_users
         report_folder.remove_previous_report(run)
     assert not (folder / "figures" / "chart.png").exists() and photo.exists()
     assert os.listdir(folder / "figures") == ["holiday.png"]
+
+
+def test_a_diff_of_two_configs_it_cannot_compare_leaves_no_folder(tmp_path):
+    """Bad input found once the folder is locked (two configs with different capacities) is
+    refused before the record: no folder holding only an error record (a regression)."""
+    protocol = tmp_path / "protocol"
+    shutil.copytree(ROOT / "data" / "protocol", protocol)
+    config = protocol / "configs" / "pr4789-reproduction-v1.yaml"
+    config.write_text(config.read_text().replace("capacities: [5, 7, 9]", "capacities: [5, 7]"))
+    folder = tmp_path / "out"
+    to = f"pr4810-final:config={config}"
+    done = evictlab("diff", "--from", "pr4810-final", "--to", to, "--output-dir", str(folder))
+    assert done.returncode == 2 and "the two configs evaluate different capacities" in done.stderr
+    assert not folder.exists()
