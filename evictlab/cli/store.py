@@ -7,11 +7,9 @@ import json
 import math
 import sys
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .. import results
-from ..analysis.store_audit import CANNOT, CHECKS, CONTRADICTS, check_events, shadow_facts, shadow_summary
 from ..analysis.traces.schema import chunk_from_rows, trace_bytes
 from ..core.runspec import coerce_value
 from ..core.stores.deermem import PRODUCTION_NOTE, Store, check_problems, read_store
@@ -31,6 +29,9 @@ from ..core.stores.imported import (
 from ..core.tokens import MODES
 from . import summary
 from ._common import add_param_option, help_handler, parameter_changes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 AUDIT_KIND = "store-audit"
 CHECKS_FILE, SHADOW_FACTS, SHADOW_SUMMARY, SHADOW_FIGURE = (
@@ -146,6 +147,7 @@ def _register_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    from ..analysis.store_audit import CANNOT, CHECKS, CONTRADICTS, check_events, shadow_facts, shadow_summary
     from ..policies import PolicyParams
 
     params = PolicyParams().replace(**parameter_changes(args.param))
@@ -177,6 +179,8 @@ def run_audit(args: argparse.Namespace) -> int:
 
 def audit_lines(checks: pd.DataFrame, shadow: dict) -> list[str]:
     """The printed audit: counts per verdict, every contradiction, the reasons events cannot be checked, shadow mode."""
+    from ..analysis.store_audit import CANNOT, CHECKS, CONTRADICTS
+
     counts = checks["verdict"].value_counts()
     total = len(checks)
     told = ", ".join(f"{int(counts.get(verdict, 0))} {verdict}" for verdict in (CHECKS, CANNOT, CONTRADICTS))

