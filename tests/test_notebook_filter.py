@@ -28,12 +28,13 @@ def executed_notebook() -> nbformat.NotebookNode:
 def test_make_setup_filter_strips_outputs_from_staged_notebooks(tmp_path):
     repo = tmp_path / "repo"
     (repo / "notebooks").mkdir(parents=True)
-    for name in ("Makefile", "pyproject.toml", ".gitattributes"):
+    for name in ("Makefile", "pyproject.toml", "setup.py", ".gitattributes"):
         shutil.copy(ROOT / name, repo / name)
     (repo / ".venv").symlink_to(Path(sys.prefix))  # this environment stands in for the checkout's .venv
     stamp = repo / "stamp"
     stamp.touch()
-    os.utime(repo / "pyproject.toml", (0, 0))  # older than the stamp: make installs nothing
+    for prerequisite in ("pyproject.toml", "setup.py"):  # older than the stamp: make installs nothing
+        os.utime(repo / prerequisite, (0, 0))
     environment = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
     def run(*command: str, cwd: Path = repo) -> str:
