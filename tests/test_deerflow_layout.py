@@ -107,6 +107,6 @@ def test_diff_between_two_specs_naming_the_fixture(tmp_path, capsys):
     summary = json.loads((output / "diff.summary.json").read_text(encoding="utf-8"))
     for side in ("from", "to"):
         assert summary[side]["artifacts_used"] == HASHES
-    # As with evictlab's own files on the demo: only two capacity-7 kept sets move (README).
+    # As with evictlab's own files on the demo: only two capacity-7 kept sets move (docs/variants.md).
     assert summary["pools_changed"] == 0 and summary["kept_sets_changed"]["7"] == 2
     assert "0/45 pools, 2/90 kept sets (capacity 7), 90/90 prompts changed" in capsys.readouterr().out

@@ -9,7 +9,7 @@ here applies that definition to the scores of :func:`evictlab.policies.select` o
 pools, over the weight simplex of notebook 03 (step 0.05, one map per capacity 5, 7 and 9), and
 compares what every reader-facing count reports: the decisions table's ``support_near_tie``, the
 sweep summary's ``near_ties`` (in memory and as written by ``evictlab sweep``),
-:func:`~evictlab.selection.decisions.tie_counts`, and the numbers quoted in the README.
+:func:`~evictlab.selection.decisions.tie_counts`, and the numbers quoted in docs/using-policies.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from evictlab.workbench.loaders import load_pool_set, retention
 CAPACITIES = (5, 7, 9)
 STEP = 0.05  # notebook 03's lattice
 HALF_LIVES = (90, 30)  # DeerMem's confirmation and access half-lives, as notebook 03 maps them
-README = Path(__file__).resolve().parents[1] / "README.md"
+POLICY_GUIDE = Path(__file__).resolve().parents[1] / "docs" / "using-policies.md"
 
 
 def loop_near_ties(pool_set, policy, settings, capacities):
@@ -119,8 +119,8 @@ def test_the_map_counts_per_capacity_and_summed_over_capacities(simplex, tmp_pat
     written = pd.read_parquet(folder / SUMMARY_FILE).groupby("capacity")["near_ties"].sum()
     assert written.to_dict() == {c: per_capacity[c] for c in CAPACITIES}
 
-    # The README quotes both numbers and says every such support was kept.
-    words = " ".join(README.read_text().split())
+    # docs/using-policies.md quotes both numbers and says every such support was kept.
+    words = " ".join(POLICY_GUIDE.read_text().split())
     quoted = re.search(r"has (\d+) at capacity 7 and (\d+) summed over capacities 5, 7 and 9", words)
     assert quoted is not None
     assert (int(quoted[1]), int(quoted[2])) == (per_capacity[7], sum(per_capacity.values()))
@@ -129,7 +129,7 @@ def test_the_map_counts_per_capacity_and_summed_over_capacities(simplex, tmp_pat
 
 def test_deermem_defaults_count_near_ties_as_the_loop_does(pool_set):
     """Notebook 02's count: both policies at DeerMem's default setting (none on the demo, which
-    the README states)."""
+    docs/using-policies.md states)."""
     frame = retention(pool_set, capacities=list(CAPACITIES))
     counts = tie_counts(frame)
     for policy in ("confidence", "hybrid-v1"):
@@ -137,4 +137,4 @@ def test_deermem_defaults_count_near_ties_as_the_loop_does(pool_set):
         mine = counts[counts["policy"] == policy].set_index("capacity")["near_ties"].to_dict()
         assert mine == {c: expected[c] for c in CAPACITIES}
     assert counts["near_ties"].sum() == 0
-    assert "DeerMem's default setting has none" in " ".join(README.read_text().split())
+    assert "DeerMem's default setting has none" in " ".join(POLICY_GUIDE.read_text().split())

@@ -169,7 +169,7 @@ def test_a_diff_folder_shows_one_row_per_case_and_policy_with_its_capacities(tmp
     shown = {(case["policy"], case["case_id"], name[1:].split("_")[0]) for case in run.cases
              for name, value in case.items() if name.endswith("_kept_changed") and value}
     assert shown == changed_kept
-    assert sum(capacity == "7" for _, _, capacity in shown) == 2  # the README's two capacity-7 kept sets
+    assert sum(capacity == "7" for _, _, capacity in shown) == 2  # docs/variants.md's two capacity-7 kept sets
 
 
 def test_a_sweep_folder_shows_its_summary_not_its_rows(tmp_path):

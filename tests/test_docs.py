@@ -1,0 +1,57 @@
+"""The README and the pages under docs/: every relative link points at a file that exists, and
+every Markdown table keeps its column count on every row (a row with a stray ``|`` or a missing
+cell ends a table early on GitHub)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _outside_code(text: str) -> list[str]:
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def _cells(row: str) -> int:
+    # A pipe inside backticks is text, not a column border.
+    return len(re.sub(r"`[^`]*`", "x", row).strip().strip("|").split("|"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_relative_links_resolve(page):
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if "://" not in target:
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_tables_keep_their_columns(page):
+    table: list[str] = []
+    for line in [*_outside_code(page.read_text(encoding="utf-8")), ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            widths = {_cells(row) for row in table}
+            assert len(widths) == 1, f"{page.name}: table starting {table[0][:40]!r} has rows of {widths} cells"
+        table = []
+
+
+def test_the_readme_defines_its_words():
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    for word in ("**support**", "**loss rank**", "**five scenarios**"):
+        assert word in text
+    from evictlab.core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+
+    for scenario in (*SCENARIO_ORDER, SYNTHETIC_SCENARIO):
+        assert f"`{scenario}`" in text
