@@ -34,7 +34,8 @@ from pathlib import Path
 
 from evictlab.policies import PolicyParams
 from evictlab.selection.engine import PreparedCases
-from evictlab.workbench.widgets import Explorer, PoolCache, retention_summary
+from evictlab.workbench.explorer_tables import PoolCache, retention_summary
+from evictlab.workbench.widgets import Explorer
 
 SLIDER_BUDGET_MS = 100.0
 CPU_BUDGET_MS = 30.0

@@ -1,15 +1,11 @@
-"""Run folders: atomic writes, canonical JSON, provenance, and the one run record.
-
-Every file evictlab writes goes through :func:`atomic_write_bytes`: the bytes land in a
-temporary file in the destination folder and are renamed into place, so a reader never sees a
-half-written file and an interrupted run leaves the previous state intact.
+"""Run folders: provenance and the one run record.
 
 Every command that writes an output folder (``run-policy``, ``sweep``, ``diff``, ``report``,
 ``run-qa``, ``grade-qa``, ``qa stats``) runs inside :func:`run`, which locks the folder, applies
 the overwrite / resume rule, and keeps a typed, versioned :class:`RunRecord` in
 ``{kind}.run.json`` with the status (``running``, ``success``, ``error``, ``interrupted``),
 timings, provenance, spec, dataset record and every output's SHA-256. :func:`load_runs` reads
-the records of a tree back into one DataFrame.
+the records of a tree back into one DataFrame. Files are written through :mod:`evictlab.writers`.
 """
 
 from __future__ import annotations
@@ -17,14 +13,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import platform
 import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,91 +30,24 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ContractError, EvictlabError, OutputExistsError
 from .locks import LOCK_FILE, RECORD_SUFFIX, RUNNING, FolderBusyError, FolderLock, describe_holder  # noqa: F401
-from .readers import MAX_RECORD_BYTES, is_text, parse_json, printable, read_bounded
+from .readers import MAX_RECORD_BYTES, parse_json, read_bounded
 from .times import utc_now_iso
+from .writers import (  # noqa: F401 - the writers are part of a run folder's face
+    atomic_write_bytes,
+    atomic_write_text,
+    file_digest,
+    file_stamp,
+    json_document,
+    json_line,
+    utf8,
+    write_json,
+    write_jsonl,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 PROVENANCE_PACKAGES = ("numpy", "pandas", "scipy", "matplotlib", "pyarrow", "papermill")
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(error, OSError) and error.filename is None:  # a full disk: name the file
-            raise OSError(error.errno, error.strerror, str(target)) from None
-        raise
-    return target
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, utf8(text))
-
-
-def utf8(text: str) -> bytes:
-    """``text`` as UTF-8; a lone surrogate (a non-UTF-8 byte of a path or an argument, as Python
-    decodes them) is written as its escape, ``\\udcff``."""
-    return text.encode("utf-8", "backslashreplace")
-
-
-def json_document(value: Any) -> str:
-    """The file format of every JSON document: 2-space indent, sorted keys, raw non-ASCII, final newline."""
-    return _dumps(value, indent=2) + "\n"
-
-
-def json_line(value: Any) -> str:
-    """One JSONL line: compact, sorted keys, Python's default separators, raw non-ASCII."""
-    return _dumps(value) + "\n"
-
-
-def _dumps(value: Any, indent: int | None = None) -> str:
-    text = json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False)
-    if text.isascii() or is_text(text):
-        return text
-    # A string holds a lone surrogate: written as text (``\\udcff``), so that evictlab's strict
-    # readers, which refuse lone surrogates, still read the file.
-    return json.dumps(_unicode(value), indent=indent, sort_keys=True, ensure_ascii=False)
-
-
-def _unicode(value: Any) -> Any:
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, Mapping):
-        return {printable(key) if isinstance(key, str) else key: _unicode(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_unicode(item) for item in value]
-    return value
-
-
-def write_json(path: str | os.PathLike, value: Any) -> Path:
-    return atomic_write_text(path, json_document(value))
-
-
-def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> Path:
-    return atomic_write_text(path, "".join(json_line(row) for row in rows))
-
-
-def refuse_existing(paths: Iterable[str | os.PathLike]) -> None:
-    """Raise :class:`OutputExistsError` naming every path that already exists."""
-    existing = [str(p) for p in paths if Path(p).exists()]
-    if existing:
-        raise OutputExistsError(
-            "refusing to overwrite existing output: " + ", ".join(existing)
-            + " (choose a new --output-dir)"
-        )
 
 
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -140,15 +67,10 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     return {"head": head, "dirty": any(not line.startswith("#") for line in status)}
 
 
-def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
-    """Each installed package's version (``None`` when it is not installed), as this process
-    first read it: a package upgraded while the process runs keeps its old version here."""
-    return {name: _package_version(name) for name in names}
-
-
 @functools.cache
 def _package_version(name: str) -> str | None:
-    # Looked up once per process: reading a package's metadata scans sys.path (several ms each).
+    # Looked up once per process (reading a package's metadata scans sys.path, several ms each),
+    # so a package upgraded while the process runs keeps its old version here.
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -164,7 +86,7 @@ def provenance() -> dict[str, Any]:
         "git": git_state(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "packages": package_versions(),
+        "packages": {name: _package_version(name) for name in PROVENANCE_PACKAGES},
     }
 
 
@@ -263,25 +185,6 @@ def read_record(folder: str | os.PathLike, kind: str) -> RunRecord | None:
     return record
 
 
-def file_stamp(path: str | os.PathLike) -> str:
-    """``"{inode}:{change time in ns}"`` of a file: which file it is. A copy, an edit or a file
-    put in its place has another (and no program can set a change time back), so a record
-    cannot vouch for a file that its run did not write."""
-    info = os.lstat(path)
-    return f"{info.st_ino}:{info.st_ctime_ns}"
-
-
-def file_digest(path: str | os.PathLike) -> dict[str, Any]:
-    """``{"bytes": size, "sha256": hex}`` of a file, read in blocks."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-            size += len(block)
-    return {"bytes": size, "sha256": digest.hexdigest()}
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM during a run: handled like Ctrl-C, so the run ends as ``interrupted``."""
 
@@ -350,26 +253,22 @@ def run(
 ) -> Iterator[Run]:
     """Own one run of ``kind`` into ``out_dir``: lock, refuse or resume, record, status.
 
-    * The folder is created and locked (:class:`FolderLock`) for the whole run; a second run
-      into it is refused at once, naming the holder. A stale lock is reported on standard
-      error and in the record's ``notes``; the run it belonged to is marked ``interrupted``.
-    * ``existing`` decides about an earlier run of this kind: ``"refuse"`` refuses a finished
-      one (status ``success``) and reruns an unfinished one in place; it also refuses files
-      named in ``outputs`` that no record accounts for. ``"resume"`` always continues (the
-      kind checks its own inputs, as run-qa does); ``"replace"`` starts over, and
-      :attr:`Run.previous` tells what the earlier run wrote.
-    * The record is written with status ``running`` before the work, and rewritten at the end
-      with ``success``, ``error`` (an exception or :meth:`Run.fail`) or ``interrupted``
-      (Ctrl-C or SIGTERM, which raises :class:`Terminated` while the run is open); the
-      exception propagates. Stray temporary files of interrupted writes are removed. While the
-      run is open, :data:`RECORD_RESERVE_BYTES` of disk are held back beside the record and
-      freed just before the final record is written, so a disk that fills up during the run
-      still gets a record saying ``error`` (or ``interrupted``), never ``running``.
+    * The folder is created and locked (:class:`FolderLock`) for the whole run; a second run is
+      refused at once, naming the holder. A stale lock's run is marked ``interrupted`` (noted on
+      standard error and in the record's ``notes``).
+    * ``existing``: ``"refuse"`` refuses a finished earlier run of this kind and reruns an
+      unfinished one in place, and refuses files named in ``outputs`` that no record accounts
+      for; ``"resume"`` always continues (the kind checks its own inputs, as run-qa does);
+      ``"replace"`` starts over, :attr:`Run.previous` telling what the earlier run wrote.
+    * The record says ``running`` before the work and ``success``, ``error`` (an exception or
+      :meth:`Run.fail`) or ``interrupted`` (Ctrl-C, or SIGTERM, raised as :class:`Terminated`)
+      at the end; the exception propagates. :data:`RECORD_RESERVE_BYTES` of disk are held back
+      until the final record, so a disk that fills up meanwhile never leaves ``running``.
 
-    ``precheck`` runs under the lock before the record is written: checks and loading whose
-    failure should leave no trace (run-qa's marker, grade-qa's stored rows, run-policy's
-    dataset); a folder the run made is removed again when such a refusal leaves it empty. ``spec`` is a
-    :class:`~evictlab.core.runspec.RunSpec` (recorded with ``as_record()``), a mapping, or None.
+    ``precheck`` runs under the lock before the record is written (checks whose failure should
+    leave no trace: run-qa's marker, grade-qa's rows); a folder the run made is removed again
+    when such a refusal leaves it empty. ``spec``: a :class:`~evictlab.core.runspec.RunSpec`, a
+    mapping, or None.
     """
     if existing not in EXISTING_RULES:
         raise ValueError(f"existing must be one of {EXISTING_RULES}, got {existing!r}")
@@ -392,14 +291,8 @@ def run(
 
 
 def _locked_run(
-    folder: Path,
-    kind: str,
-    lock: FolderLock,
-    spec: Any,
-    parameters: Mapping[str, Any] | None,
-    outputs: Sequence[str],
-    existing: str,
-    precheck: Callable[[], None] | None,
+    folder: Path, kind: str, lock: FolderLock, spec: Any, parameters: Mapping[str, Any] | None,
+    outputs: Sequence[str], existing: str, precheck: Callable[[], None] | None,
 ) -> Iterator[Run]:
     """The body of :func:`run` once the folder is locked."""
     notes = []
@@ -413,16 +306,13 @@ def _locked_run(
         notes.append(note)
     if precheck is not None:
         precheck()
-    _remove_stray_temp_files(folder)
+    for path in folder.rglob(".*.tmp"):  # stray temporary files of interrupted writes
+        if _TEMP_FILE.match(path.name) and path.is_file():
+            path.unlink(missing_ok=True)
     record = RunRecord(
-        kind=kind,
-        status=RUNNING,
-        started_at=utc_now_iso(),
-        pid=os.getpid(),
-        provenance=provenance(),
-        spec=_spec_record(spec),
+        kind=kind, status=RUNNING, started_at=utc_now_iso(), pid=os.getpid(), provenance=provenance(),
+        spec=spec.as_record() if hasattr(spec, "as_record") else _plain(spec), notes=notes,
         parameters=_plain(dict(parameters or {})),
-        notes=notes,
     )
     current = Run(folder, record, previous, reserve=_hold_back(folder / f".{kind}{RECORD_RESERVE_SUFFIX}"))
     started = time.perf_counter()
@@ -433,7 +323,8 @@ def _locked_run(
         current.save()
         yield current
     except BaseException as error:
-        record.status = INTERRUPTED if _is_interruption(error) else ERROR
+        interrupted = isinstance(error, KeyboardInterrupt) or getattr(error, "interruption", False)
+        record.status = INTERRUPTED if interrupted else ERROR
         record.error = _describe_error(error)
         _finish(current, started, keep_error=True)
         raise
@@ -463,11 +354,8 @@ def _hold_back(path: Path) -> Path:
 
 
 def _recover_stale(folder: Path, lock_path: Path) -> str | None:
-    """Mark the runs that ended without finishing interrupted; describe them (None: there were none).
-
-    With the folder locked, a record still ``running`` belongs to a run whose process is gone
-    (a run holds the lock from before its first record to after its last).
-    """
+    """Mark interrupted, and describe, the runs whose record still says ``running`` although the
+    folder is ours (a run holds the lock from before its first record to after its last)."""
     left = []
     for path in sorted(folder.glob(f"*{RECORD_SUFFIX}")):
         try:
@@ -481,10 +369,9 @@ def _recover_stale(folder: Path, lock_path: Path) -> str | None:
             left.append(describe_holder(asdict(record)))
     if not left:
         return None
-    runs = "; ".join(left)
     return (
-        f"stale lock {lock_path}: left by {runs}, which ended without releasing it (the process is gone);"
-        f" {'its run is' if len(left) == 1 else 'those runs are'} marked {INTERRUPTED}"
+        f"stale lock {lock_path}: left by {'; '.join(left)}, which ended without releasing it (the process is"
+        f" gone); {'its run is' if len(left) == 1 else 'those runs are'} marked {INTERRUPTED}"
     )
 
 
@@ -516,12 +403,12 @@ def _check_existing(
                 f" unfinished {kind} run (choose a new output folder)"
             )
         return []
-    if existing == "refuse" and previous.status == SUCCESS:
-        raise OutputExistsError(
-            f"{record}: this folder holds a finished {kind} run; refusing to overwrite it"
-            " (choose a new output folder)"
-        )
     if previous.status == SUCCESS:
+        if existing == "refuse":
+            raise OutputExistsError(
+                f"{record}: this folder holds a finished {kind} run; refusing to overwrite it"
+                " (choose a new output folder)"
+            )
         return []
     action = "resuming" if existing == "resume" else "running again"
     return [f"the previous {kind} run here (started {previous.started_at}) ended {previous.status}; {action} in place"]
@@ -536,20 +423,6 @@ def check_output(out_dir: str | os.PathLike, kind: str, outputs: Sequence[str] =
         _check_existing(folder, kind, read_record(folder, kind), outputs, "refuse")
 
 
-def _remove_stray_temp_files(folder: Path) -> None:
-    for path in folder.rglob(".*.tmp"):
-        if _TEMP_FILE.match(path.name) and path.is_file():
-            path.unlink(missing_ok=True)
-
-
-def _spec_record(spec: Any) -> dict[str, Any] | None:
-    if spec is None:
-        return None
-    if hasattr(spec, "as_record"):
-        return spec.as_record()
-    return _plain(dict(spec))
-
-
 def _plain(value: Any) -> Any:
     """JSON-ready: paths and other objects as strings, containers walked."""
     if isinstance(value, Mapping):
@@ -559,10 +432,6 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
-
-
-def _is_interruption(error: BaseException) -> bool:
-    return isinstance(error, KeyboardInterrupt) or getattr(error, "interruption", False)
 
 
 def _describe_error(error: BaseException) -> str:
@@ -593,15 +462,10 @@ def _sigterm_raises() -> Iterator[None]:
 
 
 def load_runs(root: str | os.PathLike) -> pd.DataFrame:
-    """Every run record under ``root`` (any depth), one row each, sorted by start time.
-
-    Columns: ``folder``, ``kind``, ``status``, ``started_at``, ``finished_at``,
-    ``elapsed_seconds``, ``error``, ``spec`` (its label), ``spec_identity``,
-    ``dataset_sha256``, ``pinned``, ``evictlab_version``, ``git_head``, ``git_dirty``,
-    ``outputs`` (how many files) and ``record`` (the whole :class:`RunRecord`). A file named
-    like a record that does not parse as one gets a row with status ``None`` and the reason
-    in ``error``.
-    """
+    """Every run record under ``root`` (any depth), one row each (:data:`LOAD_RUNS_COLUMNS`:
+    ``spec`` is its label, ``outputs`` how many files, ``record`` the whole :class:`RunRecord`),
+    sorted by start time. A file named like a record that does not parse as one gets a row with
+    status ``None`` and the reason in ``error``."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -614,29 +478,17 @@ def load_runs(root: str | os.PathLike) -> pd.DataFrame:
             continue
         if record is None:
             continue
-        spec = record.spec or {}
-        dataset = record.dataset or {}
-        git = record.provenance.get("git") or {}
-        rows.append(
-            {
-                "folder": str(path.parent),
-                "kind": record.kind,
-                "status": record.status,
-                "started_at": record.started_at,
-                "finished_at": record.finished_at,
-                "elapsed_seconds": record.elapsed_seconds,
-                "error": record.error,
-                "spec": spec.get("label"),
-                "spec_identity": spec.get("identity"),
-                "dataset_sha256": dataset.get("sha256"),
-                "pinned": dataset.get("pinned"),
-                "evictlab_version": record.provenance.get("evictlab_version"),
-                "git_head": git.get("head"),
-                "git_dirty": git.get("dirty"),
-                "outputs": len(record.outputs),
-                "record": record,
-            }
-        )
+        spec, dataset, git = record.spec or {}, record.dataset or {}, record.provenance.get("git") or {}
+        rows.append({
+            "folder": str(path.parent), "kind": record.kind, "status": record.status,
+            "started_at": record.started_at, "finished_at": record.finished_at,
+            "elapsed_seconds": record.elapsed_seconds, "error": record.error,
+            "spec": spec.get("label"), "spec_identity": spec.get("identity"),
+            "dataset_sha256": dataset.get("sha256"), "pinned": dataset.get("pinned"),
+            "evictlab_version": record.provenance.get("evictlab_version"),
+            "git_head": git.get("head"), "git_dirty": git.get("dirty"),
+            "outputs": len(record.outputs), "record": record,
+        })  # fmt: skip
     frame = pd.DataFrame.from_records(rows, columns=list(LOAD_RUNS_COLUMNS))
     return frame.sort_values("started_at", kind="stable", na_position="last").reset_index(drop=True)
 

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from evictlab import cli
-from evictlab.core import demo
+from evictlab.core import demo, demo_generator
 from evictlab.core.dataset import answer_text, build_bank, exclusion_reason, render_evidence, select_official
 from evictlab.core.pools import build_pools
 from evictlab.core.protocol import PRESETS, load_protocol, sha256_file
@@ -34,7 +34,7 @@ def dataset(protocol):
 
 @pytest.fixture(scope="module")
 def roles():
-    return demo.trap_catalogue()
+    return demo_generator.trap_catalogue()
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +58,14 @@ def kept_sources(protocol, case, policy, capacity):
 
 
 def test_regenerating_gives_the_committed_bytes():
-    assert demo.dataset_bytes() == demo.DEMO_DATASET.read_bytes()
-    assert demo.manifest_bytes(demo.derive_manifest(load_protocol())) == demo.DEMO_MANIFEST.read_bytes()
-    assert demo.committed_problems(load_protocol()) == []
+    assert demo_generator.dataset_bytes() == demo.DEMO_DATASET.read_bytes()
+    manifest = demo_generator.derive_manifest(load_protocol())
+    assert demo_generator.manifest_bytes(manifest) == demo.DEMO_MANIFEST.read_bytes()
+    assert demo_generator.committed_problems(load_protocol()) == []
 
 
 def test_generation_does_not_depend_on_the_hash_seed():
-    script = "import sys, evictlab.core.demo as d; sys.stdout.buffer.write(d.dataset_bytes())"
+    script = "import sys, evictlab.core.demo_generator as d; sys.stdout.buffer.write(d.dataset_bytes())"
     for seed in ("0", "12345"):
         result = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, check=True, env={"PYTHONHASHSEED": seed},
@@ -247,7 +248,7 @@ def test_bank_boundaries_are_inclusive(dataset, protocol, roles):
 
 
 def test_the_crossing_record_leaves_the_bracket_bank_and_the_surplus_enters(dataset, protocol, roles):
-    (crossing,) = roles[demo.BANK_CROSSING_ROLE]
+    (crossing,) = roles[demo_generator.BANK_CROSSING_ROLE]
     row = dataset.by_id[crossing]
     assert (len(render_evidence(row, "session")), len(render_evidence(row, "bracket"))) == (697, 704)
     session = bank_ids(dataset, protocol, "session")
@@ -330,14 +331,14 @@ def test_raw_fact_ids_change_two_confidence_kept_sets_at_capacity_7(pools, proto
 
 def test_write_demo_is_idempotent_and_refuses_a_different_file(tmp_path):
     target = tmp_path / "demo.json"
-    demo.write_demo(target)
+    demo_generator.write_demo(target)
     assert target.read_bytes() == demo.DEMO_DATASET.read_bytes()
-    demo.write_demo(target)  # same bytes: nothing to do
+    demo_generator.write_demo(target)  # same bytes: nothing to do
     target.write_bytes(b"[]\n")
     with pytest.raises(OutputExistsError, match="refusing to overwrite"):
-        demo.write_demo(target)
+        demo_generator.write_demo(target)
     assert target.read_bytes() == b"[]\n"
-    demo.write_demo(target, force=True)
+    demo_generator.write_demo(target, force=True)
     assert sha256_file(target) == demo.DEMO_SHA256
 
 
@@ -358,7 +359,7 @@ def test_committed_problems_reports_a_stale_file(tmp_path, monkeypatch):
     stale.write_bytes(demo.DEMO_DATASET.read_bytes().replace(b"Carcassonne", b"Catan"))
     monkeypatch.setattr(demo, "DEMO_DATASET", stale)
     monkeypatch.setattr(demo, "DEMO_MANIFEST", tmp_path / "missing.json")
-    problems = demo.committed_problems(load_protocol())
+    problems = demo_generator.committed_problems(load_protocol())
     assert any("differs from the generator output" in p for p in problems)
     assert any("missing.json: missing" in p for p in problems)
 

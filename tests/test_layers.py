@@ -19,8 +19,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("evictlab", "errors", "results", "locks", "resources", "readers", "distributed", "palette", "times",
-                "intervals")),
+    ("ground", ("evictlab", "errors", "results", "locks", "resources", "readers", "writers", "distributed", "palette",
+                "times", "intervals")),
     ("policies", ("policies",)),
     ("core", ("core",)),
     ("selection", ("selection",)),

@@ -17,14 +17,8 @@ from evictlab.policies import PolicyParams, get_policy, known_policies, select
 from evictlab.selection.engine import PreparedCases
 from evictlab.selection.explain import at_least, explain
 from evictlab.workbench import plots
-from evictlab.workbench.widgets import (
-    ALL_CASES,
-    CONTROL_NAMES,
-    Explorer,
-    PoolCache,
-    decisions_for,
-    rescale_weights,
-)
+from evictlab.workbench.explorer_tables import ALL_CASES, PoolCache, decisions_for
+from evictlab.workbench.widgets import CONTROL_NAMES, Explorer, rescale_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 UNIT = st.floats(0, 1, allow_nan=False)

@@ -33,14 +33,10 @@ import pandas as pd
 
 from .. import results
 from ..core.pools import Case, PoolSet, open_pools
-from ..core.runspec import (
-    RunSpec,
-    canonical_params,
-    check_same_dataset,
-    iso_utc,
-)
+from ..core.runspec import RunSpec, canonical_params, check_same_dataset
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, Decision
+from ..times import iso_z
 from .evaluate import decide
 from .qa.prompt import row_id
 from .qa.tasks import build_tasks
@@ -354,7 +350,7 @@ def side_record(pool_set: PoolSet, spec: RunSpec | None) -> dict[str, Any]:
     return {
         "variant": pool_set.variant.as_dict(),
         "policy_parameters": canonical_params(protocol.config.hybrid),
-        "evaluation_time": iso_utc(protocol.evaluation_time),
+        "evaluation_time": iso_z(protocol.evaluation_time),
         **used,
     }
 

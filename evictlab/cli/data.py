@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core import demo
+from ..core import demo, demo_generator
 from ..core.fetch import (
     DEFAULT_TIMEOUT_SECONDS,
     PRIMARY_HOST,
@@ -59,7 +59,7 @@ def _register_demo(commands: argparse._SubParsersAction) -> None:
             "  evictlab data demo\n"
             "  evictlab data demo --output /tmp/demo.json --manifest-output /tmp/demo-manifest.json\n"
             "\n"
-            "to change the demo on purpose (maintainers): edit evictlab/core/demo.py, then\n"
+            "to change the demo on purpose (maintainers): edit evictlab/core/demo_generator.py, then\n"
             "  evictlab data demo --output data/demo/longmemeval-demo.json \\\n"
             "    --manifest-output data/demo/manifest.json --force\n"
             "and copy the printed SHA-256 into DEMO_SHA256 in evictlab/core/demo.py."
@@ -78,14 +78,14 @@ def _register_demo(commands: argparse._SubParsersAction) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     protocol = load_protocol(config=args.config)
     if args.output is None and args.manifest_output is None:
-        problems = demo.committed_problems(protocol)
+        problems = demo_generator.committed_problems(protocol)
         if problems:
             raise DatasetError(
                 "the committed demo files do not match the generator: " + "; ".join(problems)
                 + " (see 'evictlab data demo --help' to regenerate them on purpose)"
             )
-        rows = demo.generate_rows()
-        manifest = demo.derive_manifest(protocol)
+        rows = demo_generator.generate_rows()
+        manifest = demo_generator.derive_manifest(protocol)
         cases = sum(len(ids) for ids in manifest["scenarios"].values())
         print(f"demo dataset:  {demo.DEMO_DATASET}")
         print(f"  {len(rows)} rows, SHA-256 {demo.DEMO_SHA256} (pinned as {demo.DEMO_REPOSITORY}"
@@ -95,13 +95,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         print("both files match the generator")
         return 0
     if args.output is not None:
-        path = demo.write_demo(args.output, force=args.force)
+        path = demo_generator.write_demo(args.output, force=args.force)
         digest = sha256_file(path)
         print(f"demo dataset written to {path} (SHA-256 {digest})")
         if digest != demo.DEMO_SHA256:
             print(f"note: DEMO_SHA256 in evictlab/core/demo.py is {demo.DEMO_SHA256}; update it to {digest}")
     if args.manifest_output is not None:
-        path = demo.write_manifest(args.manifest_output, protocol, force=args.force)
+        path = demo_generator.write_manifest(args.manifest_output, protocol, force=args.force)
         print(f"demo manifest written to {path} (SHA-256 {sha256_file(path)})")
     return 0
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from ..errors import ContractError
 from ..policies import PolicyParams
-from ..policies.signals import as_utc
 from ..readers import MAX_PROTOCOL_FILE_BYTES, parse_json, parse_yaml, read_bounded
 from ..resources import DATA_DIR
+from ..times import as_utc, read_iso
 from .manifests import OfficialManifest, SyntheticManifest, parse_official_manifest, parse_synthetic_manifest
 from .schema import HEX40, HEX64, Section
 
@@ -49,11 +49,8 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 # --------------------------------------------------------------------------- variants
@@ -218,10 +215,9 @@ def parse_config(data: Any, *, file: str) -> Config:
 def _parse_clock(root: Section) -> _dt.datetime:
     value = root.raw("evaluation_time")
     if isinstance(value, str):
-        try:
-            value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise root.error(f"must be an ISO-8601 time, got {value!r}", "evaluation_time") from None
+        if (parsed := read_iso(value)) is None:
+            raise root.error(f"must be an ISO-8601 time, got {value!r}", "evaluation_time")
+        value = parsed
     if not isinstance(value, _dt.datetime) or value.tzinfo is None:
         raise root.error(f"must be a timezone-aware time, got {value!r}", "evaluation_time")
     try:

@@ -7,15 +7,13 @@ hybrid-v1 parameters (the :class:`~evictlab.policies.PolicyParams` field names) 
 (``evaluation_time``); parameters and clock default to the config's values. Making a spec
 checks its keys and value types and reads no file.
 
-:func:`resolve` reads and checks the protocol files, applies the overrides and validates the
-parameters, giving a :class:`ResolvedSpec`: the variant, parameters, clock and protocol that
-runs use, and the spec's ``identity``, the SHA-256 of a canonical JSON of the resolved values
-with the protocol files identified by their content hashes (never their paths). Two specs that
-resolve to the same values are equal however they were written; the dataset is not part of
-the identity (every run file identifies it by its own SHA-256). A spec resolves once
-(:attr:`RunSpec.resolved`); :func:`parse_spec` and :func:`load_spec_file` resolve the spec
-they return, so an invalid SPEC text or file fails where it is read, and
-:func:`~evictlab.core.pools.open_pools` resolves the spec it opens.
+:func:`resolve` (once per spec, :attr:`RunSpec.resolved`) reads and checks the protocol files,
+applies the overrides and validates the parameters, giving a :class:`ResolvedSpec` with the
+spec's ``identity``: the SHA-256 of a canonical JSON of the resolved values, the protocol files
+identified by their content hashes, never their paths, and the dataset left out (every run file
+identifies it by its own SHA-256). Two specs that resolve to the same values are equal however
+they were written. :func:`parse_spec` and :func:`load_spec_file` resolve what they return, so an
+invalid SPEC fails where it is read.
 
 A SPEC string is ``BASE`` or ``BASE:KEY=VALUE,KEY=VALUE``, where ``BASE`` is a preset name
 (``pr4810-final``, ``pr4810-run2``, ``pr4810-run1``) or the path of a small YAML file
@@ -38,8 +36,8 @@ from typing import Any
 
 from ..errors import ContractError
 from ..policies import PolicyParams
-from ..policies.signals import as_utc
 from ..readers import MAX_PROTOCOL_FILE_BYTES, parse_yaml, read_bounded
+from ..times import as_utc, iso_z, read_iso
 from .protocol import (
     ARTIFACT_NAMES,
     DEFAULT_PRESET,
@@ -254,7 +252,7 @@ class ResolvedSpec:
             f"{self.spec.label} [{variant}; weights {p.confidence_weight:g}/{p.confirmation_weight:g}"
             f"/{p.access_weight:g}, half-lives {p.confirmation_half_life_days:g}/"
             f"{p.access_half_life_days:g} d, reserve {p.correction_reserved_fraction:g}"
-            f" max {p.correction_reserved_max}; clock {iso_utc(self.evaluation_time)};"
+            f" max {p.correction_reserved_max}; clock {iso_z(self.evaluation_time)};"
             f" identity {self.identity[:12]}]"
         )
 
@@ -298,7 +296,7 @@ def _identity_record(
         "artifacts": artifacts,
         "variant": variant.as_dict(),
         "policy_parameters": canonical_params(params),
-        "evaluation_time": iso_utc(clock),
+        "evaluation_time": iso_z(clock),
     }
 
 
@@ -441,10 +439,9 @@ def _coerce_clock(value: Any, bad: Any) -> _dt.datetime:
     # would be read differently by different hosts, so it is refused rather than guessed.
     aware = "a timezone-aware ISO-8601 time such as 2026-08-13T00:00:00Z"
     if isinstance(value, str):
-        try:
-            value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise bad(aware) from None
+        if (parsed := read_iso(value)) is None:
+            raise bad(aware)
+        value = parsed
     if not isinstance(value, _dt.datetime) or value.tzinfo is None:
         raise bad(aware)
     try:
@@ -469,16 +466,14 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def iso_utc(moment: _dt.datetime) -> str:
-    """UTC ISO-8601 with a trailing ``Z`` (microseconds only when non-zero)."""
-    return moment.astimezone(_dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+iso_utc = iso_z  # the name core/stores imports; to be replaced there by evictlab.times.iso_z
 
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, _dt.datetime):
-        return iso_utc(value)
+        return iso_z(value)
     return value
 
 

@@ -1,19 +1,158 @@
-"""The explorer's text (:class:`evictlab.workbench.widgets.Explorer`): totals, the selected case's
-explanation as a table, and the cases whose support was evicted, as HTML.
+"""The explorer's tables (:class:`evictlab.workbench.widgets.Explorer`): one row per case
+(:func:`decisions_for`) on pools prepared once per preset (:class:`PoolCache`), the totals per
+scenario (:func:`retention_summary`), and its text as HTML: totals, the selected case's
+explanation as a table, and the cases whose support was evicted.
 
 Statuses, margins and the smallest changes that would have kept a fact come from
-:mod:`evictlab.selection.explain`; this module only words and escapes them.
+:mod:`evictlab.selection.explain`; this module only counts, words and escapes them.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import os
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..core.pools import PoolSet
+from ..core.protocol import PRESETS
+from ..core.runspec import RunSpec
+from ..errors import ContractError
+from ..policies import PolicyParams
+from ..policies.hybrid import CORRECTION
+from ..policies.signals import fact_key, is_category
+from ..selection.decisions import OUTPUT_DTYPES, decide_grid
+from ..selection.engine import PreparedCases
 from ..selection.explain import Explanation, FactExplanation, at_least
+from .loaders import load_pool_set
+from .plots import ALL_CASES
+
+CAPACITY_RANGE = (1, 9)
+REFERENCE_POLICIES = ("hybrid-v1", "confidence")
+
+
+@dataclass
+class PresetPools:
+    """One preset's pools, prepared once, and the DeerMem reference retention at every capacity."""
+
+    preset: str
+    pool_set: PoolSet
+    prepared: PreparedCases
+    reference: pd.DataFrame = field(repr=False)  # scenario group x capacity x policy
+
+
+
+class PoolCache:
+    """Pools per preset, each built on first use from one run spec under that preset.
+
+    ``spec`` (default: the protocol's own files on ``dataset``, None being the embedded demo)
+    brings its dataset, protocol files, parameters, clock and variant overrides to every preset.
+    """
+
+    def __init__(
+        self, dataset: str | os.PathLike | None = None, *, allow_unpinned: bool = False, spec: RunSpec | None = None
+    ) -> None:
+        self.spec = spec if spec is not None else RunSpec().on_dataset(dataset, allow_unpinned=allow_unpinned)
+        self._entries: dict[str, PresetPools] = {}
+
+    def get(self, preset: str) -> PresetPools:
+        if preset not in PRESETS:
+            raise ContractError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}")
+        if preset not in self._entries:
+            pool_set = load_pool_set(self.spec.with_preset(preset))
+            prepared = PreparedCases.from_pool_set(pool_set)
+            defaults = pool_set.protocol.config.hybrid
+            capacities = range(CAPACITY_RANGE[0], CAPACITY_RANGE[1] + 1)
+            frames = [
+                retention_summary(decisions_for(prepared, policy, defaults, capacity)).assign(
+                    policy=policy, capacity=capacity
+                )
+                for policy in REFERENCE_POLICIES
+                for capacity in capacities
+            ]
+            self._entries[preset] = PresetPools(preset, pool_set, prepared, pd.concat(frames, ignore_index=True))
+        return self._entries[preset]
+
+
+def decisions_for(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
+    """One row per case: the explorer's view of :func:`~evictlab.selection.decisions.decide_grid`.
+
+    Columns: ``case_id``, ``scenario``, ``source``, ``support_fact_id``, ``kept_fact_ids``, the
+    decision outputs, ``support_status`` (the support's
+    :attr:`~evictlab.selection.explain.FactExplanation.status`: ``kept``, ``reserved`` or
+    ``evicted``) and ``kept_by_reservation`` (held by a reserved correction slot).
+    """
+    decisions = decide_grid(prepared, [policy], [params], [capacity], details=True)
+    supports = [str(case.support_fact_ids[0]) for case in prepared.cases]
+    frame = pd.DataFrame(
+        {
+            "case_id": prepared.case_ids,
+            "scenario": prepared.scenarios,
+            "source": prepared.sources,
+            "support_fact_id": supports,
+            "kept_fact_ids": decisions["kept_fact_ids"].to_numpy(),
+            **{name: decisions[name].to_numpy() for name in OUTPUT_DTYPES},
+        }
+    )
+    frame["support_status"] = [
+        support_status(kept, support, corrections, int(slots))
+        for kept, support, corrections, slots in zip(frame["kept_fact_ids"], supports, correction_ids(prepared),
+                                                     frame["reserved_correction_slots"])
+    ]
+    frame["kept_by_reservation"] = frame["support_status"] == "reserved"
+    return frame
+
+
+def support_status(kept_fact_ids: Sequence[str], support: str, corrections: frozenset[str], reserved_slots: int) -> str:
+    """The support's :attr:`~evictlab.selection.explain.FactExplanation.status` from a kept list in rank order.
+
+    The reserved slots go to the best-ranked corrections (:class:`evictlab.policies.ties.CutLine`),
+    and those are all kept: a kept correction holds one exactly when fewer than
+    ``reserved_slots`` corrections are kept above it.
+    """
+    if support not in kept_fact_ids:
+        return "evicted"
+    if support in corrections:
+        above = kept_fact_ids[: list(kept_fact_ids).index(support)]
+        if sum(fact_id in corrections for fact_id in above) < reserved_slots:
+            return "reserved"
+    return "kept"
+
+
+def correction_ids(prepared: PreparedCases) -> tuple[frozenset[str], ...]:
+    """The ids of each case's facts of the reserved category (``correction``), computed once per pool set."""
+    cached = _CORRECTIONS.get(prepared)
+    if cached is None:
+        cached = _CORRECTIONS[prepared] = tuple(
+            frozenset(fact_key(fact, index) for index, fact in enumerate(case.facts) if is_category(fact, CORRECTION))
+            for case in prepared.cases
+        )
+    return cached
+
+
+_CORRECTIONS: weakref.WeakKeyDictionary[PreparedCases, tuple[frozenset[str], ...]] = weakref.WeakKeyDictionary()
+
+
+def retention_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Supports retained per scenario (in case order) and over all cases: ``scenario``, ``retained``, ``cases``.
+
+    The explorer holds one decision per case (seeded policies at seed 0), so these are
+    :func:`evictlab.selection.decisions.retention_counts` as plain sums, counted with numpy: a slider
+    move cannot afford the grouped frame's 5-10 ms.
+    """
+    codes, scenarios = pd.factorize(results["scenario"], sort=False)
+    retained = np.bincount(codes, weights=results["support_retained"].to_numpy(dtype=float), minlength=len(scenarios))
+    cases = np.bincount(codes, minlength=len(scenarios))
+    return pd.DataFrame({
+        "scenario": [*map(str, scenarios), ALL_CASES],
+        "retained": np.append(retained, retained.sum()).astype(np.int64),
+        "cases": np.append(cases, cases.sum()).astype(np.int64),
+    })
 
 
 def details_html(pool_set: PoolSet, results: pd.DataFrame, explanation: Explanation, case_id: str, policy: str,

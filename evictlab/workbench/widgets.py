@@ -2,52 +2,32 @@
 
 :class:`Explorer` shows, for the 45 pools of one preset, how many supports a policy keeps per
 scenario at one capacity, where every support ranks, and why the facts of one selected case
-were kept or evicted. Its controls:
+were kept or evicted. Its controls: three weight sliders that stay on the simplex
+(:func:`rescale_weights`; three coupled sliders rather than two and a derived third, so every
+weight can be moved and the rule treats them alike), two half-lives on logarithmic sliders
+over DeerMem's bounds (1 to 3,650 days), capacity 1 to 9, policy, preset and case. Weights and
+half-lives are hybrid-v1's parameters, disabled while the policy ignores them
+(:attr:`evictlab.policies.Policy.reads_params`); seeded policies are shown at seed 0.
 
-* **weights**: three sliders (confidence, confirmation, access) that stay on the simplex.
-  Moving one sets it and rescales the other two in proportion to their current values, so
-  the three still sum to 1; when both others are 0 (a corner of the simplex) the rest is
-  split equally between them (:func:`rescale_weights`). Three coupled sliders rather than two
-  and a derived third, so that every weight can be moved and the rule treats them alike.
-* **half-lives**: confirmation and access half-lives on logarithmic sliders from 1 to 3,650
-  days, DeerMem's configuration bounds.
-* **capacity** 1 to 9, **policy** (every registered policy), **preset**, **case**.
-
-Weights and half-lives are hybrid-v1's parameters; ``confidence`` ignores them, and every
-policy receives them as :func:`evictlab.policies.select` gives them. Seeded policies (such
-as ``random``) are shown at seed 0.
-
-How a change is computed (:meth:`Explorer.refresh`): the pools of each preset are built once
-(:class:`PoolCache`); every case is decided by :func:`evictlab.selection.decisions.decide_grid`
-(every policy through the one selector on its rank keys; ``mmr`` on the scalar selector,
-memoised per setting); the
-selected case is explained by :func:`evictlab.selection.explain.explain`. The figure is one
-:class:`~evictlab.workbench.plots.ExplorerFigure` whose artists are updated in place; on screen it is
-one ``ipywidgets.Image`` (the static raster with the changing artists blitted on it by
-matplotlib's Agg, :meth:`~evictlab.workbench.plots.ExplorerFigure.frame_jpeg`) under the title as
-page text (one ``ipywidgets.HTML``, which wraps instead of clipping).
-Tables go into one ``ipywidgets.HTML`` (written by :mod:`evictlab.workbench.explorer_tables`).
-A support shown as held by a reserved slot is one whose status, as
-:mod:`evictlab.selection.explain` names it, is ``reserved`` (:func:`support_status`). Weights
-and half-lives are disabled while the policy ignores them
-(:attr:`evictlab.policies.Policy.reads_params`). ``benchmarks/bench_explorer.py`` measures a
-change in Python and in a real browser.
-
-Tests and notebooks drive it with :meth:`Explorer.set` and read :attr:`Explorer.results`
-(one row per case), :attr:`Explorer.summary` and :attr:`Explorer.explanation`.
+A change decides every case through :func:`~evictlab.selection.decisions.decide_grid` on pools
+prepared once per preset (:class:`PoolCache`), explains the selected case
+(:func:`~evictlab.selection.explain.explain`) and updates one
+:class:`~evictlab.workbench.plots.ExplorerFigure` in place, shown as one image under the title
+as page text, with the tables of :mod:`evictlab.workbench.explorer_tables` below.
+``benchmarks/bench_explorer.py`` measures a change in Python and in a real browser. Tests and
+notebooks drive it with :meth:`Explorer.set` and read :attr:`Explorer.results` (one row per
+case), :attr:`Explorer.summary` and :attr:`Explorer.explanation`.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import numbers
 import os
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
@@ -61,25 +41,16 @@ from ..core.runspec import RunSpec, parse_spec
 from ..errors import ContractError
 from ..policies import PolicyParams, get_policy, known_policies
 from ..policies.base import WEIGHT_TOLERANCE
-from ..policies.hybrid import CORRECTION
-from ..policies.signals import fact_key, is_category
-from ..selection.decisions import OUTPUT_DTYPES, decide_grid
-from ..selection.engine import PreparedCases, vectorised
+from ..selection.engine import vectorised
 from ..selection.explain import Explanation, explain
-from .explorer_tables import details_html, explanation_table_html
-from .loaders import dataset_label, load_pool_set
-from .plots import ALL_CASES, ExplorerFigure
+from .explorer_tables import CAPACITY_RANGE, PoolCache, PresetPools, decisions_for, details_html, retention_summary
+from .loaders import dataset_label
+from .plots import ExplorerFigure
 
-CAPACITY_RANGE = (1, 9)
 HALF_LIFE_RANGE_DAYS = (1.0, 3650.0)  # DeerMem's configuration bounds
 WEIGHT_NAMES = ("confidence_weight", "confirmation_weight", "access_weight")
 HALF_LIFE_NAMES = ("confirmation_half_life_days", "access_half_life_days")
 CONTROL_NAMES = (*WEIGHT_NAMES, *HALF_LIFE_NAMES, "capacity", "policy", "preset", "case_id")
-RESULT_COLUMNS = (
-    "case_id", "scenario", "source", "support_fact_id", "kept_fact_ids", "support_retained", "support_rank",
-    "reserved_correction_slots", "support_margin", "support_status", "kept_by_reservation",
-)  # fmt: skip
-REFERENCE_POLICIES = ("hybrid-v1", "confidence")
 _SCALAR_CACHE_SIZE = 256
 
 
@@ -104,131 +75,6 @@ def rescale_weights(weights: Sequence[float], index: int, value: float) -> tuple
     result[others[0]] = share
     result[others[1]] = max(0.0, rest - share)
     return (result[0], result[1], result[2])
-
-
-# --------------------------------------------------------------------------- pools and decisions
-
-
-@dataclass
-class PresetPools:
-    """One preset's pools, prepared once, and the DeerMem reference retention at every capacity."""
-
-    preset: str
-    pool_set: PoolSet
-    prepared: PreparedCases
-    reference: pd.DataFrame = field(repr=False)  # scenario group x capacity x policy
-
-    @property
-    def pool_size(self) -> int:
-        return int(self.prepared.sizes.max())
-
-
-class PoolCache:
-    """Pools per preset, each built on first use from one run spec under that preset.
-
-    ``spec`` (default: the protocol's own files on ``dataset``, None being the embedded demo)
-    brings its dataset, protocol files, parameters, clock and variant overrides to every preset.
-    """
-
-    def __init__(
-        self, dataset: str | os.PathLike | None = None, *, allow_unpinned: bool = False, spec: RunSpec | None = None
-    ) -> None:
-        self.spec = spec if spec is not None else RunSpec().on_dataset(dataset, allow_unpinned=allow_unpinned)
-        self._entries: dict[str, PresetPools] = {}
-
-    def get(self, preset: str) -> PresetPools:
-        if preset not in PRESETS:
-            raise ContractError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}")
-        if preset not in self._entries:
-            pool_set = load_pool_set(self.spec.with_preset(preset))
-            prepared = PreparedCases.from_pool_set(pool_set)
-            defaults = pool_set.protocol.config.hybrid
-            capacities = range(CAPACITY_RANGE[0], CAPACITY_RANGE[1] + 1)
-            frames = [
-                retention_summary(decisions_for(prepared, policy, defaults, capacity)).assign(
-                    policy=policy, capacity=capacity
-                )
-                for policy in REFERENCE_POLICIES
-                for capacity in capacities
-            ]
-            self._entries[preset] = PresetPools(preset, pool_set, prepared, pd.concat(frames, ignore_index=True))
-        return self._entries[preset]
-
-
-def decisions_for(prepared: PreparedCases, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
-    """One row per case (columns :data:`RESULT_COLUMNS`): the explorer's view of
-    :func:`evictlab.selection.decisions.decide_grid` (the selector, or the scalar selector for ``mmr``).
-
-    ``support_status`` is the support's :attr:`evictlab.selection.explain.FactExplanation.status`
-    (``kept``, ``reserved`` or ``evicted``) and ``kept_by_reservation`` whether it is
-    ``reserved``: held by a reserved correction slot, wherever it ranks.
-    """
-    decisions = decide_grid(prepared, [policy], [params], [capacity], details=True)
-    supports = [str(case.support_fact_ids[0]) for case in prepared.cases]
-    frame = pd.DataFrame(
-        {
-            "case_id": prepared.case_ids,
-            "scenario": prepared.scenarios,
-            "source": prepared.sources,
-            "support_fact_id": supports,
-            "kept_fact_ids": decisions["kept_fact_ids"].to_numpy(),
-            **{name: decisions[name].to_numpy() for name in OUTPUT_DTYPES},
-        }
-    )
-    frame["support_status"] = [
-        support_status(kept, support, corrections, int(slots))
-        for kept, support, corrections, slots in zip(frame["kept_fact_ids"], supports, correction_ids(prepared),
-                                                     frame["reserved_correction_slots"])
-    ]
-    frame["kept_by_reservation"] = frame["support_status"] == "reserved"
-    return frame
-
-
-def support_status(kept_fact_ids: Sequence[str], support: str, corrections: frozenset[str], reserved_slots: int) -> str:
-    """The support's :attr:`~evictlab.selection.explain.FactExplanation.status` from a kept list in rank order.
-
-    The reserved slots go to the best-ranked corrections (:class:`evictlab.policies.ties.CutLine`),
-    and those are all kept: a kept correction holds one exactly when fewer than
-    ``reserved_slots`` corrections are kept above it.
-    """
-    if support not in kept_fact_ids:
-        return "evicted"
-    if support in corrections:
-        above = kept_fact_ids[: list(kept_fact_ids).index(support)]
-        if sum(fact_id in corrections for fact_id in above) < reserved_slots:
-            return "reserved"
-    return "kept"
-
-
-def correction_ids(prepared: PreparedCases) -> tuple[frozenset[str], ...]:
-    """The ids of each case's facts of the reserved category (``correction``), computed once per pool set."""
-    cached = _CORRECTIONS.get(prepared)
-    if cached is None:
-        cached = _CORRECTIONS[prepared] = tuple(
-            frozenset(fact_key(fact, index) for index, fact in enumerate(case.facts) if is_category(fact, CORRECTION))
-            for case in prepared.cases
-        )
-    return cached
-
-
-_CORRECTIONS: weakref.WeakKeyDictionary[PreparedCases, tuple[frozenset[str], ...]] = weakref.WeakKeyDictionary()
-
-
-def retention_summary(results: pd.DataFrame) -> pd.DataFrame:
-    """Supports retained per scenario (in case order) and over all cases: ``scenario``, ``retained``, ``cases``.
-
-    The explorer holds one decision per case (seeded policies at seed 0), so these are
-    :func:`evictlab.selection.decisions.retention_counts` as plain sums, counted with numpy: a slider
-    move cannot afford the grouped frame's 5-10 ms.
-    """
-    codes, scenarios = pd.factorize(results["scenario"], sort=False)
-    retained = np.bincount(codes, weights=results["support_retained"].to_numpy(dtype=float), minlength=len(scenarios))
-    cases = np.bincount(codes, minlength=len(scenarios))
-    return pd.DataFrame({
-        "scenario": [*map(str, scenarios), ALL_CASES],
-        "retained": np.append(retained, retained.sum()).astype(np.int64),
-        "cases": np.append(cases, cases.sum()).astype(np.int64),
-    })
 
 
 # --------------------------------------------------------------------------- the explorer
@@ -260,14 +106,18 @@ class Explorer:
         base = params or entry.pool_set.protocol.config.hybrid
         self._base_params = base
         self._quiet_depth = 0
-        self._scalar_cache: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        # mmr has no rank keys: its scalar decisions are memoised per setting.
+        self._scalar = functools.lru_cache(_SCALAR_CACHE_SIZE)(
+            lambda preset, policy, params, capacity: decisions_for(self.pools.get(preset).prepared, policy, params,
+                                                                    capacity))
         self.updates = 0
         self.controls = self._make_controls(entry, base, preset, policy, capacity)
         self.results = self._decide(entry, policy, base, capacity)
         self.controls["case_id"].value = self._check_case(entry, case_id) if case_id else self._first_evicted()
         self.summary = retention_summary(self.results)
         self.explanation = self._explain(entry)
-        self._figure = ExplorerFigure(*self._view(entry), **self._view_options(entry), pool_size=entry.pool_size)
+        self._figure = ExplorerFigure(*self._view(entry), **self._view_options(entry),
+                                      pool_size=int(entry.prepared.sizes.max()))
         # The title as page text (it wraps, never clipped), the figure below it as one image.
         width = f"{72 * self._figure.figure.get_figwidth():.0f}px"  # a CSS pixel per point
         self.title = w.HTML(value=title_html(self._figure.title_lines))
@@ -442,15 +292,7 @@ class Explorer:
     def _decide(self, entry: PresetPools, policy: str, params: PolicyParams, capacity: int) -> pd.DataFrame:
         if vectorised(policy):
             return decisions_for(entry.prepared, policy, params, capacity)
-        key = (entry.preset, policy, params, capacity)
-        if key in self._scalar_cache:
-            self._scalar_cache.move_to_end(key)
-            return self._scalar_cache[key]
-        results = decisions_for(entry.prepared, policy, params, capacity)
-        self._scalar_cache[key] = results
-        if len(self._scalar_cache) > _SCALAR_CACHE_SIZE:
-            self._scalar_cache.popitem(last=False)
-        return results
+        return self._scalar(entry.preset, policy, params, capacity)
 
     def _explain(self, entry: PresetPools) -> Explanation:
         case = entry.pool_set.case(self.case_id)
@@ -519,38 +361,27 @@ class Explorer:
     @staticmethod
     def _make_controls(entry: PresetPools, params: PolicyParams, preset: str, policy: str,
                        capacity: int) -> dict[str, w.ValueWidget]:
-        policy = _checked_policy(policy)
-        capacity = _checked_capacity(capacity)
-        low, high = CAPACITY_RANGE
-        style = {"description_width": "8em"}
+        policy, capacity = _checked_policy(policy), _checked_capacity(capacity)
         # Wide tracks (over 300 px): about 3 px or more per 0.01 of weight, so a weight can be set
         # to the step by hand.
-        slider = w.Layout(width="42em")
-        layout = w.Layout(width="24em")
-        weights = {
-            name: w.FloatSlider(value=value, min=0.0, max=1.0, step=0.01, readout_format=".2f", continuous_update=False,
-                                description=label, style=style, layout=slider)
-            for name, value, label in zip(WEIGHT_NAMES, params.weights, ("confidence", "confirmation", "access"))
-        }
-        exponents = tuple(math.log10(days) for days in HALF_LIFE_RANGE_DAYS)
-        half_lives = {
-            name: w.FloatLogSlider(value=float(getattr(params, name)), base=10, min=exponents[0], max=exponents[1],
-                                   step=0.01, readout_format=".1f", continuous_update=False, description=label,
-                                   style=style, layout=slider)
-            for name, label in zip(HALF_LIFE_NAMES, ("confirmation", "access"))
-        }
+        slider = {"style": {"description_width": "8em"}, "layout": w.Layout(width="42em"), "continuous_update": False}
+        other = {"style": {"description_width": "8em"}, "layout": w.Layout(width="24em")}
+        low, high = (math.log10(days) for days in HALF_LIFE_RANGE_DAYS)
         cases = [(f"{case.scenario} · {case.case_id}", case.case_id) for case in entry.pool_set.cases]
         return {
-            **weights,
-            **half_lives,
-            "capacity": w.IntSlider(value=capacity, min=low, max=high, continuous_update=False, description="capacity",
-                                    style=style, layout=layout),
-            "policy": w.Dropdown(options=known_policies(), value=policy, description="policy", style=style,
-                                 layout=layout),
-            "preset": w.Dropdown(options=list(PRESETS), value=preset, description="preset", style=style,
-                                 layout=layout),
-            "case_id": w.Dropdown(options=cases, value=cases[0][1], description="case", style=style, layout=layout),
-        }
+            **{name: w.FloatSlider(value=value, min=0.0, max=1.0, step=0.01, readout_format=".2f", description=label,
+                                   **slider)
+               for name, value, label in zip(WEIGHT_NAMES, params.weights, ("confidence", "confirmation", "access"))},
+            **{name: w.FloatLogSlider(value=float(getattr(params, name)), base=10, min=low, max=high, step=0.01,
+                                      readout_format=".1f", description=label, **slider)
+               for name, label in zip(HALF_LIFE_NAMES, ("confirmation", "access"))},
+            "capacity": w.IntSlider(value=capacity, min=CAPACITY_RANGE[0], max=CAPACITY_RANGE[1],
+                                    continuous_update=False, description="capacity", **other),
+            "policy": w.Dropdown(options=known_policies(), value=policy, description="policy",
+                                 **other),
+            "preset": w.Dropdown(options=list(PRESETS), value=preset, description="preset", **other),
+            "case_id": w.Dropdown(options=cases, value=cases[0][1], description="case", **other),
+        }  # fmt: skip
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -578,16 +409,3 @@ def _checked_capacity(capacity: Any) -> int:
 def _is_real(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
 
-
-__all__ = [
-    "CONTROL_NAMES",
-    "Explorer",
-    "PoolCache",
-    "PresetPools",
-    "decisions_for",
-    "details_html",
-    "explanation_table_html",
-    "rescale_weights",
-    "retention_summary",
-    "support_status",
-]

@@ -74,11 +74,8 @@ def run_artifacts(pool_set: PoolSet) -> dict[str, str]:
 
 
 def marker_record(pool_set: PoolSet, *, preset: str | None) -> dict[str, Any]:
-    """``qa_run.json``, schema 2 (spec 3.7), plus evictlab's ``preset`` and ``variant``.
-
-    The ``qa`` block restates the config's QA settings; a ``--workers`` override of one
-    invocation does not change the run and is not recorded.
-    """
+    """``qa_run.json``, schema 2 (spec 3.7), plus evictlab's ``preset`` and ``variant``; the ``qa``
+    block restates the config's QA settings (a ``--workers`` override is not recorded)."""
     protocol = pool_set.protocol
     qa = protocol.config.qa
     return {
@@ -112,11 +109,8 @@ def _plain_number(value: float) -> int | float:
 
 
 def check_marker(output_dir: str | Path, pool_set: PoolSet, *, action: str) -> None:
-    """Raise unless ``qa_run.json`` exists and matches the current inputs (read-only).
-
-    The error names every changed artifact (and a changed protocol variant) and says that
-    ``action`` is refused.
-    """
+    """Raise unless ``qa_run.json`` exists and matches the current inputs (read-only), naming
+    every changed artifact (and a changed protocol variant) and refusing ``action``."""
     path = Path(output_dir) / MARKER_FILE
     if not path.is_file():
         raise ContractError(
@@ -235,11 +229,8 @@ def response_row(task: QATask, completion: Completion) -> dict[str, Any]:
 
 
 def load_completed(path: Path) -> dict[str, Any] | None:
-    """The stored row at ``path`` if it is completed (spec 3.6), else None.
-
-    Completed: the file exists, parses as a JSON object, has ``schema_version`` 1 and a
-    string ``prediction``.
-    """
+    """The stored row at ``path`` if it is completed (spec 3.6: a JSON object with
+    ``schema_version`` 1 and a string ``prediction``), else None."""
     try:
         row = parse_json(read_bounded(path, MAX_RESPONSE_BYTES, what="response row"), where=str(path))
     except ContractError:
@@ -274,11 +265,8 @@ def storage_problem(path: Path, row: Mapping[str, Any] | None) -> str | None:
 
 
 def row_problem(path: Path, row: Mapping[str, Any] | None, task: QATask) -> str | None:
-    """The one validity rule of stored rows: why grading would refuse ``row`` for ``task``.
-
-    ``run-qa`` asks again every task whose row has a problem, so a folder it finishes is one
-    that ``grade-qa`` accepts.
-    """
+    """The one validity rule of stored rows: why grading would refuse ``row`` for ``task``
+    (``run-qa`` asks again every such task, so a folder it finishes is one grade-qa accepts)."""
     problem = storage_problem(path, row)
     if problem is not None or row is None:
         return problem
@@ -378,18 +366,15 @@ def call_tasks(
     workers: int,
     on_done: Callable[[int], Any] = lambda count: None,
 ) -> tuple[int, dict[str, str]]:
-    """Call ``tasks`` on a pool of ``workers`` threads, storing each answer as it arrives.
+    """Call ``tasks`` on ``workers`` threads, storing each answer as it arrives; returns (rows
+    answered, {row id: error} of failed rows).
 
-    Returns (rows answered, {row id: error} of failed rows). At most ``workers`` calls are
-    started ahead of their results, so an interrupt starts nothing new: on Ctrl-C the calls in
-    flight get :data:`INTERRUPT_GRACE_SECONDS` to finish and be stored, those left are aborted
-    (their answers are not stored; a second Ctrl-C aborts them at once), and
-    :class:`QARunInterrupted` counts every row stored in this run.
-
-    While calls run, :data:`SPACE_RESERVE_BYTES` of the disk are held back in a file. When an
-    answer cannot be stored (the disk is full), the space is released, the answers in hand
-    (that one and those of the calls still in flight) are stored in it, and the run stops with
-    :class:`QARunStopped`: an answer that was paid for is not lost, and a rerun resumes.
+    At most ``workers`` calls run ahead of their results, so Ctrl-C starts nothing new: the calls
+    in flight get :data:`INTERRUPT_GRACE_SECONDS` to finish and be stored, the rest are aborted (a
+    second Ctrl-C aborts them at once) and :class:`QARunInterrupted` counts the rows stored. When
+    an answer cannot be stored (a full disk), the :data:`SPACE_RESERVE_BYTES` held back meanwhile
+    are released for the answers in hand and :class:`QARunStopped` ends the run: an answer that
+    was paid for is not lost, and a rerun resumes.
     """
     if not tasks:
         return 0, {}
