@@ -44,6 +44,7 @@ from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams
 from ..policies.signals import parse_timestamp, read_number
 from ..selection.engine import BatchResult, PreparedCases, vectorised
+from ..times import iso_z
 
 ROBUSTNESS_CAPACITIES = (5, 7, 9)
 ROBUSTNESS_SEEDS = 200
@@ -90,11 +91,7 @@ class _Draw:
         moment = parse_timestamp(value)
         if moment is None:
             return value
-        return _iso(moment - _dt.timedelta(days=days))
-
-
-def _iso(moment: _dt.datetime) -> str:
-    return moment.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z")
+        return iso_z(moment - _dt.timedelta(days=days))
 
 
 def _confidence_noise(draw: _Draw, fact: dict, entry: dict | None, sigma: float) -> tuple[dict, dict | None]:
@@ -119,7 +116,7 @@ def _false_confirmations(draw: _Draw, fact: dict, entry: dict | None, rate: floa
     hit, age = draw.rng.random(), draw.rng.random() * FALSE_CONFIRMATION_WINDOW_DAYS
     if parse_timestamp(fact.get("lastConfirmedAt")) is not None or hit >= rate:
         return fact, entry
-    confirmed = _iso(draw.now - _dt.timedelta(days=float(age)))
+    confirmed = iso_z(draw.now - _dt.timedelta(days=float(age)))
     return {**fact, "lastConfirmedAt": confirmed, "confirmationCount": 1}, entry
 
 
@@ -127,7 +124,7 @@ def _heat_inflation(draw: _Draw, fact: dict, entry: dict | None, rate: float) ->
     if draw.rng.random() >= rate:
         return fact, entry
     heat = read_number(entry.get("accessHeat")) if isinstance(entry, Mapping) else None
-    burst = {"accessHeat": max(0.0, heat or 0.0) + HEAT_BURST, "lastAccessedAt": _iso(draw.now)}
+    burst = {"accessHeat": max(0.0, heat or 0.0) + HEAT_BURST, "lastAccessedAt": iso_z(draw.now)}
     return fact, {**(entry if isinstance(entry, Mapping) else {}), **burst}
 
 
