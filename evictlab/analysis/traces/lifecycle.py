@@ -1,0 +1,366 @@
+
+"""DeerMem's lifecycle around the cap (spec 1.9, 1.11a-1.15), one pure function per stage.
+
+Each function reads a memory's columns (numpy arrays in stored order, or the few new facts of
+one update) and returns what the stage keeps, removes or shows; none mutates its input. The
+stages of one automatic update run in the order of spec 1.12 C, and a replay switches them
+by name (:data:`STAGES`; ``--lifecycle`` on the command line, :func:`parse_stages`):
+
+============== ================================================================================
+stage          what it does (spec)
+============== ================================================================================
+reinforcement  the 1.9 gate: the update's ``factsToReinforce`` ids are stamped only when the
+               ``reinforcement`` signal fires on the update's message feed (:func:`feed_signal`:
+               1.12 A2-A3 filtering, the last six messages, human ones, 1.15's patterns). It is
+               batch-level: a wrong id passes whenever the signal fires. Off: a ``confirm``
+               row's own ``reinforcement`` field is the signal, as before the lifecycle
+staleness      1.10 / 1.12 C3: candidates by review clock (``lastConfirmedAt``, else
+               ``createdAt``) older than their effective age, protected categories never
+               (exact, case-sensitive match, 1.11a C6); the prompt shows the section only with
+               at least 3 candidates (before stamping), the apply step recomputes them after
+               stamping (1.11a C7) and removes at most 10, lowest confidence first
+admission      1.12 C5: the scope gate (``scope`` user, ``durability`` durable, ``authority``
+               descriptive; ``missing`` first), then the confidence threshold (``>=`` 0.7)
+dedup          1.12 C5.4-6: the content key (stripped, case-folded) against the facts left
+               after staleness and the earlier new facts; a duplicate is skipped, the existing
+               fact untouched
+storage        1.14: a category outside the nine core values is stored as ``other`` after the
+               update that creates it (so a ``Correction`` loses its reserved slot and its
+               staleness protection from then on, 1.11a C6)
+contradiction  1.12 C7: ``factsToRemove`` after the capacity selection; a paired removal needs
+               its replacement to have passed the gates and to survive the cap under an id
+               other than the target
+consolidation  1.12 C8: off in production; a trace carries no merge decisions, so a replay
+               refuses to switch it on
+injection      1.13: what the model is shown in middleware mode: the guaranteed pool
+               (``correction``) under its own 500-token budget, the rest under what is left
+               of 2,000, each pool by confidence, greedy and strict
+============== ================================================================================
+
+The capacity selection (1.4, between dedup and contradiction) is always on; it is the one
+selector's and not in this module. With every stage off a replay is the cap alone.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.stores.deermem import CATEGORIES
+from ...core.tokens import char_tokens
+from ...errors import ContractError
+from ...policies.signals import read_number
+from .patterns import detect_signals, is_trivial
+
+STAGES = ("reinforcement", "staleness", "admission", "dedup", "contradiction", "consolidation", "storage", "injection")
+#: DeerMem's middleware mode, as production ships it: every stage but consolidation.
+MIDDLEWARE = tuple(stage for stage in STAGES if stage != "consolidation")
+#: Where an unanswerable question's needed fact was lost, one stage each (see :func:`attribute`).
+LOSSES = ("rejected", "duplicate", "stale", "contradicted", "evicted", "not_injected")
+LOSS_NAMES = {
+    "rejected": "never admitted", "duplicate": "skipped as a duplicate", "stale": "removed as stale",
+    "contradicted": "removed as contradicted", "evicted": "evicted by the cap",
+    "not_injected": "stored but not injected",
+}
+DAY_US = 86_400 * 1_000_000
+GATE = (("scope", "user"), ("durability", "durable"), ("authority", "descriptive"))
+_UPLOADS = re.compile(r"<(uploaded_files|current_uploads)>.*?</\1>\n*", re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class LifecycleConfig:
+    """DeerMem's lifecycle settings (spec 1.8 and the constants of 1.15), production defaults."""
+
+    fact_confidence_threshold: float = 0.7
+    staleness_age_days: int = 90
+    staleness_protected_categories: tuple[str, ...] = ("correction",)
+    staleness_min_candidates: int = 3
+    staleness_max_removals_per_cycle: int = 10
+    staleness_max_lifetime_multiplier: float = 20.0
+    max_injection_tokens: int = 2000
+    guaranteed_categories: tuple[str, ...] = ("correction",)
+    guaranteed_token_budget: int = 500
+
+    @property
+    def creation_valid_days_cap(self) -> int:
+        """The ``expected_valid_days`` cap of a new fact: int(90 x 20.0) = 1800 (1.12 C5.7)."""
+        return int(self.staleness_age_days * self.staleness_max_lifetime_multiplier)
+
+
+def parse_stages(text: str) -> frozenset[str]:
+    """``--lifecycle``: ``middleware`` (the default), ``none`` (the cap alone), or stage names
+    separated by commas; ``-NAME`` drops one (``middleware,-injection``)."""
+    stages: set[str] = set()
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        drop = item.startswith("-")
+        name = item.lstrip("-")
+        named = set(MIDDLEWARE) if name == "middleware" else set() if name == "none" else {name}
+        if not named <= set(STAGES):
+            raise ContractError(f"--lifecycle: unknown stage {name!r}; known: middleware, none, {', '.join(STAGES)}")
+        stages = stages - named if drop else stages | named
+    if "consolidation" in stages:
+        raise ContractError("--lifecycle: consolidation is off in production (spec 1.12 C8) and needs the LLM's"
+                            " merge decisions, which a trace does not carry")
+    return frozenset(stages)
+
+
+# --------------------------------------------------------------------------- reinforcement (1.9, 1.12 A)
+
+
+def filter_messages(messages: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The filtered list of ``(role, text)`` pairs (spec 1.12 A2-A3): upload blocks stripped from
+    human text, an emptied or trivial human turn dropped together with the next ``ai`` message,
+    roles other than ``human`` and ``ai`` dropped."""
+    kept: list[tuple[str, str]] = []
+    drop_next_ai = False
+    for role, text in messages:
+        if role == "ai":
+            if not drop_next_ai:
+                kept.append((role, text))
+            drop_next_ai = False
+        elif role == "human":
+            stripped = _UPLOADS.sub("", text).strip()
+            if not stripped or is_trivial(stripped):
+                drop_next_ai = True
+            else:
+                kept.append((role, stripped))
+    return kept
+
+
+def feed_signal(messages: Iterable[tuple[str, str]]) -> bool:
+    """Whether the ``reinforcement`` signal fires on an update's feed (spec 1.9, 1.15)."""
+    return "reinforcement" in detect_signals(filter_messages(messages))
+
+
+# --------------------------------------------------------------------------- staleness (1.10, 1.12 C3)
+
+
+def staleness_candidates(
+    reference_us: np.ndarray,
+    valid_days: np.ndarray,
+    categories: Sequence[str | None],
+    now_us: int,
+    config: LifecycleConfig = LifecycleConfig(),
+) -> np.ndarray:
+    """Which facts the staleness review may remove: review clock older than ``now`` minus the
+    effective age (``valid_days`` when > 0, else ``staleness_age_days``), protected categories
+    (raw string, exact match) never."""
+    reference_us = np.asarray(reference_us, dtype=np.int64)
+    valid = np.asarray(valid_days, dtype=np.int64)
+    age = np.where(valid > 0, valid, config.staleness_age_days)
+    protected = np.fromiter((category in config.staleness_protected_categories for category in categories),
+                            dtype=bool, count=len(reference_us))
+    return (reference_us < now_us - age * DAY_US) & ~protected
+
+
+def review_proposals(candidates_in_prompt: np.ndarray, superseded: np.ndarray,
+                     config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
+    """The reviewer trace mode models: shown the candidates (only when there are at least
+    ``staleness_min_candidates``), it proposes removing those the trace has superseded and
+    extends none."""
+    if int(np.count_nonzero(candidates_in_prompt)) < config.staleness_min_candidates:
+        return np.zeros(len(candidates_in_prompt), dtype=bool)
+    return candidates_in_prompt & superseded
+
+
+def stale_removals(proposed: np.ndarray, candidates: np.ndarray, confidence: np.ndarray,
+                   config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
+    """The facts removed (spec 1.12 C3): proposed and candidates at apply time; above the
+    per-cycle limit, the lowest confidences first (stable in stored order)."""
+    chosen = np.flatnonzero(np.asarray(proposed) & np.asarray(candidates))
+    removed = np.zeros(len(candidates), dtype=bool)
+    if len(chosen) > config.staleness_max_removals_per_cycle:
+        order = np.argsort(np.asarray(confidence, dtype=float)[chosen], kind="stable")
+        chosen = chosen[order[: config.staleness_max_removals_per_cycle]]
+    removed[chosen] = True
+    return removed
+
+
+# --------------------------------------------------------------------------- admission and dedup (1.12 C5)
+
+
+def label(value: object) -> str | None:
+    """A parsed ``scope``/``durability``/``authority``: stripped, lower-cased, kept when non-empty."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    return text or None
+
+
+def gate_reason(scope: object, durability: object, authority: object) -> str:
+    """``""`` when the labels pass the scope gate, else ``missing``, ``scope``, ``durability`` or
+    ``authority`` (spec 1.12 C5.2: any missing label first, then the three in that order)."""
+    labels = (label(scope), label(durability), label(authority))
+    if None in labels:
+        return "missing"
+    return next((name for (name, wanted), value in zip(GATE, labels) if value != wanted), "")
+
+
+def content_key(content: str) -> str:
+    """The duplicate key: stripped and case-folded, inner whitespace kept (spec 1.11a, 1.12 C5.4)."""
+    return content.strip().casefold()
+
+
+@dataclass(frozen=True)
+class NewFact:
+    """One ``newFacts`` entry as the update step reads it."""
+
+    key: str
+    confidence: float
+    scope: str | None = "user"
+    durability: str | None = "durable"
+    authority: str | None = "descriptive"
+
+
+def admit(new: Sequence[NewFact], existing_keys: Iterable[str], *, gate: bool = True, dedup: bool = True,
+          config: LifecycleConfig = LifecycleConfig()) -> tuple[list[str], dict[int, str]]:
+    """Each new fact's outcome, in order, and the ``replacement`` keys of spec 1.12 C5.5.
+
+    An outcome is ``stored``, a gate reason (``missing``, ``scope``, ``durability``,
+    ``authority``), ``confidence`` (below the threshold), ``empty`` (an empty key) or
+    ``duplicate``. ``existing_keys`` are the keys of the facts left after the staleness step;
+    ``gate`` and ``dedup`` switch the admission and duplicate stages.
+    """
+    seen = set(existing_keys)
+    outcomes: list[str] = []
+    replacement: dict[int, str] = {}
+    for index, fact in enumerate(new):
+        reason = gate_reason(fact.scope, fact.durability, fact.authority) if gate else ""
+        if not reason and gate and not fact.confidence >= config.fact_confidence_threshold:
+            reason = "confidence"
+        if not reason and not fact.key:
+            reason = "empty"
+        if reason:
+            outcomes.append(reason)
+            continue
+        replacement[index] = fact.key
+        if dedup and fact.key in seen:
+            outcomes.append("duplicate")
+            continue
+        seen.add(fact.key)
+        outcomes.append("stored")
+    return outcomes, replacement
+
+
+def stored_category(category: str) -> str:
+    """The category storage writes (spec 1.14): a core value or ``""`` as is, anything else ``other``."""
+    return category if category in CATEGORIES or category == "" else "other"
+
+
+def creation_valid_days(value: int | None, config: LifecycleConfig = LifecycleConfig()) -> int | None:
+    """A new fact's ``expected_valid_days``: positive values capped at 1800, else absent (1.12 C5.7)."""
+    return min(value, config.creation_valid_days_cap) if value is not None and value > 0 else None
+
+
+# --------------------------------------------------------------------------- contradiction (1.12 C7)
+
+
+def contradiction_removals(entries: Sequence[tuple[str, int | None]], replacement: Mapping[int, str],
+                           kept: Sequence[tuple[str, str]]) -> tuple[list[str], int]:
+    """The ids ``factsToRemove`` removes after the capacity selection, and the entries refused
+    as ``replacement``.
+
+    ``entries`` are ``(target id, replacementFactIndex or None)`` in order (scope and reason
+    already passed); ``kept`` is the post-capacity memory as ``(id, content key)``. A paired
+    entry removes its target only when ``replacement[index]`` exists and some kept fact other
+    than the target has that key; without an index the entry is a pure retraction. Unknown
+    ids remove nothing, and nothing is back-filled.
+    """
+    present = dict(kept)
+    removed, refused = [], 0
+    for target, index in entries:
+        if index is not None:
+            key = replacement.get(index)
+            if key is None or not any(other != target and other_key == key for other, other_key in present.items()):
+                refused += 1
+                continue
+        if target in present:
+            del present[target]
+            removed.append(target)
+    return removed, refused
+
+
+# --------------------------------------------------------------------------- injection (1.13)
+
+
+def injection_confidence(value: object) -> float:
+    """The confidence injection sorts and prints by: float-coerced, unusable -> 0.0, clamped."""
+    number = read_number(value)
+    return 0.0 if number is None else min(1.0, max(0.0, number))
+
+
+def fact_line(category: object, confidence: object, content: str, source_error: str = "") -> str:
+    """A fact's injection line: ``- [<category> | <conf 2dp>] <content>`` (+ ``(avoid: …)`` for a
+    correction with a ``sourceError``), escaped with quotes left alone."""
+    name = html.escape(str(category).strip() if category is not None else "", quote=False) or "context"
+    line = f"- [{name} | {injection_confidence(confidence):.2f}] {html.escape(content, quote=False)}"
+    if name == "correction" and source_error:
+        line += f" (avoid: {html.escape(source_error, quote=False)})"
+    return line
+
+
+def line_tokens(category: str, confidence: float, content_length: int) -> int:
+    """A generated fact's token count: an ASCII line of that content length as a later line
+    (``\\n`` + line) under the character rule of spec 1.13; the trace keeps no text."""
+    return char_tokens("\n" + fact_line(category, confidence, "x" * content_length))
+
+
+def _greedy(order: np.ndarray, first: np.ndarray, later: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
+    """The prefix of ``order`` that fits ``budget`` (strict: stops at the first line that does not)."""
+    if budget <= 0 or len(order) == 0:
+        return order[:0], 0
+    costs = later[order].copy()
+    costs[0] = first[order[0]]
+    fits = np.cumsum(costs) <= budget
+    taken = len(order) if fits.all() else int(np.argmin(fits))
+    return order[:taken], int(costs[:taken].sum())
+
+
+def injected(
+    categories: Sequence[object],
+    confidence: np.ndarray,
+    first_tokens: np.ndarray,
+    later_tokens: np.ndarray,
+    *,
+    config: LifecycleConfig = LifecycleConfig(),
+    preceding_tokens: int = 0,
+    header_tokens: int = 1,
+    newline_tokens: int = 0,
+) -> np.ndarray:
+    """The positions of the facts ``get_context`` injects (spec 1.13), in the order it prints
+    them, from facts in storage order (id ascending).
+
+    ``first_tokens`` is a line counted alone, ``later_tokens`` as ``\\n`` + line; the header
+    ``Facts:\\n`` and ``\\n`` count ``header_tokens`` and ``newline_tokens`` (1 and 0 under the
+    character rule), the summaries before the facts ``preceding_tokens``. The regular budget is
+    charged the guaranteed lines as the sum of their counts.
+    """
+    wanted = {name.strip() for name in config.guaranteed_categories}
+    guaranteed = np.fromiter((isinstance(c, str) and c.strip() in wanted for c in categories), dtype=bool,
+                             count=len(confidence))
+    value = np.fromiter((injection_confidence(item) for item in confidence), dtype=float, count=len(confidence))
+    first, later = np.asarray(first_tokens, dtype=np.int64), np.asarray(later_tokens, dtype=np.int64)
+    ranked = np.argsort(-value, kind="stable")
+    special, used = _greedy(ranked[guaranteed[ranked]], first, later, config.guaranteed_token_budget)
+    charged = preceding_tokens + header_tokens + used + (newline_tokens if len(special) else 0)
+    regular, _ = _greedy(ranked[~guaranteed[ranked]], first, later, config.max_injection_tokens - charged)
+    return np.concatenate((special, regular))
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def attribute(answerable: bool, fate: str | None, in_memory: bool) -> str | None:
+    """The one stage an unanswerable question is lost to (:data:`LOSSES`), ``None`` when answered.
+
+    ``fate`` is how the needed fact left (or never entered) memory: a :data:`LOSSES` name, or
+    ``None`` when it was never offered to memory (counted as ``rejected``); a fact still in
+    memory and not shown is ``not_injected``.
+    """
+    if answerable:
+        return None
+    if in_memory:
+        return "not_injected"
+    return fate if fate in LOSSES else "rejected"
