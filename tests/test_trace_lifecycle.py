@@ -273,7 +273,8 @@ def test_deerflow_injection_vectors():
     assert shown.tolist() == [0, 3]
     # a fact without category does not enter a ["context"] guaranteed pool; unusable confidence sorts as 0.0
     config = LifecycleConfig(guaranteed_categories=("context",), guaranteed_token_budget=50)
-    assert injected([None, " context "], [0.9, 0.1], length([60, 10]), length([60, 10]), config=config).tolist() == [1, 0]
+    sizes = length([60, 10])
+    assert injected([None, " context "], [0.9, 0.1], sizes, sizes, config=config).tolist() == [1, 0]
     assert injected(["a", "b"], [float("nan"), 0.1], np.ones(2), np.ones(2)).tolist() == [1, 0]
 
 

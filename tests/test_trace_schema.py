@@ -26,13 +26,38 @@ def test_same_seed_same_bytes_and_different_seed_differs():
 
 def test_generated_trace_is_valid_and_round_trips(tmp_path):
     chunk = generate(SMALL, 1)
-    assert set(chunk["event"]) == {"add", "search", "confirm", "ask", "tick"}
+    assert set(chunk["event"]) == {"add", "search", "confirm", "ask", "tick", "message"}
     assert chunk["time"] == sorted(chunk["time"])
     for suffix in (".parquet", ".jsonl"):
         path = write_trace(tmp_path / f"trace{suffix}", chunk)
         assert read_trace(path) == chunk
     streamed = list(iter_chunks(tmp_path / "trace.parquet", chunk_rows=50))
     assert len(streamed) > 1 and sum(len(part["time"]) for part in streamed) == len(chunk["time"])
+
+
+def test_lifecycle_columns_come_from_a_second_stream():
+    """Tokens, labels, content keys and messages are drawn apart: every other field is as without them."""
+    params = SMALL.replace(label_failure_rate=0.5)
+    chunk, plain = generate(params, 2), generate(SMALL.replace(label_failure_rate=0.0), 2)
+    lifecycle = ("tokens", "content_key", "scope", "durability", "authority", "role", "text")
+    kept = [index for index, event in enumerate(chunk["event"]) if event != "message"]
+    for name in set(schema.COLUMNS) - set(lifecycle):
+        assert [chunk[name][index] for index in kept] == [value for value, event in zip(plain[name], plain["event"])
+                                                          if event != "message"]
+    adds = [index for index, event in enumerate(chunk["event"]) if event == "add"]
+    assert all(chunk["content_key"][index] == chunk["fact_id"][index] for index in adds)
+    assert all(chunk["tokens"][index] > chunk["content_length"][index] // 4 for index in adds)
+    failing = sum(chunk["scope"][i] != "user" or chunk["durability"][i] != "durable"
+                  or chunk["authority"][i] != "descriptive" for i in adds)
+    assert 0.3 < failing / len(adds) < 0.7
+    confirms = [index for index, event in enumerate(chunk["event"]) if event == "confirm"]
+    assert all(chunk["event"][index - 1] == "message" and chunk["time"][index - 1] == chunk["time"][index]
+               for index in confirms)
+    # re-extractions repeat a current fact's content key under a new id
+    repeated = generate(SMALL.replace(reextraction_rate=3.0), 2)
+    keys = [(repeated["fact_id"][i], repeated["content_key"][i]) for i, e in enumerate(repeated["event"]) if e == "add"]
+    copies = [(fact_id, key) for fact_id, key in keys if fact_id != key]
+    assert copies and {key for _, key in copies} <= {fact_id for fact_id, _ in keys}
 
 
 def test_parameters_are_named_and_checked():
@@ -52,6 +77,7 @@ def test_knowledge_update_trace_from_the_demo():
     for index in asks:  # the question comes after both the old value and its update
         assert added[chunk["fact_id"][index]] < index and added[chunk["supersedes"][index]] < index
     assert knowledge_update_trace(load_demo().rows, seed=0) == chunk
+    assert all(chunk["tokens"][index] > 0 and len(chunk["content_key"][index]) == 16 for index in added.values())
 
 
 def write_lines(path, records):
@@ -73,6 +99,12 @@ def write_lines(path, records):
         ([{"time": "yesterday", "event": "tick"}], "field 'time': not an ISO-8601"),
         ([{"time": "2026-01-01T00:00:00Z", "event": "confirm", "fact_ids": ["a"], "reinforcement": True,
            "scopes": []}], "field 'scopes': must have one scope"),
+        ([{"time": "2026-01-01T00:00:00Z", "event": "message", "role": "user", "text": "hi"}],
+         "field 'role': must be one of human, ai"),
+        ([{"time": "2026-01-01T00:00:00Z", "event": "message", "role": "human"}], "field 'text': required"),
+        ([{"time": "2026-01-01T00:00:00Z", "event": "add", "fact_id": "a", "content_length": 1, "confidence": 0.9,
+           "category": "x", "expected_valid_days": 0}], "field 'expected_valid_days': must be an integer >= 1"),
+        ([{"time": "2026-01-01T00:00:00Z", "event": "ask", "fact_id": "a", "tokens": 3}], "field 'tokens': must be empty"),
     ],
 )
 def test_bad_jsonl_rows_name_file_row_and_field(tmp_path, records, message):

@@ -26,13 +26,28 @@ bytes. The model, in the order it is drawn:
   batch-level, so a wrong id is confirmed all the same).
 * a ``tick`` at every midnight.
 
-Rows at the same second are ordered tick, confirm, add, search, ask. Fact ids are ``f000000``,
-``f000001``, ... in the order facts are added.
+Then, from a second random stream (so the rows above are the same with or without them):
+
+* **messages**: each confirmation is said in one human ``message`` at its second, drawn from
+  the labelled set of :mod:`.patterns`: a confirming one, or for a false confirmation one
+  that does not confirm (near misses, negations, traps), which the lifecycle's text gate
+  passes only when a pattern fires anyway;
+* **labels**: a share ``label_failure_rate`` of new facts fail the scope gate (a missing
+  label, or scope ``thread``, durability ``temporary`` or authority ``transactional``,
+  equally often); the others are ``user``/``durable``/``descriptive``;
+* **re-extractions**: ``reextraction_rate`` per day, a thread's current fact extracted
+  again (a new id with the same ``content_key``, spec 1.12's duplicate);
+* each fact's ``tokens``: its injection line under the character rule (:func:`.lifecycle.line_tokens`).
+
+Rows at the same second are ordered tick, message, confirm, add, search, ask. Fact ids are
+``f000000``, ``f000001``, ... in the order facts are added; a fact's ``content_key`` is the id of
+the fact it repeats, else its own.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -41,13 +56,20 @@ from typing import Any
 
 import numpy as np
 
+from ...core.tokens import token_counter
 from ...errors import ContractError
-from .schema import ADD, ASK, CONFIRM, SEARCH, TICK, Chunk, chunk_from_rows, time_us
+from .lifecycle import content_key, fact_line, line_tokens, stored_category
+from .patterns import read_labelled
+from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, TICK, Chunk, chunk_from_rows, time_us
 
 SECOND = 1_000_000
 DAY_SECONDS = 86_400
 #: Same-second order of event kinds.
-KIND_ORDER = {TICK: 0, CONFIRM: 1, ADD: 2, SEARCH: 3, ASK: 4}
+KIND_ORDER = {TICK: 0, MESSAGE: 1, CONFIRM: 2, ADD: 3, SEARCH: 4, ASK: 5}
+#: The labels of a fact that fails the scope gate, one of these equally often (spec 1.12 C5.2).
+FAILED_LABELS = (("", "durable", "descriptive"), ("thread", "durable", "descriptive"),
+                 ("user", "temporary", "descriptive"), ("user", "durable", "transactional"))
+PASSING_LABELS = ("user", "durable", "descriptive")
 POPULARITY_RANKS = 1000
 #: Events (rows plus search results) a generated trace may be expected to hold; ``max_events`` raises it.
 MAX_TRACE_EVENTS = 5_000_000
@@ -66,7 +88,9 @@ DESCRIPTIONS = {
     "search_results": "facts one search returns at most",
     "zipf_skew": "popularity skew of topics for searches, confirmations and questions (0 = uniform)",
     "confirmation_rate": "explicit confirmations per day",
-    "false_confirmation_rate": "share of confirmations that name a wrong fact",
+    "false_confirmation_rate": "share of confirmations that name a wrong fact, said in a message that does not confirm",
+    "label_failure_rate": "share of new facts whose scope/durability/authority labels fail DeerMem's scope gate",
+    "reextraction_rate": "re-extractions per day of a topic's current fact (same content: a duplicate)",
     "correction_rate": "user corrections per day (category correction, supersede a fact)",
     "knowledge_update_rate": "knowledge updates per day (a newer value supersedes a fact)",
     "question_rate": "questions per day that need one fact",
@@ -88,6 +112,8 @@ class WorkloadParams:
     zipf_skew: float = 1.0
     confirmation_rate: float = 2.0
     false_confirmation_rate: float = 0.1
+    label_failure_rate: float = 0.05
+    reextraction_rate: float = 0.0
     correction_rate: float = 0.5
     knowledge_update_rate: float = 1.0
     question_rate: float = 6.0
@@ -107,10 +133,9 @@ class WorkloadParams:
             raise ContractError(
                 f"workload parameter search_results must be an integer >= 1, got {self.search_results!r}"
             )
-        if not 0 <= self.false_confirmation_rate <= 1:
-            raise ContractError(
-                f"workload parameter false_confirmation_rate must be in [0, 1], got {self.false_confirmation_rate!r}"
-            )
+        for name in ("false_confirmation_rate", "label_failure_rate"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ContractError(f"workload parameter {name} must be in [0, 1], got {getattr(self, name)!r}")
         mix = tuple((str(name), float(share)) for name, share in self.category_mix)
         if not mix or any(share < 0 or not math.isfinite(share) for _, share in mix) or sum(s for _, s in mix) <= 0:
             raise ContractError(f"workload parameter category_mix needs shares >= 0 with a positive sum, got {mix!r}")
@@ -127,7 +152,8 @@ class WorkloadParams:
     def expected_events(self) -> float:
         """The events a trace of these parameters holds on average: rows plus search results."""
         per_day = (self.facts_per_day + self.correction_rate + self.knowledge_update_rate + self.question_rate
-                   + self.search_rate * (1 + self.search_results) + self.confirmation_rate + 1)
+                   + self.search_rate * (1 + self.search_results) + 2 * self.confirmation_rate + 1
+                   + self.reextraction_rate)
         return self.horizon_days * per_day
 
     def check_work(self, max_events: int = MAX_TRACE_EVENTS) -> None:
@@ -234,12 +260,13 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
         raise ContractError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     params.check_work(max_events)
     rng = np.random.default_rng(seed)
+    lifecycle_rng = np.random.default_rng([seed, 1])  # messages, labels, re-extractions
     horizon = int(params.horizon_days * DAY_SECONDS)
     base = start_us(params.start)
 
-    def arrivals(rate_per_day: float) -> list[int]:
-        count = rng.poisson(rate_per_day * params.horizon_days)
-        return sorted(rng.integers(0, horizon, size=count).tolist())
+    def arrivals(rate_per_day: float, draw: np.random.Generator = rng) -> list[int]:
+        count = draw.poisson(rate_per_day * params.horizon_days)
+        return sorted(draw.integers(0, horizon, size=count).tolist())
 
     names = [name for name, _ in params.category_mix]
     shares = np.array([share for _, share in params.category_mix])
@@ -253,13 +280,13 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
     popularity = np.cumsum([thread.popularity for thread in threads]) if threads else np.zeros(0)
     thread_starts = np.array(starts, dtype=np.int64)
 
-    def pick(second: int) -> _Thread | None:
+    def pick(second: int, draw: np.random.Generator = rng) -> _Thread | None:
         """A thread already started at ``second``, drawn by popularity."""
         available = int(np.searchsorted(thread_starts, second, side="right"))
         if available == 0:
             return None
         total = popularity[available - 1]
-        return threads[min(available - 1, int(np.searchsorted(popularity, rng.random() * total, side="right")))]
+        return threads[min(available - 1, int(np.searchsorted(popularity, draw.random() * total, side="right")))]
 
     facts: list[dict[str, Any]] = []  # adds, numbered in creation order until renamed
 
@@ -269,7 +296,8 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
         thread.versions.append((second, number))
         length = int(max(1, round(rng.lognormal(4.3, 0.5))))
         facts.append(
-            {"second": second, "category": category, "confidence": confidence, "supersedes": previous, "length": length}
+            {"second": second, "category": category, "confidence": confidence, "supersedes": previous, "length": length,
+             "repeats": None}
         )
 
     def extracted_confidence(importance: float) -> float:
@@ -289,6 +317,15 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
         else:
             new_fact(updated, second, updated.category, extracted_confidence(updated.importance))
 
+    for second in arrivals(params.reextraction_rate, lifecycle_rng):
+        repeated = pick(second, lifecycle_rng)
+        if repeated is not None:
+            number = repeated.current(second)[0]
+            facts.append({**facts[number], "second": second, "supersedes": None, "repeats": number})
+    failures = lifecycle_rng.random(len(facts)) < params.label_failure_rate
+    failed = lifecycle_rng.integers(0, len(FAILED_LABELS), size=len(facts))
+    for fact, fails, which in zip(facts, failures.tolist(), failed.tolist()):
+        fact["labels"] = FAILED_LABELS[which] if fails else PASSING_LABELS
     by_time = sorted(range(len(facts)), key=lambda number: (facts[number]["second"], number))
     fact_seconds = np.array([facts[number]["second"] for number in by_time], dtype=np.int64)
     rows: list[tuple[int, int, int, dict[str, Any]]] = []  # (second, kind order, sequence, row)
@@ -315,12 +352,17 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
                 found.append(searched.current(second)[0])
         if found:
             emit(second, {"event": SEARCH, "found": list(dict.fromkeys(found))})
+    messages = read_labelled()
+    said = {truth: messages.loc[messages["confirms"] == truth, "text"].tolist() for truth in (True, False)}
     for second in arrivals(params.confirmation_rate):
         chosen = pick(second)
         if chosen is None:
             continue
         confirmed = chosen.current(second)[0]
-        if rng.random() < params.false_confirmation_rate:
+        false = rng.random() < params.false_confirmation_rate
+        texts = said[not false]
+        emit(second, {"event": MESSAGE, "role": "human", "text": texts[int(lifecycle_rng.integers(len(texts)))]})
+        if false:
             existing = int(np.searchsorted(fact_seconds, second, side="right"))
             others = [number for number in by_time[:existing] if number != confirmed] if existing < 64 else None
             if others is None:  # large: draw until the draw is another fact
@@ -354,7 +396,12 @@ def _chunk(
                 confidence=row["confidence"],
                 category=row["category"],
                 supersedes=None if row["supersedes"] is None else rename[row["supersedes"]],
+                tokens=line_tokens(row["category"], row["confidence"], row["length"]),
+                content_key=rename[row["number"] if row["repeats"] is None else row["repeats"]],
+                **dict(zip(("scope", "durability", "authority"), row["labels"])),
             )
+        elif row["event"] == MESSAGE:
+            record.update(role=row["role"], text=row["text"])
         elif row["event"] == ASK:
             record.update(
                 fact_id=rename[row["needed"]],
@@ -395,9 +442,13 @@ def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> 
     the one it superseded. Questions with fewer than two evidence sessions are skipped. Fact
     ids are ``<question_id>:<session_id>``; content lengths are the evidence turns' lengths;
     the dataset carries no confidence, so each fact gets a seeded draw from
-    ``U(0.7, 1.0)`` rounded to 2 decimals, category ``knowledge``. No text is kept.
+    ``U(0.7, 1.0)`` rounded to 2 decimals, category ``knowledge``. No text is kept: a fact's
+    ``tokens`` are its injection line's (spec 1.13, :func:`~evictlab.core.tokens.token_counter`:
+    ``cl100k_base`` when tiktoken loads offline, the character rule otherwise) and its
+    ``content_key`` is the first 16 hex digits of the SHA-256 of the duplicate key.
     """
     rng = np.random.default_rng(seed)
+    count = token_counter().count
     events: list[tuple[int, int, int, dict[str, Any]]] = []
     for row in rows:
         if row.get("question_type") != "knowledge-update":
@@ -414,17 +465,20 @@ def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> 
             ]
             if evidence:
                 moment = parse_session_date(date, f"{where}: haystack_dates")
-                sessions.append((moment, str(session_id), sum(len(turn["content"]) for turn in evidence)))
+                sessions.append((moment, str(session_id), "\n".join(turn["content"] for turn in evidence),
+                                 sum(len(turn["content"]) for turn in evidence)))
         if len(sessions) < 2:
             continue
         sessions.sort()
         previous = None
-        for moment, session_id, length in sessions:
+        for moment, session_id, content, length in sessions:
             fact_id = f"{question_id}:{session_id}"
             confidence = round(float(rng.uniform(0.7, 1.0)), 2)
             record = {
                 "time": moment, "event": ADD, "fact_id": fact_id, "content_length": length,
                 "confidence": confidence, "category": "knowledge", "supersedes": previous,
+                "tokens": count("\n" + fact_line(stored_category("knowledge"), confidence, content)),
+                "content_key": hashlib.sha256(content_key(content).encode()).hexdigest()[:16],
             }
             events.append((moment, KIND_ORDER[ADD], len(events), record))
             previous, last = fact_id, fact_id

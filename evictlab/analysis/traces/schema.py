@@ -4,23 +4,40 @@ A trace holds ids and metadata only, never the text of a fact, a search or a que
 a Parquet file (one row per event, the columns below) or a JSONL file (one JSON object per
 line, the same field names, ``null`` or absent for an empty field, ``time`` as ISO-8601).
 
-========== ================== =====================================================================
-column     type               meaning
-========== ================== =====================================================================
-time       timestamp (UTC)    when the event happened; rows are in non-decreasing time order
-event      string             ``add``, ``search``, ``confirm``, ``ask`` or ``tick``
-fact_id    string             ``add``: the new fact's id; ``ask``: the fact the question needs
-content_length int            ``add``: the fact's content length in characters (>= 0)
-confidence float              ``add``: the extractor's confidence (finite; DeerMem clamps it)
-category   string             ``add``: the fact's category (``correction`` gets reserved slots)
-supersedes string             ``add``: the fact this one updates or corrects; ``ask``: the older
-                              fact the needed one superseded (optional for both)
-fact_ids   list of strings    ``search``: the ids the memory search returned (spec 1.7);
-                              ``confirm``: the ``factsToReinforce`` ids (spec 1.9)
-scopes     list of strings    ``confirm``: the scope of each ``factsToReinforce`` entry (optional;
-                              every entry is ``user`` when absent)
-reinforcement bool            ``confirm``: whether the reinforcement signal was detected
-========== ================== =====================================================================
+=================== =============== ============================================================
+column              type            meaning
+=================== =============== ============================================================
+time                timestamp (UTC) when the event happened; rows are in non-decreasing time order
+event               string          ``add``, ``search``, ``confirm``, ``ask``, ``message`` or ``tick``
+fact_id             string          ``add``: the new fact's id; ``ask``: the fact the question needs
+content_length      int             ``add``: the fact's content length in characters (>= 0)
+confidence          float           ``add``: the extractor's confidence (finite; DeerMem clamps it)
+category            string          ``add``: the fact's category (``correction`` gets reserved slots)
+supersedes          string          ``add``: the fact this one updates or corrects (the update's
+                                    ``factsToRemove`` pairs it as the replacement); ``ask``: the
+                                    older fact the needed one superseded (optional for both)
+fact_ids            list of strings ``search``: the ids the memory search returned (spec 1.7);
+                                    ``confirm``: the ``factsToReinforce`` ids (spec 1.9)
+scopes              list of strings ``confirm``: the scope of each ``factsToReinforce`` entry (optional;
+                                    every entry is ``user`` when absent)
+reinforcement       bool            ``confirm``: whether the reinforcement signal was detected (with
+                                    the lifecycle's ``reinforcement`` stage on, the update's
+                                    ``message`` rows decide instead, when it has any)
+tokens              int             ``add`` (optional): the fact's injection line ``\n- [category |
+                                    conf] content`` in tokens (spec 1.13); absent: the character
+                                    rule on an ASCII line of ``content_length`` characters
+content_key         string          ``add`` (optional): the duplicate key (spec 1.12 C5.4) or a
+                                    digest of it; equal keys are duplicate content. Absent: the id
+scope, durability,  string          ``add`` (optional): the extractor's labels (spec 1.12 B7);
+authority                           ``""`` is a missing label, absent means not recorded (the
+                                    fact passes the scope gate)
+expected_valid_days int             ``add`` (optional): the extractor's validity in days (>= 1)
+role                string          ``message``: ``human`` or ``ai``
+text                string          ``message``: the message text, the one text a trace may hold
+                                    (for the reinforcement patterns of spec 1.15)
+=================== =============== ============================================================
+
+The ``message`` rows since the previous update are the next update's feed (spec 1.12 B1).
 
 A field that does not belong to the row's event must be empty. Reading is strict: an unknown
 column, a wrong type, a missing required field, a field set on the wrong event, a fact added
@@ -49,8 +66,9 @@ from ...errors import EvictlabError
 from ...readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES, MAX_TRACE_ROW_GROUP_BYTES, check_size, parse_json
 from ...results import atomic_write_bytes, json_line
 
-EVENTS = ("add", "search", "confirm", "ask", "tick")
-ADD, SEARCH, CONFIRM, ASK, TICK = EVENTS
+EVENTS = ("add", "search", "confirm", "ask", "tick", "message")
+ADD, SEARCH, CONFIRM, ASK, TICK, MESSAGE = EVENTS
+ROLES = ("human", "ai")
 
 SCHEMA = pa.schema(
     [
@@ -64,6 +82,14 @@ SCHEMA = pa.schema(
         ("fact_ids", pa.list_(pa.string())),
         ("scopes", pa.list_(pa.string())),
         ("reinforcement", pa.bool_()),
+        ("tokens", pa.int64()),
+        ("content_key", pa.string()),
+        ("scope", pa.string()),
+        ("durability", pa.string()),
+        ("authority", pa.string()),
+        ("expected_valid_days", pa.int64()),
+        ("role", pa.string()),
+        ("text", pa.string()),
     ]
 )
 COLUMNS = tuple(SCHEMA.names)
@@ -76,8 +102,12 @@ REQUIRED = {
     CONFIRM: ("fact_ids", "reinforcement"),
     ASK: ("fact_id",),
     TICK: (),
+    MESSAGE: ("role", "text"),
 }
-OPTIONAL = {ADD: ("supersedes",), SEARCH: (), CONFIRM: ("scopes",), ASK: ("supersedes",), TICK: ()}
+OPTIONAL = {
+    ADD: ("supersedes", "tokens", "content_key", "scope", "durability", "authority", "expected_valid_days"),
+    SEARCH: (), CONFIRM: ("scopes",), ASK: ("supersedes",), TICK: (), MESSAGE: (),
+}
 
 #: Rows per chunk when a trace is streamed.
 CHUNK_ROWS = 65_536
@@ -159,14 +189,18 @@ class RowChecker:
         self.row += 1
 
     def _check_value(self, name: str, value: Any) -> None:
-        if name in ("fact_id", "category", "supersedes"):
+        if name in ("fact_id", "supersedes", "category", "content_key", "scope", "durability", "authority", "text"):
             if not isinstance(value, str):
                 raise self.error(name, f"must be a string, got {value!r}")
-            if name != "category" and not value.strip():
+            if name in ("fact_id", "supersedes") and not value.strip():
                 raise self.error(name, "must be a non-empty id")
-        elif name == "content_length":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise self.error(name, f"must be an integer >= 0, got {value!r}")
+        elif name in ("content_length", "tokens", "expected_valid_days"):
+            least = 1 if name == "expected_valid_days" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise self.error(name, f"must be an integer >= {least}, got {value!r}")
+        elif name == "role":
+            if value not in ROLES:
+                raise self.error(name, f"must be one of {', '.join(ROLES)}, got {value!r}")
         elif name == "confidence":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self.error(name, f"must be a finite number, got {value!r}")
