@@ -21,6 +21,7 @@ from evictlab.analysis.traces.lifecycle import (
     feed_signal,
     filter_messages,
     gate_reason,
+    guaranteed_pool,
     injected,
     line_tokens,
     parse_stages,
@@ -209,7 +210,7 @@ def test_a_correction_stored_as_other_loses_both_protections():
     decision = select_facts_for_capacity(later, max_facts=10, policy="hybrid-v1", now=_dt.datetime(2026, 8, 13))
     assert decision.reserved_correction_slots == 0 and "c" not in [fact["id"] for fact in decision.kept]
     assert staleness_candidates(np.array([days_ago(400)]), np.zeros(1), [stored], NOW).tolist() == [True]
-    assert injected([stored], np.array([0.1]), np.array([10]), np.array([10]),
+    assert injected(guaranteed_pool([stored]), np.array([0.1]), np.array([10]), np.array([10]),
                     config=LifecycleConfig(max_injection_tokens=1 + 5)).tolist() == []
 
 
@@ -249,33 +250,35 @@ def test_computed_vectors_of_spec_1_13():
     assert (preceding, char_tokens("Facts:\n"), first[0], later[1], later[2]) == (9, 1, 17, 8, 8)
     for max_tokens, shown in ((2000, [0, 1, 2]), (25, [0]), (20, [0]), (12, [0]), (5, [0])):
         config = LifecycleConfig(max_injection_tokens=max_tokens, guaranteed_token_budget=50)
-        assert injected(categories, confidence, first, later, config=config, preceding_tokens=9).tolist() == shown
+        pool = guaranteed_pool(categories, config)
+        assert injected(pool, confidence, first, later, config=config, preceding_tokens=9).tolist() == shown
     config = LifecycleConfig(max_injection_tokens=20, guaranteed_categories=())
-    assert injected(categories, confidence, first, later, config=config, preceding_tokens=9).tolist() == [1]
+    pool = guaranteed_pool(categories, config)
+    assert injected(pool, confidence, first, later, config=config, preceding_tokens=9).tolist() == [1]
+
+
+def shown(categories, confidence, sizes, **settings):
+    """Injected positions with line counts in characters, as DeerFlow's tests count them."""
+    config = LifecycleConfig(**settings)
+    sizes = np.array(sizes)
+    return injected(guaranteed_pool(categories, config), np.array(confidence), sizes, sizes, config=config).tolist()
 
 
 def test_deerflow_injection_vectors():
-    length = np.array  # counts in characters, as DeerFlow's tests count them
     # facts are ordered by confidence; a long 0.95 line blocks the shorter 0.50 one (strict)
-    config = LifecycleConfig(max_injection_tokens=70, guaranteed_categories=())
-    sizes = length([100, 9])
-    assert injected(["context"] * 2, np.array([0.95, 0.5]), sizes, sizes, config=config).tolist() == []
-    assert injected(["a", "b", "c"], np.array([0.3, 0.9, 0.6]), np.ones(3), np.ones(3)).tolist() == [1, 2, 0]
+    assert shown(["context"] * 2, [0.95, 0.5], [100, 9], max_injection_tokens=70) == []
+    assert shown("abc", [0.3, 0.9, 0.6], [1, 1, 1]) == [1, 2, 0]
     # a correction at 0.7 appears under max 200 / guaranteed 100 beside three long facts
-    config = LifecycleConfig(max_injection_tokens=200, guaranteed_token_budget=100)
-    sizes = length([190, 190, 190, 20])
-    shown = injected(["context"] * 3 + ["correction"], np.array([0.95, 0.9, 0.85, 0.7]), sizes, sizes, config=config)
-    assert shown.tolist() == [3]
+    long_facts = ["context"] * 3 + ["correction"]
+    assert shown(long_facts, [0.95, 0.9, 0.85, 0.7], [190, 190, 190, 20], max_injection_tokens=200,
+                 guaranteed_token_budget=100) == [3]
     # guaranteed 80: only CorrA of three corrections fits, the regular fact still appears
-    config = LifecycleConfig(max_injection_tokens=2000, guaranteed_token_budget=80)
-    sizes = length([60, 60, 60, 30])
-    shown = injected(["correction"] * 3 + ["context"], np.array([0.9, 0.8, 0.7, 0.5]), sizes, sizes, config=config)
-    assert shown.tolist() == [0, 3]
+    corrections = ["correction"] * 3 + ["context"]
+    assert shown(corrections, [0.9, 0.8, 0.7, 0.5], [60, 60, 60, 30], guaranteed_token_budget=80) == [0, 3]
     # a fact without category does not enter a ["context"] guaranteed pool; unusable confidence sorts as 0.0
-    config = LifecycleConfig(guaranteed_categories=("context",), guaranteed_token_budget=50)
-    sizes = length([60, 10])
-    assert injected([None, " context "], [0.9, 0.1], sizes, sizes, config=config).tolist() == [1, 0]
-    assert injected(["a", "b"], [float("nan"), 0.1], np.ones(2), np.ones(2)).tolist() == [1, 0]
+    assert shown([None, " context "], [0.9, 0.1], [60, 10], guaranteed_categories=("context",),
+                 guaranteed_token_budget=50) == [1, 0]
+    assert shown("ab", [float("nan"), 0.1], [1, 1]) == [1, 0]
 
 
 def test_fact_lines_and_generated_token_counts():

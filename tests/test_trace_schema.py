@@ -104,7 +104,8 @@ def write_lines(path, records):
         ([{"time": "2026-01-01T00:00:00Z", "event": "message", "role": "human"}], "field 'text': required"),
         ([{"time": "2026-01-01T00:00:00Z", "event": "add", "fact_id": "a", "content_length": 1, "confidence": 0.9,
            "category": "x", "expected_valid_days": 0}], "field 'expected_valid_days': must be an integer >= 1"),
-        ([{"time": "2026-01-01T00:00:00Z", "event": "ask", "fact_id": "a", "tokens": 3}], "field 'tokens': must be empty"),
+        ([{"time": "2026-01-01T00:00:00Z", "event": "ask", "fact_id": "a", "tokens": 3}],
+         "field 'tokens': must be empty"),
     ],
 )
 def test_bad_jsonl_rows_name_file_row_and_field(tmp_path, records, message):

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,7 +214,7 @@ class NewFact:
     authority: str | None = "descriptive"
 
 
-def admit(new: Sequence[NewFact], existing_keys: Iterable[str], *, gate: bool = True, dedup: bool = True,
+def admit(new: Sequence[NewFact], existing_keys: Container[str], *, gate: bool = True, dedup: bool = True,
           config: LifecycleConfig = LifecycleConfig()) -> tuple[list[str], dict[int, str]]:
     """Each new fact's outcome, in order, and the ``replacement`` keys of spec 1.12 C5.5.
 
@@ -223,7 +223,7 @@ def admit(new: Sequence[NewFact], existing_keys: Iterable[str], *, gate: bool = 
     ``duplicate``. ``existing_keys`` are the keys of the facts left after the staleness step;
     ``gate`` and ``dedup`` switch the admission and duplicate stages.
     """
-    seen = set(existing_keys)
+    batch: set[str] = set()
     outcomes: list[str] = []
     replacement: dict[int, str] = {}
     for index, fact in enumerate(new):
@@ -236,10 +236,10 @@ def admit(new: Sequence[NewFact], existing_keys: Iterable[str], *, gate: bool = 
             outcomes.append(reason)
             continue
         replacement[index] = fact.key
-        if dedup and fact.key in seen:
+        if dedup and (fact.key in existing_keys or fact.key in batch):
             outcomes.append("duplicate")
             continue
-        seen.add(fact.key)
+        batch.add(fact.key)
         outcomes.append("stored")
     return outcomes, replacement
 
@@ -318,8 +318,15 @@ def _greedy(order: np.ndarray, first: np.ndarray, later: np.ndarray, budget: int
     return order[:taken], int(costs[:taken].sum())
 
 
+def guaranteed_pool(categories: Iterable[object], config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
+    """Which facts enter the guaranteed pool: a string category that, stripped, is one of the
+    stripped ``guaranteed_categories`` (case-sensitive; a missing category never does)."""
+    wanted = {name.strip() for name in config.guaranteed_categories}
+    return np.array([isinstance(category, str) and category.strip() in wanted for category in categories], dtype=bool)
+
+
 def injected(
-    categories: Sequence[object],
+    guaranteed: np.ndarray,
     confidence: np.ndarray,
     first_tokens: np.ndarray,
     later_tokens: np.ndarray,
@@ -330,17 +337,16 @@ def injected(
     newline_tokens: int = 0,
 ) -> np.ndarray:
     """The positions of the facts ``get_context`` injects (spec 1.13), in the order it prints
-    them, from facts in storage order (id ascending).
+    them, from facts in storage order (id ascending); ``guaranteed`` from :func:`guaranteed_pool`,
+    ``confidence`` as floats (NaN and infinities sort as 0.0).
 
     ``first_tokens`` is a line counted alone, ``later_tokens`` as ``\\n`` + line; the header
     ``Facts:\\n`` and ``\\n`` count ``header_tokens`` and ``newline_tokens`` (1 and 0 under the
     character rule), the summaries before the facts ``preceding_tokens``. The regular budget is
     charged the guaranteed lines as the sum of their counts.
     """
-    wanted = {name.strip() for name in config.guaranteed_categories}
-    guaranteed = np.fromiter((isinstance(c, str) and c.strip() in wanted for c in categories), dtype=bool,
-                             count=len(confidence))
-    value = np.fromiter((injection_confidence(item) for item in confidence), dtype=float, count=len(confidence))
+    value = np.clip(np.nan_to_num(np.asarray(confidence, dtype=float), nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0)
+    guaranteed = np.asarray(guaranteed, dtype=bool)
     first, later = np.asarray(first_tokens, dtype=np.int64), np.asarray(later_tokens, dtype=np.int64)
     ranked = np.argsort(-value, kind="stable")
     special, used = _greedy(ranked[guaranteed[ranked]], first, later, config.guaranteed_token_budget)
