@@ -158,12 +158,7 @@ def mcnemar_power(cases: int, only_first: float, only_second: float, alpha: floa
 
 
 def minimum_detectable_effect(
-    cases: int,
-    discordance: float | None = None,
-    *,
-    power: float = POWER,
-    alpha: float = ALPHA,
-    step: float = 0.005,
+    cases: int, discordance: float | None = None, *, power: float = POWER, alpha: float = ALPHA, step: float = 0.005
 ) -> float | None:
     """The smallest accuracy difference (to ``step``) that the exact McNemar test detects with ``power``.
 

@@ -83,11 +83,7 @@ class DiffResult:
 
 
 def diff_specs(
-    a: RunSpec,
-    b: RunSpec,
-    dataset_path: str | Path | None = None,
-    *,
-    allow_unpinned: bool = False,
+    a: RunSpec, b: RunSpec, dataset_path: str | Path | None = None, *, allow_unpinned: bool = False
 ) -> DiffResult:
     """Build both specs' pools on one dataset (:func:`diff_dataset`) and diff them.
 
@@ -118,10 +114,7 @@ def diff_dataset(
 
 
 def diff_pool_sets(
-    a: PoolSet,
-    b: PoolSet,
-    *,
-    specs: tuple[RunSpec, RunSpec] | None = None,
+    a: PoolSet, b: PoolSet, *, specs: tuple[RunSpec, RunSpec] | None = None
 ) -> DiffResult:
     """Compare pool set ``a`` (before) with ``b`` (after) at every capacity of the config.
 

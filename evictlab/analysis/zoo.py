@@ -28,7 +28,6 @@ scenario) table of "retained/cases" cells for the report, with the number of tie
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +40,6 @@ from ..policies import BASELINE, BOUND, DEERMEM_POLICIES, PolicyParams, known_po
 from ..policies.random_policy import RETENTION_SEEDS
 from ..selection.decisions import decide_grid, retention_counts, retention_table
 from ..selection.engine import PreparedCases
-from .evaluate import decide
 
 ZOO_CAPACITIES = (5, 7, 9)
 # The lists below are read from the traits each policy file declares (evictlab.policies.base).
@@ -160,11 +158,6 @@ def zoo_rows(
     return rows[list(ROW_COLUMNS)].reset_index(drop=True)
 
 
-def _support_retained(case: Case, policy: str, capacity: int, params: PolicyParams, now: Any, seed: int) -> float:
-    kept = set(decide(case, policy, capacity, params, now, seed).kept_ids)
-    return 1.0 if all(fact_id in kept for fact_id in case.support_fact_ids) else 0.0
-
-
 def _check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
     values = tuple(capacities)
     if not values:
@@ -185,12 +178,9 @@ def first_evicted_case(
     Decided as :func:`zoo_rows` decides (protocol clock, ``params`` defaulting to the
     protocol's), at one ``seed``.
     """
-    params = params or pool_set.protocol.config.hybrid
-    now = pool_set.protocol.evaluation_time
-    for case in pool_set.cases:
-        if not _support_retained(case, policy, capacity, params, now, seed):
-            return case
-    return None
+    decisions = decide_grid(pool_set, [policy], [params or pool_set.protocol.config.hybrid], [capacity], [seed])
+    evicted = decisions.loc[~decisions["support_retained"].to_numpy(dtype=bool), "case_id"]
+    return pool_set.case(str(evicted.iloc[0])) if len(evicted) else None
 
 
 def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:

@@ -52,29 +52,17 @@ def add_dataset_options(parser: argparse.ArgumentParser) -> None:
         help="LongMemEval oracle JSON file, or an 'evictlab import deermem' folder (its buckets are the cases;"
         " run-policy, explain) (default: the embedded demo dataset)",
     )
-    group.add_argument(
-        "--allow-unpinned",
-        action="store_true",
-        help="accept a dataset whose SHA-256 is not the pinned one (warns; recorded as pinned: false)",
-    )
+    group.add_argument("--allow-unpinned", action="store_true",
+                       help="accept a dataset whose SHA-256 is not the pinned one (warns; recorded as pinned: false)")
 
 
 def add_variant_options(parser: argparse.ArgumentParser) -> None:
     keys = "; ".join(f"{key}={'|'.join(values)}" for key, values in VARIANT_VALUES.items())
     group = parser.add_argument_group("protocol variant")
-    group.add_argument(
-        "--preset",
-        choices=sorted(PRESETS),
-        default=None,
-        help=f"named combination of variant settings (default: {DEFAULT_PRESET})",
-    )
-    group.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"override one variant setting, repeatable, applied after --preset ({keys})",
-    )
+    group.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help=f"named combination of variant settings (default: {DEFAULT_PRESET})")
+    group.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                       help=f"override one variant setting, repeatable, applied after --preset ({keys})")
 
 
 def add_pool_options(parser: argparse.ArgumentParser) -> None:

@@ -68,10 +68,8 @@ def _register_demo(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="PATH", help="write the demo dataset JSON here")
     parser.add_argument("--manifest-output", metavar="PATH", help="write the demo's official manifest JSON here")
     parser.add_argument("--force", action="store_true", help="replace existing files that differ")
-    parser.add_argument(
-        "--config", metavar="PATH",
-        help="protocol config whose protocol_id the manifest carries (default: evictlab's own)",
-    )
+    parser.add_argument("--config", metavar="PATH",
+                        help="protocol config whose protocol_id the manifest carries (default: evictlab's own)")
     parser.set_defaults(handler=_run_demo)
 
 
@@ -139,10 +137,8 @@ def _register_fetch(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--url", metavar="URL", help="full URL of the file (the pinned SHA-256 still decides)")
     parser.add_argument("--output", metavar="PATH", help="destination file (default: see above)")
     parser.add_argument("--config", metavar="PATH", help="protocol config holding the pin (default: evictlab's own)")
-    parser.add_argument(
-        "--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
-        help=f"network timeout per read, at most a day (default: {DEFAULT_TIMEOUT_SECONDS:g})",
-    )
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help=f"network timeout per read, at most a day (default: {DEFAULT_TIMEOUT_SECONDS:g})")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_fetch)
 
@@ -150,9 +146,7 @@ def _register_fetch(commands: argparse._SubParsersAction) -> None:
 def _run_fetch(args: argparse.Namespace) -> int:
     pin = pin_from_config(args.config)
     output = args.output or default_output(pin)
-    result = fetch_dataset(
-        pin, output, mirror=args.mirror, url=args.url, progress=not args.quiet, timeout=args.timeout
-    )
+    result = fetch_dataset(pin, output, mirror=args.mirror, url=args.url, progress=not args.quiet, timeout=args.timeout)
     if result.downloaded:
         print(f"downloaded {result.url}")
         print(f"  -> {result.path} ({result.size} bytes, SHA-256 {result.sha256}, matches the pin)")

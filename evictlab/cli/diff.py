@@ -60,13 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--from", dest="from_spec", required=True, metavar="SPEC", help="the spec before")
     parser.add_argument("--to", dest="to_spec", required=True, metavar="SPEC", help="the spec after")
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help=f"folder for {CASES_FILE}, {SUMMARY_FILE} and {RUN_FILE}",
-    )
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR",
+                        help=f"folder for {CASES_FILE}, {SUMMARY_FILE} and {RUN_FILE}")
     add_dataset_options(parser)
     parser.set_defaults(handler=run)
 

@@ -62,17 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EXAMPLE,
     )
     parser.add_argument("--case", required=True, metavar="ID", help="case id (see 'evictlab run-policy' rows)")
-    parser.add_argument(
-        "--policy",
-        required=True,
-        metavar="SPEC",
-        help=f"{POLICY_HELP} (known: {', '.join(known_policies())})",
-    )
+    parser.add_argument("--policy", required=True, metavar="SPEC",
+                        help=f"{POLICY_HELP} (known: {', '.join(known_policies())})")
     parser.add_argument("--capacity", required=True, type=positive_int, metavar="K", help="facts kept of the pool")
     add_param_option(parser)
-    parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of seeded policies such as random (default 0)"
-    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="seed of seeded policies such as random (default 0)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     add_pool_options(parser)
     parser.set_defaults(handler=run)

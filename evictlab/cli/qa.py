@@ -74,46 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("--rows", required=True, metavar="FILE", help="graded rows (JSONL)")
-    parser.add_argument(
-        "--protocol-id", required=True, metavar="ID", help="protocol id written into both files"
-    )
-    parser.add_argument(
-        "--output-dir", required=True, metavar="DIR", help="folder for the two files (created)"
-    )
-    parser.add_argument(
-        "--grader-version",
-        default=GRADER_VERSION,
-        metavar="V",
-        help="grader version the rows were graded with (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--qa-capacity",
-        type=positive_int,
-        default=QA_CAPACITY,
-        metavar="N",
-        help="capacity the rows were answered at (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=BOOTSTRAP_SEED,
-        metavar="N",
-        help="bootstrap seed (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--iterations",
-        type=positive_int,
-        default=BOOTSTRAP_ITERATIONS,
-        metavar="N",
-        help="bootstrap iterations (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--alpha",
-        type=_open_unit_interval,
-        default=ALPHA,
-        metavar="A",
-        help="two-sided level of the bootstrap interval (default: %(default)s)",
-    )
+    parser.add_argument("--protocol-id", required=True, metavar="ID", help="protocol id written into both files")
+    parser.add_argument("--output-dir", required=True, metavar="DIR", help="folder for the two files (created)")
+    parser.add_argument("--grader-version", default=GRADER_VERSION, metavar="V",
+                        help="grader version the rows were graded with (default: %(default)s)")
+    parser.add_argument("--qa-capacity", type=positive_int, default=QA_CAPACITY, metavar="N",
+                        help="capacity the rows were answered at (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=BOOTSTRAP_SEED, metavar="N",
+                        help="bootstrap seed (default: %(default)s)")
+    parser.add_argument("--iterations", type=positive_int, default=BOOTSTRAP_ITERATIONS, metavar="N",
+                        help="bootstrap iterations (default: %(default)s)")
+    parser.add_argument("--alpha", type=_open_unit_interval, default=ALPHA, metavar="A",
+                        help="two-sided level of the bootstrap interval (default: %(default)s)")
     add_bootstrap_limit_option(parser)
     parser.set_defaults(handler=run_stats)
     _register_power(subparsers)
@@ -131,13 +103,8 @@ def _register_power(subparsers: argparse._SubParsersAction) -> None:
             " detectable at all. Computed exactly, no sampling; no dataset is needed."
         ),
     )
-    parser.add_argument(
-        "--cases",
-        type=lambda text: parse_csv(text, int),
-        default=None,
-        metavar="N,N,...",
-        help="suite sizes (default: the protocol's official 40, synthetic 5, overall 45)",
-    )
+    parser.add_argument("--cases", type=lambda text: parse_csv(text, int), default=None, metavar="N,N,...",
+                        help="suite sizes (default: the protocol's official 40, synthetic 5, overall 45)")
     parser.add_argument(
         "--discordance",
         type=_discordances,
@@ -191,9 +158,7 @@ def run_stats(args: argparse.Namespace) -> int:
         "seed": args.seed, "iterations": args.iterations, "alpha": args.alpha, "qa_capacity": args.qa_capacity,
     }  # fmt: skip
     try:
-        summary, stats = stats_documents(
-            rows, **{name: value for name, value in parameters.items() if name != "rows"}
-        )
+        summary, stats = stats_documents(rows, **{name: value for name, value in parameters.items() if name != "rows"})
     except ContractError as error:
         # Row errors say "row N", which is line N of the file.
         raise ContractError(f"{args.rows}: {error}") from None

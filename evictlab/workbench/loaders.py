@@ -72,8 +72,7 @@ def load_pool_set(spec: str | RunSpec = DEFAULT_PRESET) -> PoolSet:
 def _warn_unpinned(loaded: Dataset, protocol: Protocol) -> None:
     if not loaded.pinned:
         warnings.warn(
-            f"{loaded.path} has SHA-256 {loaded.sha256}, not the pinned {protocol.config.dataset.sha256}",
-            stacklevel=4,
+            f"{loaded.path} has SHA-256 {loaded.sha256}, not the pinned {protocol.config.dataset.sha256}", stacklevel=4
         )
 
 

@@ -122,12 +122,7 @@ def row_id(case_id: str, policy: str) -> str:
 
 
 def build_payload(
-    messages: Sequence[Mapping[str, str]],
-    *,
-    model: str,
-    temperature: float,
-    max_tokens: int,
-    stream: bool,
+    messages: Sequence[Mapping[str, str]], *, model: str, temperature: float, max_tokens: int, stream: bool
 ) -> dict[str, Any]:
     """The chat-completions request payload: exactly these five keys (spec 3.3).
 

@@ -324,11 +324,7 @@ def missing_credentials(
 
 
 def provider_from_environment(
-    api_key_env: str,
-    base_url_env: str,
-    *,
-    environ: Mapping[str, str] | None = None,
-    **options: Any,
+    api_key_env: str, base_url_env: str, *, environ: Mapping[str, str] | None = None, **options: Any
 ) -> OpenAICompatibleProvider:
     """A provider from the key and base-URL variables (values stripped).
 

@@ -53,6 +53,7 @@ from .stats import (
 )
 
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+MCNEMAR_FIELDS = ("both_correct", "only_first_correct", "only_second_correct", "both_wrong", "p_value")
 #: Binomial interval methods and their names in titles.
 INTERVAL_METHODS = {"wilson": "Wilson", "clopper-pearson": "exact Clopper-Pearson"}
 #: Every scenario in display order: the protocol's official ones, then the synthetic one.
@@ -71,22 +72,12 @@ def rows_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     for row in rows:
         usage = row.get("usage")
         usage = usage if isinstance(usage, Mapping) else {}
-        records.append(
-            {
-                "row_id": row["row_id"],
-                "case_id": row["case_id"],
-                "source": row["source"],
-                "scenario": row["scenario"],
-                "question_type": row["question_type"],
-                "policy": row["policy"],
-                "capacity": row.get("capacity"),
-                "support_all_retained": row["support_all_retained"],
-                "prediction": row["prediction"],
-                "grade_correct": row["grade_correct"],
-                "grade_rule": row["grade_rule"],
-                **{name: _token_count(usage.get(name)) for name in TOKEN_FIELDS},
-            }
-        )
+        records.append({
+            **{name: row[name] for name in ("row_id", "case_id", "source", "scenario", "question_type", "policy")},
+            "capacity": row.get("capacity"),
+            **{name: row[name] for name in ("support_all_retained", "prediction", "grade_correct", "grade_rule")},
+            **{name: _token_count(usage.get(name)) for name in TOKEN_FIELDS},
+        })
     frame = pd.DataFrame.from_records(records)
     for name in TOKEN_FIELDS:
         frame[name] = frame[name].astype("Int64")
@@ -210,29 +201,14 @@ def stats_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
     for suite in _in_order(suites, SUITES):
         entry = suites[suite]
         mcnemar, boot = entry["mcnemar"], entry["bootstrap"]
-        records.append(
-            {
-                "suite": suite,
-                "cases": entry["cases"],
-                "first_policy": first,
-                "second_policy": second,
-                "first_correct": mcnemar["both_correct"] + mcnemar["only_first_correct"],
-                "second_correct": mcnemar["both_correct"] + mcnemar["only_second_correct"],
-                "both_correct": mcnemar["both_correct"],
-                "only_first_correct": mcnemar["only_first_correct"],
-                "only_second_correct": mcnemar["only_second_correct"],
-                "both_wrong": mcnemar["both_wrong"],
-                "p_value": mcnemar["p_value"],
-                "mean_difference": boot["mean_difference"],
-                "lower": boot["lower"],
-                "upper": boot["upper"],
-                "alpha": boot["alpha"],
-                "iterations": boot["iterations"],
-                "seed": boot["seed"],
-            }
-        )
-    frame = pd.DataFrame.from_records(records)
-    return with_paired_intervals(frame)
+        records.append({
+            "suite": suite, "cases": entry["cases"], "first_policy": first, "second_policy": second,
+            "first_correct": mcnemar["both_correct"] + mcnemar["only_first_correct"],
+            "second_correct": mcnemar["both_correct"] + mcnemar["only_second_correct"],
+            **{name: mcnemar[name] for name in MCNEMAR_FIELDS},
+            **{name: boot[name] for name in ("mean_difference", "lower", "upper", "alpha", "iterations", "seed")},
+        })
+    return with_paired_intervals(pd.DataFrame.from_records(records))
 
 
 def with_paired_intervals(stats: pd.DataFrame) -> pd.DataFrame:
@@ -379,10 +355,11 @@ def recompute(run: QARun, *, protocol_id: str | None = None) -> StatsCheck:
     rows = list(run.rows)
     summary = build_summary(rows, protocol_id=protocol_id, grader_version=grader_version)
     stats = build_stats(rows, protocol_id=protocol_id, grader_version=grader_version)
-    identical: dict[str, bool | None] = {}
-    for name, recomputed in ((SUMMARY_FILE, summary), (STATS_FILE, stats)):
-        stored = run.path / name
-        identical[name] = stored.read_bytes() == json_document(recomputed).encode("utf-8") if stored.exists() else None
+    identical = {
+        name: (run.path / name).read_bytes() == json_document(recomputed).encode("utf-8")
+        if (run.path / name).exists() else None
+        for name, recomputed in ((SUMMARY_FILE, summary), (STATS_FILE, stats))
+    }
     return StatsCheck(summary, stats, identical)
 
 

@@ -248,11 +248,7 @@ def _paired_cases(
 
 
 def build_summary(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    protocol_id: str,
-    grader_version: str,
-    qa_capacity: int = QA_CAPACITY,
+    rows: Sequence[Mapping[str, Any]], *, protocol_id: str, grader_version: str, qa_capacity: int = QA_CAPACITY
 ) -> dict[str, Any]:
     """The ``qa.summary.json`` object: accuracy per (source, scenario, policy) group.
 

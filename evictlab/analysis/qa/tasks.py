@@ -69,11 +69,7 @@ def build_tasks(pool_set: PoolSet, *, params: PolicyParams | None = None) -> lis
                 memory_joiner=pool_set.variant.memory_joiner,
             )
             payload = build_payload(
-                messages,
-                model=qa.model,
-                temperature=qa.temperature,
-                max_tokens=qa.max_tokens,
-                stream=qa.stream,
+                messages, model=qa.model, temperature=qa.temperature, max_tokens=qa.max_tokens, stream=qa.stream
             )
             tasks.append(
                 QATask(
