@@ -143,11 +143,7 @@ def decode_json(data: bytes | str, *, max_depth: int = MAX_DEPTH, check_strings:
 
 
 def parse_json(
-    data: bytes | str,
-    *,
-    where: str,
-    error: type[Exception] = ContractError,
-    max_depth: int = MAX_DEPTH,
+    data: bytes | str, *, where: str, error: type[Exception] = ContractError, max_depth: int = MAX_DEPTH,
     check_strings: bool = True,
 ) -> Any:
     """:func:`decode_json`, raising ``error`` whose message starts with ``where`` (a file, maybe a line)."""
@@ -257,11 +253,7 @@ class _StrictLoader(_SafeBase):
 
 
 def parse_yaml(
-    data: bytes | str,
-    *,
-    where: str,
-    error: type[Exception] = ContractError,
-    max_nodes: int = MAX_YAML_NODES,
+    data: bytes | str, *, where: str, error: type[Exception] = ContractError, max_nodes: int = MAX_YAML_NODES,
     max_depth: int = MAX_DEPTH,
 ) -> Any:
     """Parse one YAML document safely: no tags beyond YAML's own, aliases bounded, keys unique."""

@@ -242,14 +242,8 @@ class Run:
 
 @contextmanager
 def run(
-    out_dir: str | os.PathLike,
-    kind: str,
-    spec: Any = None,
-    *,
-    parameters: Mapping[str, Any] | None = None,
-    outputs: Sequence[str] = (),
-    existing: str = "refuse",
-    precheck: Callable[[], None] | None = None,
+    out_dir: str | os.PathLike, kind: str, spec: Any = None, *, parameters: Mapping[str, Any] | None = None,
+    outputs: Sequence[str] = (), existing: str = "refuse", precheck: Callable[[], None] | None = None,
 ) -> Iterator[Run]:
     """Own one run of ``kind`` into ``out_dir``: lock, refuse or resume, record, status.
 

@@ -272,11 +272,7 @@ def tie_at_cut(decision: Decision) -> bool:
 
 
 def summarize_diff(
-    a: PoolSet,
-    b: PoolSet,
-    rows: list[dict[str, Any]],
-    capacities: Sequence[int],
-    qa_capacity: int,
+    a: PoolSet, b: PoolSet, rows: list[dict[str, Any]], capacities: Sequence[int], qa_capacity: int,
     specs: tuple[RunSpec, RunSpec] | None,
 ) -> dict[str, Any]:
     """The counts of ``diff.summary.json`` from the case rows."""

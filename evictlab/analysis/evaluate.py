@@ -31,8 +31,9 @@ import pandas as pd
 from .. import results
 from ..core.pools import Case, PoolSet, check_capacities
 from ..policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
-from ..results import git_state, utc_now_iso
+from ..results import git_state
 from ..selection.decisions import decide_grid, distinct, retention_counts
+from ..times import utc_now_iso
 
 KIND = "run-policy"
 RUN_FILES = ("run.json", "policy.raw.jsonl", "summary.json")  # DeerFlow's

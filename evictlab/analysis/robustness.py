@@ -190,14 +190,9 @@ def perturb_cases(
 
 
 def robustness_curves(
-    pool_set: Any,
-    perturbations: Sequence[str] | None = None,
-    *,
-    levels: Mapping[str, Sequence[float]] | None = None,
-    policies: Sequence[str] = DEERMEM_POLICIES,
-    capacities: Sequence[int] = ROBUSTNESS_CAPACITIES,
-    seeds: int = ROBUSTNESS_SEEDS,
-    params: PolicyParams | None = None,
+    pool_set: Any, perturbations: Sequence[str] | None = None, *, levels: Mapping[str, Sequence[float]] | None = None,
+    policies: Sequence[str] = DEERMEM_POLICIES, capacities: Sequence[int] = ROBUSTNESS_CAPACITIES,
+    seeds: int = ROBUSTNESS_SEEDS, params: PolicyParams | None = None,
 ) -> pd.DataFrame:
     """Retention and churn per perturbation x level x policy x capacity (columns :data:`COLUMNS`).
 

@@ -62,12 +62,8 @@ def _retained_by_setting(rows: pd.DataFrame, capacities: Sequence[int] | None) -
 
 
 def held_out_selection(
-    rows: pd.DataFrame,
-    groups: Mapping[str, str],
-    *,
-    grouping: str = "scenario",
-    capacities: Sequence[int] | None = None,
-    default: PolicyParams | None = None,
+    rows: pd.DataFrame, groups: Mapping[str, str], *, grouping: str = "scenario",
+    capacities: Sequence[int] | None = None, default: PolicyParams | None = None,
 ) -> pd.DataFrame:
     """Leave one group out: choose on the others, score on it (columns :data:`HELD_OUT_COLUMNS`).
 

@@ -91,12 +91,8 @@ def zoo_order(policies: Iterable[str]) -> list[str]:
 
 
 def zoo_rows(
-    pool_set: PoolSet,
-    policies: Sequence[str] | None = None,
-    capacities: Sequence[int] = ZOO_CAPACITIES,
-    *,
-    seeds: Iterable[int] = RETENTION_SEEDS,
-    params: PolicyParams | None = None,
+    pool_set: PoolSet, policies: Sequence[str] | None = None, capacities: Sequence[int] = ZOO_CAPACITIES, *,
+    seeds: Iterable[int] = RETENTION_SEEDS, params: PolicyParams | None = None,
 ) -> pd.DataFrame:
     """One row per policy x case x capacity (columns :data:`ROW_COLUMNS`, policies in :func:`zoo_order`).
 
@@ -258,12 +254,8 @@ def _count(value: float) -> str:
 
 
 def seeded_distribution(
-    pool_set: PoolSet,
-    policy: str = "random",
-    capacities: Sequence[int] = ZOO_CAPACITIES,
-    *,
-    seeds: Iterable[int] = RETENTION_SEEDS,
-    params: PolicyParams | None = None,
+    pool_set: PoolSet, policy: str = "random", capacities: Sequence[int] = ZOO_CAPACITIES, *,
+    seeds: Iterable[int] = RETENTION_SEEDS, params: PolicyParams | None = None,
 ) -> pd.DataFrame:
     """Support retained over all cases by single seeded draws: one row per seed x capacity.
 

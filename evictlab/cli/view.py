@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..results import atomic_write_text
     from ..workbench.viewer import add_private_text, check_output, compare, load_run, render
+    from ..writers import atomic_write_text
 
     runs = [load_run(folder, include_private_text=args.include_private_text)
             for folder in (args.run_dir, args.run_dir_b) if folder is not None]

@@ -47,10 +47,7 @@ def load_demo(protocol: Protocol | None = None, *, path: str | os.PathLike | Non
 
 
 def open_dataset(
-    protocol: Protocol,
-    path: str | os.PathLike | None = None,
-    *,
-    allow_unpinned: bool = False,
+    protocol: Protocol, path: str | os.PathLike | None = None, *, allow_unpinned: bool = False,
     keep_official_manifest: bool = False,
 ) -> tuple[Protocol, Dataset]:
     """The dataset a command or notebook works on, and the protocol that goes with it.

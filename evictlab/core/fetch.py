@@ -70,13 +70,8 @@ def dataset_url(pin: DatasetPin, host: str = PRIMARY_HOST) -> str:
 
 
 def fetch_dataset(
-    pin: DatasetPin,
-    output: str | Path | None = None,
-    *,
-    mirror: str | None = None,
-    url: str | None = None,
-    progress: bool = True,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    pin: DatasetPin, output: str | Path | None = None, *, mirror: str | None = None, url: str | None = None,
+    progress: bool = True, timeout: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> FetchResult:
     """Download the file ``pin`` names into ``output`` and check it against ``pin.sha256``.
 

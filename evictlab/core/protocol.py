@@ -409,10 +409,8 @@ def load_config(path: str | Path | None = None) -> Config:
 
 
 def load_protocol(
-    config: str | Path | None = None,
-    official_manifest: str | Path | None = None,
-    synthetic_manifest: str | Path | None = None,
-    answer_prompt: str | Path | None = None,
+    config: str | Path | None = None, official_manifest: str | Path | None = None,
+    synthetic_manifest: str | Path | None = None, answer_prompt: str | Path | None = None,
 ) -> Protocol:
     """Load and cross-check the protocol files (evictlab's own by default).
 

@@ -101,10 +101,7 @@ def data_source(pool_set: PoolSet) -> str:
 
 
 def retention(
-    pool_set: PoolSet,
-    policies: Sequence[str] = DEERMEM_POLICIES,
-    capacities: Sequence[int] | None = None,
-    *,
+    pool_set: PoolSet, policies: Sequence[str] = DEERMEM_POLICIES, capacities: Sequence[int] | None = None, *,
     tie_break: str | None = None,
 ) -> pd.DataFrame:
     """The decisions of ``policies`` at ``capacities`` (default: the config's) on ``pool_set``,
@@ -165,7 +162,7 @@ def cases_frame(pool_set: PoolSet) -> pd.DataFrame:
                 "offset": case.offset,
                 "has_question_date": case.question_date is not None,
                 "support_fact_id": case.support_fact_ids[0],
-                "support_chars": len(_fact(case, case.support_fact_ids[0])["content"]),
+                "support_chars": len(next(f for f in case.facts if f["id"] == case.support_fact_ids[0])["content"]),
                 "first_distractor": case.distractor_sources[0],
             }
             for case in pool_set.cases
@@ -229,13 +226,6 @@ def bank_frame(pool_set: PoolSet) -> pd.DataFrame:
             for position, record in enumerate(pool_set.bank)
         ]
     )
-
-
-def _fact(case, fact_id: str) -> dict:
-    for fact in case.facts:
-        if fact["id"] == fact_id:
-            return fact
-    raise KeyError(fact_id)
 
 
 def _days_before(clock: _dt.datetime, stamp: str) -> int:

@@ -90,15 +90,8 @@ class Explorer:
     """
 
     def __init__(
-        self,
-        dataset: str | os.PathLike | None = None,
-        *,
-        preset: str = DEFAULT_PRESET,
-        policy: str = "hybrid-v1",
-        capacity: int = 7,
-        params: PolicyParams | None = None,
-        case_id: str | None = None,
-        allow_unpinned: bool = False,
+        self, dataset: str | os.PathLike | None = None, *, preset: str = DEFAULT_PRESET, policy: str = "hybrid-v1",
+        capacity: int = 7, params: PolicyParams | None = None, case_id: str | None = None, allow_unpinned: bool = False,
         pools: PoolCache | None = None,
     ) -> None:
         self.pools = pools or PoolCache(dataset, allow_unpinned=allow_unpinned)

@@ -62,11 +62,7 @@ def parse_answer_template(text: str, *, source: str = "answer prompt") -> Answer
 
 
 def render_messages(
-    template: AnswerTemplate,
-    *,
-    question: str,
-    question_date: str | None,
-    facts: Sequence[Mapping[str, Any]],
+    template: AnswerTemplate, *, question: str, question_date: str | None, facts: Sequence[Mapping[str, Any]],
     memory_joiner: str = "blank-line",
 ) -> list[dict[str, str]]:
     """The system and user messages for one case and one kept set (spec 3.2).

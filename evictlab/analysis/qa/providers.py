@@ -81,14 +81,8 @@ class OpenAICompatibleProvider:
     """
 
     def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout_seconds: float = 120,
-        max_attempts: int = 3,
-        retry_delay_seconds: float = 2.0,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        self, base_url: str, api_key: str, *, timeout_seconds: float = 120, max_attempts: int = 3,
+        retry_delay_seconds: float = 2.0, max_response_bytes: int = MAX_RESPONSE_BYTES,
         sleep: Callable[[float], Any] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not _is_http_url(base_url):

@@ -25,7 +25,7 @@ from ...intervals import (
     small_sample_warning,
     wilson_interval,
 )
-from ...results import json_document
+from ...writers import json_document
 
 # The run loaders live in .runs; notebooks read runs and their tables from this one module.
 from .runs import (  # noqa: F401
@@ -270,11 +270,8 @@ DISCORDANCES = (None, 0.3, 0.5)
 
 
 def power_frame(
-    sizes: Mapping[str, int] | None = None,
-    discordances: Sequence[float | None] = DISCORDANCES,
-    *,
-    power: float = POWER,
-    alpha: float = ALPHA,
+    sizes: Mapping[str, int] | None = None, discordances: Sequence[float | None] = DISCORDANCES, *,
+    power: float = POWER, alpha: float = ALPHA,
 ) -> pd.DataFrame:
     """The minimum detectable accuracy difference of the exact McNemar test per suite size.
 

@@ -29,7 +29,9 @@ from ... import results
 from ...core.pools import PoolSet
 from ...errors import ContractError, EvictlabError
 from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_RESPONSE_BYTES, parse_json, read_bounded
-from ...results import git_state, json_line, utc_now_iso, write_json
+from ...results import git_state
+from ...times import utc_now_iso
+from ...writers import json_line, write_json
 from .providers import Completion, OpenAICompatibleProvider, ProviderError
 from .tasks import QATask, build_tasks
 
@@ -295,13 +297,8 @@ class RunReport:
 
 
 def run_qa(
-    pool_set: PoolSet,
-    provider: OpenAICompatibleProvider,
-    output_dir: str | Path,
-    *,
-    workers: int | None = None,
-    preset: str | None = None,
-    progress: bool = True,
+    pool_set: PoolSet, provider: OpenAICompatibleProvider, output_dir: str | Path, *, workers: int | None = None,
+    preset: str | None = None, progress: bool = True,
 ) -> RunReport:
     """Answer every task not already answered in ``output_dir``; see the module docstring.
 
@@ -359,11 +356,7 @@ def task_paths(output_dir: str | Path, tasks: Sequence[QATask]) -> dict[str, Pat
 
 
 def call_tasks(
-    tasks: Sequence[QATask],
-    provider: OpenAICompatibleProvider,
-    output_dir: str | Path,
-    *,
-    workers: int,
+    tasks: Sequence[QATask], provider: OpenAICompatibleProvider, output_dir: str | Path, *, workers: int,
     on_done: Callable[[int], Any] = lambda count: None,
 ) -> tuple[int, dict[str, str]]:
     """Call ``tasks`` on ``workers`` threads, storing each answer as it arrives; returns (rows

@@ -94,12 +94,8 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def paired_bootstrap(
-    firsts: Sequence[bool],
-    seconds: Sequence[bool],
-    *,
-    seed: int = BOOTSTRAP_SEED,
-    iterations: int = BOOTSTRAP_ITERATIONS,
-    alpha: float = ALPHA,
+    firsts: Sequence[bool], seconds: Sequence[bool], *, seed: int = BOOTSTRAP_SEED,
+    iterations: int = BOOTSTRAP_ITERATIONS, alpha: float = ALPHA,
 ) -> BootstrapInterval:
     """Seeded percentile bootstrap of the paired accuracy difference ``second - first``.
 
@@ -147,13 +143,8 @@ def _clamp(index: int, size: int) -> int:
 
 
 def build_stats(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    protocol_id: str,
-    grader_version: str,
-    seed: int = BOOTSTRAP_SEED,
-    iterations: int = BOOTSTRAP_ITERATIONS,
-    alpha: float = ALPHA,
+    rows: Sequence[Mapping[str, Any]], *, protocol_id: str, grader_version: str, seed: int = BOOTSTRAP_SEED,
+    iterations: int = BOOTSTRAP_ITERATIONS, alpha: float = ALPHA,
 ) -> dict[str, Any]:
     """The ``qa.stats.json`` object for graded ``rows``.
 
@@ -296,14 +287,8 @@ def check_bootstrap_work(iterations: int, limit: int = MAX_BOOTSTRAP_ITERATIONS,
 
 
 def stats_documents(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    protocol_id: str,
-    grader_version: str,
-    seed: int = BOOTSTRAP_SEED,
-    iterations: int = BOOTSTRAP_ITERATIONS,
-    alpha: float = ALPHA,
-    qa_capacity: int = QA_CAPACITY,
+    rows: Sequence[Mapping[str, Any]], *, protocol_id: str, grader_version: str, seed: int = BOOTSTRAP_SEED,
+    iterations: int = BOOTSTRAP_ITERATIONS, alpha: float = ALPHA, qa_capacity: int = QA_CAPACITY,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``qa.summary.json`` and ``qa.stats.json`` of ``rows``, both computed before either is
     written (:func:`write_stats_files`), so invalid rows fail before any folder is touched."""
