@@ -197,4 +197,6 @@ def test_the_shadow_figure_labels_every_panel(stores):
     assert "a fixture store" in plots.figure_title(fig)
     for ax in fig.axes:
         assert ax.get_xlabel() and ax.get_ylabel(), ax.get_title()
-    assert sum(ax.get_legend() is not None for ax in fig.axes) == 2  # the two panels with two colours
+    (legend,) = fig.legends  # the two colours of the categories and margins panels
+    assert [text.get_text() for text in legend.get_texts()] == ["saved by hybrid-v1 (confidence evicted)",
+                                                                "lost by hybrid-v1 (confidence kept)"]

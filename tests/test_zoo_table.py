@@ -177,19 +177,36 @@ def test_zoo_heatmap_shows_every_cell_of_the_summary(summary):
 
 def test_capacity_curves_draw_one_panel_per_scenario_and_one_line_per_policy(summary):
     fig = plots.capacity_curves(summary, source="demo dataset (synthetic)")
-    assert plots.figure_title(fig).endswith("lists each one)\ndemo dataset (synthetic)")
+    assert plots.figure_title(fig).endswith("one line)\ndemo dataset (synthetic)")
     panels = [ax for ax in fig.axes if ax.get_visible()]
     scenarios = [*plots.scenario_order(s for s in summary["scenario"] if s != zoo.ALL_CASES), zoo.ALL_CASES]
     assert [ax.get_title().split(" (")[0] for ax in panels] == scenarios
-    assert fig.legends and plots.figure_title(fig)
-    policies = list(dict.fromkeys(summary["policy"]))
+    roles = summary.drop_duplicates("policy").set_index("policy")["role"]
+    named = []
     for ax, scenario in zip(panels, scenarios):
-        assert [line.get_label() for line in ax.get_lines()] == policies
-        for line in ax.get_lines():  # the values themselves, never nudged apart
-            expected = summary[(summary["policy"] == line.get_label()) & (summary["scenario"] == scenario)]
+        lines = {tuple(name.split(" (")[0] for name in line.get_label().split(" = ")): line for line in ax.get_lines()}
+        named = [policy for same in lines for policy in same]
+        assert sorted(named) == sorted(summary["policy"].unique())  # every policy once, on one line
+        for same, line in lines.items():  # the values themselves, never nudged apart
+            assert line.get_label() == " = ".join(f"{p} ({roles[p]})" for p in same)
+            for policy in same:  # a merged line holds the values of every policy it names
+                expected = summary[(summary["policy"] == policy) & (summary["scenario"] == scenario)]
+                assert np.allclose(line.get_ydata(), 100 * expected.sort_values("capacity")["retained_rate"])
             assert list(line.get_xdata()) == list(CAPACITIES)
-            assert np.allclose(line.get_ydata(), 100 * expected.sort_values("capacity")["retained_rate"].to_numpy())
-            assert line.get_color() == plots.policy_color(line.get_label())
+            assert line.get_color() == plots.policy_color(same[0])
+    legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert legend == [line.get_label() for line in panels[0].get_lines()]
+    assert any(" = " in label for label in legend)  # the demo has policies that coincide (lru and lfu-aging)
+    # Lines are merged only where the values agree in every panel.
+    for label in legend:
+        same = [name.split(" (")[0] for name in label.split(" = ")]
+        values = [summary[summary["policy"] == p].sort_values(["scenario", "capacity"])["retained"].to_numpy()
+                  for p in same]
+        assert all(np.array_equal(values[0], v) for v in values[1:]), label
+    distinct = {p: summary[summary["policy"] == p].sort_values(["scenario", "capacity"])["retained"].tolist()
+                for p in summary["policy"].unique()}
+    firsts = [label.split(" = ")[0].split(" (")[0] for label in legend]
+    assert len({tuple(distinct[p]) for p in firsts}) == len(firsts)  # no two lines with the same values
     for ax in panels:  # labels sit on the outer panels of the shared axes
         assert any(other.get_ylabel() for other in ax.get_shared_y_axes().get_siblings(ax))
         assert any(other.get_xlabel() for other in ax.get_shared_x_axes().get_siblings(ax))

@@ -25,9 +25,14 @@ from PIL import Image
 from ...selection.explain import at_least
 from .style import (
     ALL_CASES,
+    MIN_TEXT_PT,
     OKABE_ITO,
     STYLE,
+    bottom_legend,
     format_count,
+    one_column,
+    paper_figure,
+    paper_width,
     percent,
     policy_color,
     require_columns,
@@ -36,6 +41,7 @@ from .style import (
     title_with_source,
     with_source,
     wrap_labels,
+    wrap_text,
 )
 
 #: The explorer's live resolution: its 11.5-inch figure is 1,150 pixels wide, shown in 828 CSS
@@ -83,7 +89,7 @@ def explanation_figure(
                     "explanation_figure")
     ordered = frame.sort_values("rank")
     support = set(support_fact_ids)
-    fig = Figure(figsize=(11, 1.6 + 0.42 * len(ordered)), layout="constrained")
+    fig = paper_figure(1.9 + 0.3 * len(ordered))
     ax = fig.subplots()
     y = np.arange(len(ordered))
     if weights:
@@ -103,7 +109,8 @@ def explanation_figure(
     low, high = min(0.0, scores.min()), max(0.0, scores.max())
     span = (high - low) or 1.0
     # Room on the right for the cut-line label and the support's explanation.
-    ax.set_xlim(low - 0.02 * span, high + 0.55 * span)
+    room = 1.3 if one_column() else 0.55
+    ax.set_xlim(low - 0.02 * span, high + room * span)
     # The line closes the facts kept on rank alone; a reserved slot holds its fact wherever it ranks.
     status = ordered["status"].to_numpy()
     on_rank = np.flatnonzero(status == "kept")
@@ -113,7 +120,9 @@ def explanation_figure(
         ax.axhline(above - 0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5,
                    label=f"cut line: {above} kept above it"
                    + (f", {reserved_below} reserved below" if reserved_below else ""))
-    labels = [f"{fact_id} ({status})" for fact_id, status in zip(ordered["fact_id"], ordered["status"])]
+    # One column is too narrow for long ids: their distinct tail (a hash) names them there.
+    names = [f"…{i[-10:]}" if one_column() and len(i) > 14 else i for i in ordered["fact_id"]]
+    labels = [f"{name} ({status})" for name, status in zip(names, ordered["status"])]
     ax.set_yticks(y, labels)
     for tick, fact_id in zip(ax.get_yticklabels(), ordered["fact_id"]):
         if fact_id in support:
@@ -127,13 +136,14 @@ def explanation_figure(
     notes = [_support_note(row) for _, row in ordered.iterrows() if row["fact_id"] in support]
     if notes:
         # In the empty band right of the longest bar, at the top.
-        ax.text(high + 0.04 * span, -0.4, "\n\n".join(notes), ha="left", va="top", fontsize=8.5,
+        note_width = 0.9 * (room - 0.06) / (room + 1.02) * (72 * paper_width() - 110)  # less the fact labels
+        ax.text(high + 0.04 * span, -0.4, wrap_text("\n\n".join(notes), MIN_TEXT_PT, note_width), ha="left", va="top",
                 bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": OKABE_ITO["grey"]})
     handles, names = ax.get_legend_handles_labels()
     # Its own swatch: the bars' overlay (translucent, no edge) reads as stray marks in a legend box.
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
     names.append("evicted (hatched)")
-    fig.legend(handles, names, loc="outside lower center", ncols=3 if reserved_below else 5, frameon=False)
+    bottom_legend(fig, handles, names)
     title_with_source(fig, f"Why each fact was kept or evicted: {policy} at capacity {capacity}"
                       + (f", {case_label}" if case_label else "") + " (support in bold)", source)
     return fig
@@ -209,7 +219,7 @@ class ExplorerFigure:
         y = np.arange(len(self.groups))
         self.bars = left.barh(y, np.zeros(len(y)), 0.6, edgecolor="black", linewidth=0.5)
         # Counts in a column right of 100 %, where no bar or marker reaches.
-        self.bar_labels = [left.text(105, yi, "", va="center", ha="left", fontsize=9) for yi in y]
+        self.bar_labels = [left.text(105, yi, "", va="center", ha="left") for yi in y]
         self.references = {}
         for policy, marker, shift in (("hybrid-v1", "D", -0.17), ("confidence", "o", 0.17)):
             self.references[policy] = left.scatter(np.zeros(len(y)), y + shift, marker=marker, s=40, zorder=3,
@@ -234,7 +244,7 @@ class ExplorerFigure:
         self.selected = right.scatter([np.nan], [np.nan], s=170, facecolor="none", edgecolor="black", linewidth=1.6,
                                       zorder=4, label="selected case")
         self.cut = right.axvline(0.5, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1.5)
-        self.cut_label = right.text(0.5, -0.65, "", color=OKABE_ITO["vermillion"], fontsize=8.5, ha="left", va="center")
+        self.cut_label = right.text(0.5, -0.65, "", color=OKABE_ITO["vermillion"], ha="left", va="center")
         right.set_yticks(range(len(self.scenarios)), wrap_labels(self.scenarios))
         right.set_ylim(len(self.scenarios) - 0.5, -0.85)
         right.set_xlim(0.4, pool_size + 0.6)
@@ -254,7 +264,7 @@ class ExplorerFigure:
                    label="kept by a reserved slot"),
             self.selected,
         ]
-        self.figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False, fontsize=8.5)
+        self.figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
         self.title = self.figure.suptitle("")
 
     def update(self, summary: pd.DataFrame, reference: pd.DataFrame, cases: pd.DataFrame, *, policy: str,

@@ -13,8 +13,11 @@ from .style import (
     dodge,
     grid_shape,
     hide_unused,
+    one_column,
+    paper_figure,
     require_columns,
     scenario_order,
+    side_by_side,
     styled,
     title_with_source,
     wrap_labels,
@@ -29,8 +32,8 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
     """
     require_columns(cases, ["scenario", "question_type", "loss_rank"], "pool_overview")
     scenarios = scenario_order(cases["scenario"])
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    left, right = fig.subplots(1, 2)
+    fig = paper_figure(3.4, 6.4)
+    left, right = side_by_side(fig)
     x = np.arange(len(scenarios))
 
     types = sorted(cases["question_type"].unique())
@@ -81,8 +84,8 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
     require_columns(facts, ["case_id", "scenario", "loss_rank", "role", "confidence", "confirmed", "heated"],
                     "pool_metadata")
     scenarios = scenario_order(facts["scenario"])
-    rows, cols = grid_shape(len(scenarios) + 1, 3)
-    fig = Figure(figsize=(12, 3.4 * rows), layout="constrained")
+    rows, cols = grid_shape(len(scenarios) + 1, 2 if one_column() else 3)
+    fig = paper_figure(2.9 * rows + 0.5, 2.2 * rows + 0.5)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False))
     markers = {"plain": "o", "confirmed": "^", "heated": "s"}
     # Each signal on its own sub-line of a case (axis inverted: negative is above).
@@ -111,7 +114,7 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
                            linewidth=0.7 if support else 0.3, zorder=3 if support else 2)
         loss_rank = members.groupby("case_id", sort=False)["loss_rank"].first()
         labels = [f"{_short_case_id(c)} (L{int(loss_rank[c])})" for c in case_ids]
-        ax.set_yticks(range(len(case_ids)), labels, fontsize=7.5)
+        ax.set_yticks(range(len(case_ids)), labels)
         ax.set_ylim(len(case_ids) - 0.5, -0.5)
         ax.set_xlim(0.45, 1.0)
         ax.set_xlabel("confidence (0 to 1)")
@@ -158,8 +161,8 @@ def evidence_lengths(
     require_columns(bank, ["evidence_chars", "question_type"], "evidence_lengths bank")
     official = cases[cases["source"] == "longmemeval"]
     scenarios = scenario_order(official["scenario"])
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=[1.2, 1])
+    fig = paper_figure(3.4, 6.4)
+    left, right = side_by_side(fig, width_ratios=[1.2, 1])
     for x, scenario in enumerate(scenarios):
         values = np.sort(official.loc[official["scenario"] == scenario, "support_chars"].to_numpy())
         # Spread points evenly around the column: deterministic, unlike random jitter.
@@ -170,7 +173,7 @@ def evidence_lengths(
     if support_limit is not None:
         left.axhline(support_limit, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
         left.text(len(scenarios) - 0.5, support_limit, f"selection limit {support_limit}", ha="right", va="bottom",
-                  color=OKABE_ITO["vermillion"], fontsize=8.5)
+                  color=OKABE_ITO["vermillion"])
     left.set_xticks(range(len(scenarios)), wrap_labels(scenarios))
     left.set_xlabel("scenario")
     left.set_ylim(bottom=0)
@@ -191,7 +194,7 @@ def evidence_lengths(
             right.axvline(edge, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
         right.text(bank_limits[1] - upper * 0.02, right.get_ylim()[1] * 0.97,
                    f"bank filter\n{bank_limits[0]} to {bank_limits[1]}\n(both kept)", ha="right", va="top",
-                   color=OKABE_ITO["vermillion"], fontsize=8.5)
+                   color=OKABE_ITO["vermillion"])
     right.set_xlabel("distractor evidence length (characters)")
     right.set_ylabel("bank records")
     right.yaxis.set_major_locator(MaxNLocator(integer=True))

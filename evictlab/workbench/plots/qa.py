@@ -9,12 +9,15 @@ from matplotlib.figure import Figure
 from ...analysis.qa.report import interval_label
 from .style import (
     OKABE_ITO,
+    bottom_legend,
     dodge,
+    paper_figure,
     policy_color,
     policy_legend,
     policy_order,
     require_columns,
     scenario_order,
+    side_by_side,
     styled,
     title_with_source,
     wrap_labels,
@@ -33,7 +36,7 @@ def qa_accuracy(accuracy: pd.DataFrame, *, source: str | None = None) -> Figure:
     policies = policy_order(accuracy["policy"])
     levels = [level for level in ("scenario", "suite") if level in set(accuracy["level"])]
     heights = [accuracy.loc[accuracy["level"] == level, "group"].nunique() for level in levels]
-    fig = Figure(figsize=(10, 1.2 + 0.55 * sum(heights) + 0.5 * len(levels)), layout="constrained")
+    fig = paper_figure(1.2 + 0.45 * sum(heights) + 0.5 * len(levels))
     axes = np.atleast_1d(fig.subplots(len(levels), 1, sharex=True, height_ratios=heights))
     offsets, _ = dodge(len(policies), width=0.5)
     for ax, level in zip(axes, levels):
@@ -77,8 +80,8 @@ def qa_paired(stats: pd.DataFrame, *, source: str | None = None) -> Figure:
                     "qa_paired")
     first, second = stats["first_policy"].iloc[0], stats["second_policy"].iloc[0]
     suites = list(stats["suite"])
-    fig = Figure(figsize=(11, 1.6 + 0.7 * len(suites)), layout="constrained")
-    left, right = fig.subplots(1, 2, sharey=True, width_ratios=[1.3, 1])
+    fig = paper_figure(1.6 + 0.7 * len(suites), 2.4 + 1.4 * len(suites))
+    left, right = side_by_side(fig, sharey=True, width_ratios=[1.3, 1])
     parts = [
         ("both_correct", "both correct", OKABE_ITO["bluish_green"]),
         ("only_first_correct", f"only {first} correct", policy_color(first)),
@@ -93,7 +96,7 @@ def qa_paired(stats: pd.DataFrame, *, source: str | None = None) -> Figure:
         left.barh(y, share, left=start, color=color, edgecolor="black", linewidth=0.5, label=label, height=0.6)
         for yi, s, w, count in zip(y, start, share, stats[column]):
             if count:
-                left.text(s + w / 2, yi, str(int(count)), ha="center", va="center", fontsize=8.5,
+                left.text(s + w / 2, yi, str(int(count)), ha="center", va="center",
                           color="white" if color in (OKABE_ITO["blue"], OKABE_ITO["vermillion"]) else "black")
         start += share
     left.set_yticks(
@@ -104,14 +107,14 @@ def qa_paired(stats: pd.DataFrame, *, source: str | None = None) -> Figure:
     left.set_xlim(0, 100)
     left.set_xlabel("cases (% of suite; numbers are counts)")
     left.set_title("Paired outcomes per case (exact McNemar test)")
-    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncols=4, frameon=False)
+    bottom_legend(fig, *left.get_legend_handles_labels())
 
     alpha = float(stats["alpha"].iloc[0]) if "alpha" in stats else 0.05
     value, low, high = (100 * stats[c].to_numpy(dtype=float) for c in ("mean_difference", "lower", "upper"))
     right.errorbar(value, y, xerr=[value - low, high - value], fmt="D", color="black", capsize=4, markersize=6)
     for yi, v, lo, hi in zip(y, value, low, high):
         right.annotate(f"{v:+.1f} [{lo:+.1f}, {hi:+.1f}]", (v, yi), xytext=(0, 8), textcoords="offset points",
-                       ha="center", va="bottom", fontsize=8.5)
+                       ha="center", va="bottom")
     right.axvline(0, color=OKABE_ITO["grey"], linestyle="--", linewidth=1)
     right.set_xlim(min(-10, low.min() - 10), max(10, high.max() + 10))
     right.set_xlabel(f"accuracy of {second} minus {first}\n(percentage points)")
@@ -137,7 +140,7 @@ def qa_grade_rules(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
         .unstack(fill_value=0)
         .reindex(index=rules, columns=policies, fill_value=0)
     )
-    fig = Figure(figsize=(9, 1.5 + 0.5 * len(rules)), layout="constrained")
+    fig = paper_figure(1.5 + 0.4 * len(rules))
     ax = fig.subplots()
     offsets, width = dodge(len(policies))
     y = np.arange(len(rules))
@@ -145,7 +148,7 @@ def qa_grade_rules(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
         values = counts[policy].to_numpy()
         ax.barh(y + offset, values, width, color=policy_color(policy), edgecolor="black", linewidth=0.5)
         for yi, v in zip(y + offset, values):
-            ax.text(v + 0.3, yi, str(int(v)), va="center", fontsize=8.5)
+            ax.text(v + 0.3, yi, str(int(v)), va="center")
     ax.set_yticks(y, [f"{rule} ({'correct' if rule in correct_rules else 'wrong'})" for rule in rules])
     ax.set_ylim(len(rules) - 0.5, -0.5)
     ax.set_xlim(0, counts.to_numpy().max() * 1.15 + 1)
@@ -166,8 +169,8 @@ def qa_tokens(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
     require_columns(rows, ["scenario", "policy", "prompt_tokens", "completion_tokens"], "qa_tokens")
     scenarios = scenario_order(rows["scenario"])
     policies = policy_order(rows["policy"])
-    fig = Figure(figsize=(12, 4.4), layout="constrained")
-    axes = fig.subplots(1, 2)
+    fig = paper_figure(3.4, 6.2)
+    axes = side_by_side(fig)
     offsets, width = dodge(len(policies))
     for ax, column, label in zip(axes, ("prompt_tokens", "completion_tokens"), ("prompt", "completion")):
         for offset, policy in zip(offsets, policies):
@@ -187,7 +190,7 @@ def qa_tokens(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
         ax.set_ylabel(f"{label} tokens per request")
         ax.set_ylim(bottom=0)
         totals = ", ".join(f"{p} {int(rows.loc[rows['policy'] == p, column].sum()):,}" for p in policies)
-        ax.set_title(f"{label.capitalize()} tokens (sum: {totals})", fontsize=9.5)
+        ax.set_title(f"{label.capitalize()} tokens (sum: {totals})")
     policy_legend(fig, policies)
     title_with_source(fig, "Token use of the answer requests", source)
     return fig

@@ -11,10 +11,13 @@ from matplotlib.patches import Patch
 
 from .style import (
     ALL_CASES,
+    MIN_TEXT_PT,
     dodge,
     grid_shape,
     hide_unused,
     label_panels,
+    paper_figure,
+    paper_width,
     policy_color,
     policy_legend,
     policy_order,
@@ -22,6 +25,7 @@ from .style import (
     scenario_order,
     styled,
     title_with_source,
+    wrap_text,
 )
 
 
@@ -40,7 +44,7 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
     if include_total:
         groups.append((ALL_CASES, frame))
     rows, cols = grid_shape(len(groups), 3)
-    fig = Figure(figsize=(12, 3.3 * rows + 0.6), layout="constrained")
+    fig = paper_figure(2.3 * rows + 0.8)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     offsets, width = dodge(len(policies))
     vertical = len(policies) > 3
@@ -55,7 +59,7 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
                 share = 100 * kept / total
                 ax.bar(x + offset, share, width, color=policy_color(policy), edgecolor="black", linewidth=0.5)
                 ax.text(x + offset, share + 2, f"{int(kept)}/{int(total)}", ha="center", va="bottom",
-                        fontsize=7 if vertical else 8, rotation=90 if vertical else 0)
+                        rotation=90 if vertical else 0)
         ax.set_xticks(range(len(capacities)), [str(c) for c in capacities])
         ax.set_title(f"{name} ({cases} cases)")
         ax.set_ylim(0, 125 if vertical else 115)
@@ -89,7 +93,7 @@ def support_rank_distribution(
     max_rank = int(max(10, shown["support_rank"].max()))
     ranks = np.arange(1, max_rank + 1)
     rows, cols = grid_shape(len(scenarios), 3)
-    fig = Figure(figsize=(12, 3.2 * rows + 0.6), layout="constrained")
+    fig = paper_figure(2.2 * rows + 0.8)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     offsets, width = dodge(len(policies))
     for ax, scenario in zip(axes.flat, scenarios):
@@ -110,7 +114,7 @@ def support_rank_distribution(
     top = max(ax.get_ylim()[1] for ax in axes.flat[: len(scenarios)])
     for ax in axes.flat[: len(scenarios)]:
         ax.set_ylim(0, top * 1.15)
-        ax.text(capacity + 0.35, top * 1.08, f"kept: rank ≤ {capacity}", fontsize=8, va="top", ha="right")
+        ax.text(capacity + 0.35, top * 1.08, f"kept: rank ≤ {capacity}", va="top", ha="right")
     label_panels(axes, len(scenarios), "support rank (1 = highest score)", "cases")
     hide_unused(axes, len(scenarios))
     if len(scenarios) < axes.size:
@@ -120,11 +124,11 @@ def support_rank_distribution(
         note.text(
             0.05,
             0.5,
-            f"A support ranked right of the dashed line\nis evicted at capacity {capacity}, unless the\n"
-            "policy reserves a slot for it (hybrid-v1\nkeeps one correction fact this way).",
+            wrap_text(f"A support ranked right of the dashed line is evicted at capacity {capacity}, unless the"
+                      " policy reserves a slot for it (hybrid-v1 keeps one correction fact this way).",
+                      MIN_TEXT_PT, 0.85 * 72 * paper_width() / cols),
             transform=note.transAxes,
             va="center",
-            fontsize=9.5,
         )
     reserved = Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx", label="kept by a reserved slot")
     policy_legend(fig, policies, extra=[reserved] if "support_retained" in shown else ())

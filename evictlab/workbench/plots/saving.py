@@ -1,7 +1,8 @@
 """Deterministic saving: :func:`save` writes PNG and SVG files whose bytes depend only on the figure.
 
-No dates, no software version, a fixed SVG id salt; the figure title is the files' ``Title``
-metadata. This is the only part of :mod:`evictlab.workbench.plots` that touches the file system.
+No dates, no software version, a fixed SVG id salt; the SVG's text is text (``svg.fonttype``
+``none``: editable, searchable); the figure title is the files' ``Title`` metadata. This is the
+only part of :mod:`evictlab.workbench.plots` that touches the file system.
 
 A figure is laid out and drawn once: the PNG is encoded from that raster, the SVG is written
 from the same layout (only the vector renderer runs again) and a notebook displays the PNG.
@@ -64,9 +65,10 @@ class SavedFigure:
 
 
 def figure_title(fig: Figure) -> str:
-    """The figure's suptitle, else its first axes title, else an empty string."""
+    """The figure's suptitle as written (before :func:`.style.fit_text` wrapped it to the width),
+    else its first axes title, else an empty string."""
     if fig.get_suptitle():
-        return fig.get_suptitle()
+        return getattr(fig, "evictlab_title", None) or fig.get_suptitle()
     for ax in fig.axes:
         if ax.get_title():
             return ax.get_title()
@@ -93,12 +95,18 @@ def save(fig: Figure, path_without_suffix: str | os.PathLike, *, dpi: int = FIGU
     canvas = FigureCanvasAgg(fig)
     try:
         fig.dpi = dpi
+        # The layout engine iterates from the panels' current positions (text in data coordinates
+        # moves with them): start it from the grid's, so that each save gives the same layout.
+        if engine is not None:
+            for ax in fig.axes:
+                if (spec := ax.get_subplotspec()) is not None:  # set_position would take it out of the layout
+                    ax._set_position(spec.get_position(fig))  # type: ignore[attr-defined]
         canvas.draw()  # the layout engine runs here, once
         info = {"Title": title} if title else {}
         Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
             png, format="png", dpi=(dpi, dpi), pnginfo=_png_info(info))
         fig.set_layout_engine("none")  # keep the positions just computed
-        with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT}):
+        with matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "none"}):  # text as text
             fig.savefig(svg, format="svg", dpi=dpi, metadata={"Date": None, "Creator": None, **info})
     finally:
         fig.set_layout_engine(engine)

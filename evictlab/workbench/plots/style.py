@@ -7,13 +7,20 @@ policy file declares (:data:`POLICY_COLORS`, :func:`policy_color`).
 Sequential colour maps use ``cividis`` (:data:`SEQUENTIAL_CMAP`), which is designed to read
 the same under the common colour-vision deficiencies.
 
+Every figure is built for a paper (:data:`PAPER_SIZES`): each figure function takes
+``size="two-column"`` (7 in, the text width) or ``"one-column"`` (3.5 in), draws its text at
+:data:`MIN_TEXT_PT` points or more at that print size, and :func:`styled` wraps its titles and
+folds its legends to the width (:func:`fit_text`), so no text leaves the canvas.
+
 The names here are public within :mod:`evictlab.workbench.plots`; the package re-exports only the
 palette and the orderings.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from functools import wraps
 from typing import Any
@@ -23,7 +30,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
+from matplotlib.textpath import TextToPath
 
 from ...core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 from ...palette import OKABE_ITO
@@ -68,15 +77,24 @@ SCENARIO_COLORS = {
     ALL_CASES: OKABE_ITO["black"],
 }
 
+#: Figure widths in inches: one column of a two-column page, and the full text width.
+PAPER_SIZES: dict[str, float] = {"one-column": 3.5, "two-column": 7.0}
+
+#: The smallest text size, in points at print size, of any text in a figure.
+MIN_TEXT_PT = 8.0
+
+_SIZE: contextvars.ContextVar[str] = contextvars.ContextVar("paper_size", default="two-column")
+
 #: The house style, applied by :func:`styled` while a figure is built (never globally).
 STYLE: dict[str, Any] = {
-    "font.size": 10,
-    "axes.titlesize": 10.5,
-    "axes.labelsize": 10,
-    "xtick.labelsize": 9,
-    "ytick.labelsize": 9,
-    "legend.fontsize": 9,
-    "figure.titlesize": 12,
+    "font.size": MIN_TEXT_PT,
+    "axes.titlesize": MIN_TEXT_PT + 0.5,
+    "axes.labelsize": MIN_TEXT_PT,
+    "xtick.labelsize": MIN_TEXT_PT,
+    "ytick.labelsize": MIN_TEXT_PT,
+    "legend.fontsize": MIN_TEXT_PT,
+    "legend.title_fontsize": MIN_TEXT_PT,
+    "figure.titlesize": MIN_TEXT_PT + 1,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": False,
@@ -112,14 +130,96 @@ def policy_order(values: Iterable[str]) -> list[str]:
 
 
 def styled(build: Callable[..., Figure]) -> Callable[..., Figure]:
-    """Build the figure inside the house style; text sizes are fixed when artists are created."""
+    """Build the figure inside the house style at the paper ``size`` it is asked for (a key of
+    :data:`PAPER_SIZES`, default two-column), then fit its text to that width (:func:`fit_text`)."""
 
     @wraps(build)
-    def wrapper(*args: Any, **kwargs: Any) -> Figure:
-        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
-            return build(*args, **kwargs)
+    def wrapper(*args: Any, size: str = "two-column", **kwargs: Any) -> Figure:
+        if size not in PAPER_SIZES:
+            raise ValueError(f"size must be one of {', '.join(PAPER_SIZES)}; got {size!r}")
+        token = _SIZE.set(size)
+        try:
+            with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # the stubs want literal rc keys
+                fig = build(*args, **kwargs)
+                fit_text(fig)
+                return fig
+        finally:
+            _SIZE.reset(token)
 
+    signature = inspect.signature(build)
+    size = inspect.Parameter("size", inspect.Parameter.KEYWORD_ONLY, default="two-column", annotation="str")
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), size])  # type: ignore[attr-defined]
     return wrapper
+
+
+def paper_width() -> float:
+    """The width in inches of the figure being built (:data:`PAPER_SIZES`)."""
+    return PAPER_SIZES[_SIZE.get()]
+
+
+def one_column() -> bool:
+    """Whether the figure being built is one column wide."""
+    return _SIZE.get() == "one-column"
+
+
+def paper_figure(height: float, narrow: float | None = None) -> Figure:
+    """A new figure as wide as the paper size being built, ``height`` inches high (``narrow``
+    inches at one-column size, when given)."""
+    return Figure(figsize=(paper_width(), narrow if narrow is not None and one_column() else height),
+                  layout="constrained")
+
+
+def side_by_side(fig: Figure, count: int = 2, **options: Any) -> Any:
+    """``count`` panels in a row at two-column size, stacked in a column at one-column size."""
+    if one_column():
+        options.pop("width_ratios", None)
+        return fig.subplots(count, 1, **options)
+    return fig.subplots(1, count, **options)
+
+
+def text_width(text: str, size: float) -> float:
+    """Width in points of one line of ``text`` at ``size`` points in the default font."""
+    return TextToPath().get_text_width_height_descent(text, FontProperties(size=size), ismath=False)[0]
+
+
+def wrap_text(text: str, size: float, width: float) -> str:
+    """``text`` with each line broken at spaces so that no line is wider than ``width`` points."""
+    lines = []
+    for line in text.splitlines():
+        current = ""
+        for word in line.split(" "):
+            candidate = f"{current} {word}" if current else word
+            if current and text_width(candidate, size) > width:
+                lines.append(current)
+                candidate = word
+            current = candidate
+        lines.append(current)
+    return "\n".join(lines)
+
+
+def fit_text(fig: Figure) -> None:
+    """Wrap the figure title to the figure's width, each panel's title and axis labels to its panel:
+    first to the panel's grid cell, then, once the layout has run, to the panel as laid out."""
+    title = fig._suptitle  # type: ignore[attr-defined]  # matplotlib has no public getter for the Text
+    if title is not None:
+        fig.evictlab_title = title.get_text()  # type: ignore[attr-defined]  # figure_title reads it unwrapped
+        title.set_text(wrap_text(title.get_text(), float(title.get_fontsize()), 0.96 * 72 * fig.get_figwidth()))
+    _wrap_panels(fig, lambda ax: ax.get_subplotspec().get_position(fig) if ax.get_subplotspec() else ax.get_position())
+    engine = fig.get_layout_engine()
+    if engine is not None and fig.axes:
+        engine.execute(fig)
+        _wrap_panels(fig, lambda ax: ax.get_position())
+
+
+def _wrap_panels(fig: Figure, box_of: Callable[[Any], Any]) -> None:
+    width, height = 72 * fig.get_figwidth(), 72 * fig.get_figheight()
+    for ax in fig.axes:
+        box = box_of(ax)
+        titles = (ax.title, ax._left_title, ax._right_title)  # type: ignore[attr-defined]
+        for text in (*titles, ax.xaxis.label):
+            text.set_text(wrap_text(text.get_text(), float(text.get_fontsize()), 1.05 * box.width * width))
+        label = ax.yaxis.label
+        label.set_text(wrap_text(label.get_text(), float(label.get_fontsize()), 1.05 * box.height * height))
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -132,7 +232,10 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> N
 
 
 def grid_shape(count: int, columns: int) -> tuple[int, int]:
-    """Rows and columns of a panel grid for ``count`` panels, at most ``columns`` wide."""
+    """Rows and columns of a panel grid for ``count`` panels, at most ``columns`` wide at two-column
+    size and half as many (rounded up) at one-column size."""
+    if one_column():
+        columns = -(-columns // 2)
     columns = min(columns, count)
     return -(-count // columns), columns
 
@@ -156,9 +259,38 @@ def label_panels(axes: np.ndarray, used: int, xlabel: str, ylabel: str) -> None:
 def policy_legend(fig: Figure, policies: Sequence[str], *, title: str = "policy", extra: Sequence[Any] = ()) -> None:
     """One legend for the figure: a colour patch per policy (then any ``extra`` handles), below the panels."""
     handles = [Patch(facecolor=policy_color(p), edgecolor="black", linewidth=0.5, label=p) for p in policies]
-    handles += list(extra)
-    # Below the panels: matplotlib does not stack an outside-top legend under the suptitle.
-    fig.legend(handles=handles, title=title, loc="outside lower center", ncols=min(len(handles), 7), frameon=False)
+    bottom_legend(fig, [*handles, *extra], title=title)
+
+
+def identical_lines(frame: pd.DataFrame, key: str, values: Sequence[str]) -> dict[str, list[str]]:
+    """The values of ``key`` (policies) whose rows hold the same ``values`` (in the same order of
+    rows), grouped: ``{first: [first, *same]}`` in order of appearance. A figure draws one line
+    per group, labelled :func:`merged_label`, so that a legend never names two entries for one line."""
+    groups: dict[tuple, list[str]] = {}
+    for name, rows in frame.groupby(key, sort=False):
+        groups.setdefault(tuple(map(tuple, rows[list(values)].to_numpy())), []).append(str(name))
+    return {members[0]: members for members in groups.values()}
+
+
+def merged_label(members: Sequence[str]) -> str:
+    """``lru = lfu-aging``: the names of the policies one line stands for."""
+    return " = ".join(members)
+
+
+def legend_columns(labels: Sequence[str], most: int | None = None) -> int:
+    """How many legend columns of ``labels`` fit the paper width (at most ``most``)."""
+    column = max(text_width(label, MIN_TEXT_PT) for label in labels) + 4.5 * MIN_TEXT_PT  # handle, pads, spacing
+    return max(1, min(most or len(labels), int(0.96 * 72 * paper_width() // column)))
+
+
+def bottom_legend(fig: Figure, handles: Sequence[Any], labels: Sequence[str] | None = None, *,
+                  most: int | None = None, **options: Any) -> Any:
+    """The figure's legend below the panels, in as many columns as fit the width (at most ``most``).
+
+    Below: matplotlib does not stack an outside-top legend under the suptitle."""
+    labels = list(labels) if labels is not None else [handle.get_label() for handle in handles]
+    return fig.legend(handles, labels, loc="outside lower center", ncols=legend_columns(labels, most),
+                      frameon=False, **options)
 
 
 def title_with_source(fig: Figure, title: str, source: str | None) -> None:

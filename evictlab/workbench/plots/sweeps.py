@@ -25,9 +25,11 @@ from matplotlib.path import Path as MplPath
 from .style import (
     ALL_CASES,
     SEQUENTIAL_CMAP,
+    bottom_legend,
     format_count,
     grid_shape,
     hide_unused,
+    paper_figure,
     percent,
     require_columns,
     retention_cmap,
@@ -241,7 +243,7 @@ def weight_simplex_maps(
     table = _with_all_cases(at[["setting", "scenario", "support_retained", "cases"]], ["setting"])
     groups = scenario_groups(table)
     rows, cols = grid_shape(len(groups), 3)
-    fig = Figure(figsize=(12.5, 4.3 * rows + 0.9), layout="constrained")
+    fig = paper_figure(2.6 * rows + 1.1, 2.1 * rows + 1.3)
     axes = fig.subplots(rows, cols, squeeze=False)
     cmap = retention_cmap()
     image = None
@@ -264,7 +266,7 @@ def weight_simplex_maps(
         Patch(facecolor="none", edgecolor="black", hatchcolor="black", hatch="///",
               label=f"no loss in {' or '.join(control_scenarios)}"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    bottom_legend(fig, handles)
     title_with_source(
         fig,
         f"{policy or 'policy'} at capacity {capacity}: support retained over the weights"
@@ -288,8 +290,10 @@ def stability_maps(
     """
     require_columns(stability, ["setting", *WEIGHT_COLUMNS, "capacity", "range", "cases"], "stability_maps")
     capacities = sorted(stability["capacity"].unique())
-    fig = Figure(figsize=(4.4 * len(capacities) + 1.2, 4.6), layout="constrained")
-    axes = fig.subplots(1, len(capacities), squeeze=False)[0]
+    rows, cols = grid_shape(len(capacities), 3)
+    fig = paper_figure(2.6 * rows + 0.9, 2.1 * rows + 1.1)
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    hide_unused(axes, len(capacities))
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
     # One continuous scale for every capacity, from a plateau (0) to the largest range.
     top = max(1.0, float(np.nanmax(percent(stability["range"], stability["cases"]))))
@@ -302,7 +306,7 @@ def stability_maps(
         values = percent(at["range"], at["cases"])
         images.append(_ternary_panel(ax, values, hexagons, np.zeros(len(at), dtype=bool), cmap, norm, marked))
         ax.set_title(f"capacity {capacity}")
-    colorbar = fig.colorbar(images[-1], ax=list(axes), shrink=0.8, pad=0.02)
+    colorbar = fig.colorbar(images[-1], ax=list(axes), shrink=0.8, pad=0.02, location="bottom")
     colorbar.set_label("retention range within one lattice step (points of %)")
     title_with_source(
         fig, "Stability of the weights: how much one lattice step can change support retained (all cases)", source
@@ -337,7 +341,7 @@ def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.n
               ("confirmation", -0.02, -0.05, "top", "left"),
               ("access", 1.02, -0.05, "top", "right"))
     for text, tx, ty, va, ha in labels:
-        ax.text(tx, ty, f"{text} = 1", ha=ha, va=va, fontsize=9, fontweight="bold")
+        ax.text(tx, ty, f"{text} = 1", ha=ha, va=va, fontweight="bold")
     ax.set_xlim(-0.08, 1.08)
     ax.set_ylim(-0.14, _SQRT3_2 + 0.12)
     ax.set_aspect("equal")
@@ -357,15 +361,15 @@ def _ternary_grid(ax: Any) -> None:
             (x0, y0), (x1, y1) = ternary_xy(np.array([start, end]))
             ax.plot([x0, x1], [y0, y1], color="white", linewidth=0.5, alpha=0.6, zorder=2)
         cx, cy = ternary_xy([level, 0.0, 1 - level])[0]
-        ax.text(cx + 0.02, cy, f"{level:.1f}", fontsize=7, ha="left", va="center", color="#333333")
+        ax.text(cx + 0.02, cy, f"{level:.1f}", ha="left", va="center", color="#333333")
         lx, ly = ternary_xy([1 - level, level, 0.0])[0]
-        ax.text(lx - 0.02, ly, f"{level:.1f}", fontsize=7, ha="right", va="center", color="#333333")
+        ax.text(lx - 0.02, ly, f"{level:.1f}", ha="right", va="center", color="#333333")
         bx, by = ternary_xy([0.0, 1 - level, level])[0]
-        ax.text(bx, by - 0.015, f"{level:.1f}", fontsize=7, ha="center", va="top", color="#333333")
+        ax.text(bx, by - 0.015, f"{level:.1f}", ha="center", va="top", color="#333333")
     # Which weight each edge's numbers measure, written along that edge.
-    ax.text(0.5, -0.085, "access weight", fontsize=7.5, ha="center", va="top", style="italic")
-    ax.text(0.87, 0.45, "confidence weight", fontsize=7.5, ha="center", va="center", rotation=-60, style="italic")
-    ax.text(0.13, 0.45, "confirmation weight", fontsize=7.5, ha="center", va="center", rotation=60, style="italic")
+    ax.text(0.5, -0.085, "access weight", ha="center", va="top", style="italic")
+    ax.text(0.87, 0.45, "confidence weight", ha="center", va="center", rotation=-60, style="italic")
+    ax.text(0.13, 0.45, "confirmation weight", ha="center", va="center", rotation=60, style="italic")
 
 
 # --------------------------------------------------------------------------- half-life maps (04)
@@ -406,7 +410,7 @@ def half_life_heatmaps(
     access = np.sort(table["access_half_life_days"].unique())
     groups = scenario_groups(table)
     rows, cols = grid_shape(len(groups), 3)
-    fig = Figure(figsize=(13, 4.1 * rows + 0.9), layout="constrained")
+    fig = paper_figure(2.4 * rows + 1.1, 2.0 * rows + 1.3)
     axes = fig.subplots(rows, cols, squeeze=False)
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
     annotate = len(confirmation) * len(access) <= 100
@@ -421,7 +425,7 @@ def half_life_heatmaps(
         if annotate:
             for (i, j), value in np.ndenumerate(retained.to_numpy(dtype=float)):
                 if not np.isnan(value):
-                    ax.text(j, i, format_count(value), ha="center", va="center", fontsize=7.5,
+                    ax.text(j, i, format_count(value), ha="center", va="center",
                             color=text_color(cmap, share[i, j] / 100))
         if marked[0] in confirmation and marked[1] in access:
             i, j = list(confirmation).index(marked[0]), list(access).index(marked[1])
@@ -440,7 +444,7 @@ def half_life_heatmaps(
     colorbar.set_label("support retained (% of the panel's cases)")
     handles = [Patch(facecolor="none", edgecolor="black", linewidth=1.6,
                      label=f"DeerMem default: confirmation {marked[0]:g} days, access {marked[1]:g} days")]
-    fig.legend(handles=handles, loc="outside lower center", frameon=False)
+    bottom_legend(fig, handles)
     weight_text = f" with weights {weights}" if len(weights) == 3 else ""
     title_with_source(
         fig, f"{policy or 'policy'} at capacity {capacity}{weight_text}: support retained over the half-lives", source

@@ -18,10 +18,15 @@ from .style import (
     MARKERS,
     OKABE_ITO,
     SEQUENTIAL_CMAP,
+    bottom_legend,
     dodge,
+    identical_lines,
+    merged_label,
+    paper_figure,
     policy_color,
     policy_order,
     require_columns,
+    side_by_side,
     styled,
     text_color,
     title_with_source,
@@ -44,10 +49,12 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
     has intervals (several traces), each policy's 95 % interval is drawn as a thin band.
     """
     require_columns(summary, ["policy", "capacity", "answerable_rate", "stale_kept_rate"], "trace_capacity_curves")
-    policies = [p for p in policy_order(summary["policy"]) if p not in BOUND_NAMES]
     capacities = sorted(summary["capacity"].unique())
-    fig = Figure(figsize=(13, 5.4), layout="constrained")
-    axes = fig.subplots(1, 2, sharex=True)
+    ordered = summary[~summary["policy"].isin(BOUND_NAMES)].sort_values("capacity", kind="stable")
+    lines = identical_lines(ordered, "policy", ["capacity", *(metric for metric, _ in CURVE_PANELS)])
+    policies = [p for p in policy_order(ordered["policy"]) if p in lines]
+    fig = paper_figure(3.2, 6.0)
+    axes = side_by_side(fig, sharex=True)
     by_policy = {policy: frame.sort_values("capacity") for policy, frame in summary.groupby("policy")}
     for ax, (metric, label) in zip(axes, CURVE_PANELS):
         if metric == "answerable_rate" and {"optimum", "keep-all"} <= set(by_policy):
@@ -63,7 +70,7 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
             values = line[metric].to_numpy(dtype=float)
             ax.plot(line["capacity"], values, color=policy_color(policy), marker=MARKERS[index % len(MARKERS)],
                     markersize=4.5, markeredgecolor="black", markeredgewidth=0.4,
-                    linewidth=2.6 if policy in ("confidence", "hybrid-v1") else 1.3, label=policy)
+                    linewidth=2.6 if policy in ("confidence", "hybrid-v1") else 1.3, label=merged_label(lines[policy]))
             low, high = f"{metric}_low", f"{metric}_high"
             if low in line and line[low].notna().any():
                 ax.fill_between(line["capacity"], line[low], line[high], color=policy_color(policy), alpha=0.12,
@@ -77,7 +84,7 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
         ax.grid(color="#e5e5e5", linewidth=0.7)
         ax.set_axisbelow(True)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", frameon=False, fontsize=8)
+    bottom_legend(fig, handles, labels)
     title_with_source(fig, "Memory over time: capacity curves of every policy against the bounds", source)
     return fig
 
@@ -95,7 +102,7 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
     policies = [p for p in policy_order(summary["policy"]) if p != baseline]
     capacities = sorted(summary["capacity"].unique())
     offsets, width = dodge(len(policies))
-    fig = Figure(figsize=(max(8.0, 1.4 * len(capacities) + 3), 4.8), layout="constrained")
+    fig = paper_figure(3.4, 4.0)
     ax = fig.subplots()
     indexed = summary.set_index(["policy", "capacity"])
     for offset, policy in zip(offsets, policies):
@@ -108,14 +115,14 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
             ax.vlines(x, row[f"{prefix}_p10"], row[f"{prefix}_p90"], color=color, linewidth=max(2.0, 40 * width))
             ax.plot(x, row[f"{prefix}_p50"], "o", color="white", markeredgecolor="black", markersize=4)
             ax.text(x, row[f"{prefix}_p90"] + 0.01, f"{row[f'win_rate_vs_{baseline}']:.0%}", ha="center", va="bottom",
-                    fontsize=6.5, rotation=90)
+                    rotation=90)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(capacities)), [str(capacity) for capacity in capacities])
     ax.set_xlabel("capacity (max facts)")
     ax.set_ylabel(f"answerable rate minus {baseline}'s")
     for policy in policies:
         ax.plot([], [], color=policy_color(policy), linewidth=6, label=policy)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    bottom_legend(fig, *ax.get_legend_handles_labels())
     legend = "bar: 10th-90th percentile over workloads and seeds, dot: median, text: win rate"
     title_with_source(fig, f"Answerable-rate advantage over {baseline}", f"{legend}; {source}" if source else legend)
     return fig
@@ -129,12 +136,12 @@ def loss_map_figure(losses: pd.DataFrame, *, policy: str = "hybrid-v1", baseline
         raise ValueError("loss_map_figure needs at least one cell")
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
     values = losses.to_numpy(dtype=float)
-    fig = Figure(figsize=(1.2 * values.shape[1] + 3.5, 0.8 * values.shape[0] + 2.2), layout="constrained")
+    fig = paper_figure(0.5 * values.shape[0] + 2.0)
     ax = fig.subplots()
     image = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto", origin="lower")
     for (i, j), value in np.ndenumerate(values):
         if not np.isnan(value):
-            ax.text(j, i, f"{value:.0%}", ha="center", va="center", fontsize=9, color=text_color(cmap, value))
+            ax.text(j, i, f"{value:.0%}", ha="center", va="center", color=text_color(cmap, value))
     ax.set_xticks(range(values.shape[1]), [_label(value) for value in losses.columns])
     ax.set_yticks(range(values.shape[0]), [_label(value) for value in losses.index])
     ax.set_xlabel(str(losses.columns.name))

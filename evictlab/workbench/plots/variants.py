@@ -17,9 +17,13 @@ from matplotlib.figure import Figure
 from .style import (
     MARKERS,
     OKABE_ITO,
+    bottom_legend,
+    legend_columns,
+    paper_figure,
     percent,
     policy_color,
     require_columns,
+    side_by_side,
     styled,
     title_with_source,
 )
@@ -98,8 +102,9 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
     require_columns(retention, ["preset", "policy", "capacity", "retained", "cases"], "variant_cascade retention")
     steps = list(dict.fromkeys(changes["step"]))
     measures = list(dict.fromkeys(changes["measure"]))
-    fig = Figure(figsize=(13, 1.6 + 0.42 * len(measures) * max(1, len(steps)) / 1.4), layout="constrained")
-    left, right = fig.subplots(1, 2, width_ratios=[1.45, 1])
+    height = 1.6 + 0.3 * len(measures) * max(1, len(steps))
+    fig = paper_figure(height, height + 2.6)
+    left, right = side_by_side(fig, width_ratios=[1.45, 1])
     height = 0.8 / len(steps)
     y = np.arange(len(measures))
     for index, step in enumerate(steps):
@@ -109,7 +114,7 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
         color = _STEP_COLORS[index % len(_STEP_COLORS)]
         left.barh(y + offset, share, height, color=color, edgecolor="black", linewidth=0.5, label=step)
         for yi, value, changed, total in zip(y + offset, share, rows["changed"], rows["total"]):
-            left.text(value + 1, yi, f"{int(changed)}/{int(total)}", va="center", fontsize=8)
+            left.text(value + 1, yi, f"{int(changed)}/{int(total)}", va="center")
     left.set_yticks(y, measures)
     left.set_ylim(len(measures) - 0.5, -0.5)
     left.set_xlim(0, 118)
@@ -147,8 +152,7 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
     right.set_ylabel(f"support retained (cases of {cases})")
     right.set_title("Support retained under each preset")
     right.grid(axis="y", color="#e5e5e5", linewidth=0.7)
-    right.legend(frameon=False, fontsize=8, loc="lower right", ncols=2)
-    fig.legend(*left.get_legend_handles_labels(), title="step", loc="outside lower center", ncols=len(steps),
-               frameon=False)
+    right.legend(frameon=False, loc="lower right", ncols=legend_columns(right.get_legend_handles_labels()[1], 2))
+    bottom_legend(fig, *left.get_legend_handles_labels(), title="step")
     title_with_source(fig, "Protocol variants: " + " -> ".join(presets), source)
     return fig

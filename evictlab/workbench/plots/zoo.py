@@ -14,16 +14,23 @@ from matplotlib.figure import Figure
 from .style import (
     ALL_CASES,
     MARKERS,
+    MIN_TEXT_PT,
     SEQUENTIAL_CMAP,
+    bottom_legend,
     format_count,
     grid_shape,
     hide_unused,
+    identical_lines,
+    merged_label,
+    paper_figure,
+    paper_width,
     percent,
     policy_color,
     require_columns,
     scenario_groups,
     styled,
     text_color,
+    text_width,
     title_with_source,
     wrap_labels,
 )
@@ -54,21 +61,24 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     averaged = seeds[seeds > 1]
     cases = np.array([[indexed["cases"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float)
     share = 100 * retained / cases
-    fig = Figure(figsize=(max(9.0, 0.75 * len(columns) + 3.2), 0.42 * len(policies) + 2.8), layout="constrained")
+    fig = paper_figure(0.3 * len(policies) + 2.4)
+    # Counts in the cells where they fit: across, else upright, else only the colour says it.
+    cell = (72 * paper_width() - 170) / len(columns)
+    rotation = 0 if cell > text_width("45.0/45", MIN_TEXT_PT) + 2 else 90 if cell > 1.3 * MIN_TEXT_PT else None
     ax = fig.subplots()
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
     image = ax.imshow(share, cmap=cmap, vmin=0, vmax=100, aspect="auto")
     for (i, j), value in np.ndenumerate(retained):
-        if not np.isnan(value):
+        if not np.isnan(value) and rotation is not None:
             count = f"{value:.1f}" if policies[i] in averaged else format_count(value)
-            ax.text(j, i, f"{count}/{int(cases[i, j])}", ha="center", va="center", fontsize=7.5,
-                    color=text_color(cmap, share[i, j] / 100))
+            ax.text(j, i, f"{count}/{int(cases[i, j])}", ha="center", va="center",
+                    rotation=rotation, color=text_color(cmap, share[i, j] / 100))
     for block in range(1, len(capacities)):
         ax.axvline(block * len(groups) - 0.5, color="white", linewidth=4)
     changes = [i for i in range(1, len(policies)) if roles.iloc[i] != roles.iloc[i - 1]]
     for i in changes:
         ax.axhline(i - 0.5, color="white", linewidth=3)
-    ax.set_xticks(range(len(columns)), wrap_labels([group for _, group in columns]), fontsize=8)
+    ax.set_xticks(range(len(columns)), wrap_labels([group for _, group in columns]), rotation=90)
     ties = summary[summary["scenario"] == ALL_CASES].groupby("policy")["ties"].sum() if "ties" in summary else {}
     labels = [f"{p} ({roles[p]}" + (f", {format_count(ties[p])} tied)" if ties.get(p, 0) else ")") for p in policies]
     ax.set_yticks(range(len(policies)), labels)
@@ -77,7 +87,7 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
         spine.set_visible(False)
     for block, capacity in enumerate(capacities):
         ax.text((block + 0.5) * len(groups) - 0.5, -0.75, f"capacity {capacity}", ha="center", va="bottom",
-                fontsize=10, fontweight="bold")
+                fontweight="bold")
     ax.set_ylim(len(policies) - 0.5, -1.3)
     ax.set_xlabel("scenario, per capacity (facts kept of 10)")
     ax.set_ylabel("policy (role)")
@@ -109,22 +119,25 @@ def capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figu
     """
     require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases"], "capacity_curves")
     roles = summary.drop_duplicates("policy").set_index("policy")["role"]
-    policies = list(dict.fromkeys(summary["policy"]))
     groups = scenario_groups(summary)
     capacities = sorted(summary["capacity"].unique())
     rows, cols = grid_shape(len(groups), 3)
-    fig = Figure(figsize=(13, 3.3 * rows + 1.6), layout="constrained")
+    fig = paper_figure(2.2 * rows + 1.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    ordered = summary.sort_values(["scenario", "capacity"], kind="stable")
+    lines = identical_lines(ordered, "policy", ["scenario", "capacity", "retained", "cases"])
     for ax, group in zip(axes.flat, groups):
         members = summary[summary["scenario"] == group]
-        for index, policy in enumerate(policies):
+        for index, (policy, same) in enumerate(lines.items()):
             line = members[members["policy"] == policy].sort_values("capacity")
             if line.empty:
                 continue
-            deermem, bound = roles[policy] == "deermem", roles[policy] == "bound"
+            deermem = any(roles[p] == "deermem" for p in same)
+            bound = roles[policy] == "bound"
             ax.plot(
                 line["capacity"], percent(line["retained"], line["cases"]),
-                color=policy_color(policy), label=policy, marker=MARKERS[index % len(MARKERS)],
+                color=policy_color(policy), label=merged_label([f"{p} ({roles[p]})" for p in same]),
+                marker=MARKERS[index % len(MARKERS)],
                 linestyle=(0, (4, 3)) if bound else "-", linewidth=2.6 if deermem else 1.3,
                 markersize=5.5 if deermem else 4, markeredgecolor="black", markeredgewidth=0.3,
                 zorder=4 if bound else 3 if deermem else 2,  # dashed bounds on top show what they cover
@@ -143,13 +156,7 @@ def capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figu
             ax.set_xlabel("capacity (facts kept of 10)")
             ax.xaxis.set_tick_params(labelbottom=True)
     hide_unused(axes, used)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, [f"{label} ({roles[label]})" for label in labels], loc="outside lower center",
-               ncols=min(len(labels), 5), frameon=False)
-    title_with_source(
-        fig,
-        "Support retained against capacity, per scenario: one line per policy\n"
-        "(policies with equal values share a line; the table beside this figure lists each one)",
-        source,
-    )
+    bottom_legend(fig, *axes.flat[0].get_legend_handles_labels(), most=3)
+    title_with_source(fig, "Support retained against capacity, per scenario: one line per policy"
+                           " (a = b: equal values in every panel, one line)", source)
     return fig
