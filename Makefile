@@ -72,12 +72,16 @@ lab: $(STAMP) notebook-filter
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) notebooks/
 
 # Notebooks are committed without outputs: git runs nbstripout (from this checkout's .venv)
-# on every *.ipynb it stages or diffs (.gitattributes names the filter).
+# on every *.ipynb it stages or diffs (.gitattributes names the filter). What JupyterLab adds to
+# language_info on saving (the Python version and the like) goes too; the committed name stays.
+LANGUAGE_INFO := $(foreach key,codemirror_mode file_extension mimetype nbconvert_exporter pygments_lexer version,\
+	metadata.language_info.$(key))
+NBSTRIP := $(BIN)/python -m nbstripout --keep-id --extra-keys "$(strip $(LANGUAGE_INFO))"
 notebook-filter: $(STAMP)
 	@git rev-parse --git-dir >/dev/null 2>&1 || exit 0; \
-	git config filter.nbstripout.clean '$(BIN)/python -m nbstripout --keep-id' && \
+	git config filter.nbstripout.clean '$(NBSTRIP)' && \
 	git config filter.nbstripout.smudge cat && \
-	git config diff.ipynb.textconv '$(BIN)/python -m nbstripout --keep-id -t'
+	git config diff.ipynb.textconv '$(NBSTRIP) -t'
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"

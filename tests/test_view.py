@@ -62,6 +62,24 @@ def test_the_comparison_lists_exactly_the_cases_that_disagree(runs, a, b, by_pol
     assert result["paired_by"].startswith("capacity and case" if not by_policy else "policy, capacity")
 
 
+def test_the_side_by_side_summary_counts_retention_and_flips_from_the_raw_rows(runs):
+    result = compare(load_run(runs["confidence"]), load_run(runs["hybrid"]))
+    kept = {name: {(row["capacity"], row["case_id"]): (row["scenario"],
+                   set(row["support_fact_ids"]) <= set(row["kept_fact_ids"])) for row in raw_rows(runs[name])}
+            for name in ("confidence", "hybrid")}
+    rows = {(row["scenario"], row["capacity"]): row for row in result["summary"]}
+    assert len(rows) == len(result["summary"]) == 3 * (5 + 1)  # five scenarios and all cases, three capacities
+    for (scenario, capacity), row in rows.items():
+        keys = [key for key, (where, _) in kept["confidence"].items()
+                if key[0] == capacity and scenario in (where, "all cases")]
+        a = [kept["confidence"][key][1] for key in keys]
+        b = [kept["hybrid"][key][1] for key in keys]
+        assert row["pairs"] == len(keys) and row["a_retained"] == sum(a) and row["b_retained"] == sum(b)
+        assert row["flips_a_only"] == sum(x and not y for x, y in zip(a, b))
+        assert row["flips_b_only"] == sum(y and not x for x, y in zip(a, b))
+    assert sum(row["flips_b_only"] for row in result["summary"] if row["scenario"] == "all cases") > 0
+
+
 def test_a_case_shows_its_facts_margins_and_why(runs):
     run = load_run(runs["confidence"])
     case = next(item for item in run.cases if item["key"] == "confidence|5|5fadc924")
@@ -142,6 +160,57 @@ def test_the_page_loads_without_console_errors_and_lists_the_disagreeing_cases(r
     page.locator("tbody tr.pick").first.click()
     assert page.locator(".detail tr.support").count() >= 1
     assert not console.errors, console.errors
+
+
+@pytest.mark.slow
+def test_the_ab_tab_filters_its_pairs_sums_them_side_by_side_and_folds_the_provenance(runs, chromium):
+    from browser import ConsoleLog
+
+    output = runs["confidence"].parent / "ab.html"
+    assert main(["view", str(runs["confidence"]), str(runs["hybrid"]), "--output", str(output)]) == 0
+    result = compare(load_run(runs["confidence"]), load_run(runs["hybrid"]))
+    page = chromium.new_page()
+    console = ConsoleLog(page)
+    page.goto(output.as_uri())
+    page.locator("#disagreeing tbody tr").first.wait_for()
+    assert page.locator("#ab-summary tbody tr").count() == len(result["summary"])
+    every = len(result["disagreeing"])
+    assert page.locator(".count").text_content() == f"{every} of {every} disagreeing pairs"
+    page.locator("select[data-filter=capacity]").select_option("5")
+    at_five = [row for row in result["disagreeing"] if row["capacity"] == 5]
+    assert page.locator(".count").text_content() == f"{len(at_five)} of {every} disagreeing pairs"
+    shown = page.locator("#disagreeing tbody tr").evaluate_all("rows => rows.map(row => row.dataset.key)")
+    assert shown == [row["pair"] for row in at_five]
+    page.locator("select[data-filter=scenario]").select_option("correction_reserve")
+    both = [row for row in at_five if row["scenario"] == "correction_reserve"]
+    assert page.locator("#disagreeing tbody tr").count() == len(both)
+    provenance = page.locator("details.provenance").first
+    assert provenance.get_attribute("open") is None and not page.locator("details.provenance pre").first.is_visible()
+    provenance.locator("summary").click()
+    assert '"dataset"' in page.locator("details.provenance pre").first.text_content()
+    # Nothing in the header or the tables reaches past the page's right edge.
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0
+    assert not console.errors, console.errors
+
+
+@pytest.mark.slow
+def test_the_trace_page_draws_one_line_per_policy(tmp_path, chromium):
+    import pandas as pd
+
+    folder = tmp_path / "replay"
+    assert main(["trace", "replay", "--seeds", "1", "--policies", "confidence,lru", "--capacities", "5,50",
+                 "--output-dir", str(folder)]) == 0
+    assert main(["view", str(folder)]) == 0
+    page = chromium.new_page()
+    page.goto((folder / "view.html").as_uri())
+    page.get_by_role("button", name="summary").click()
+    lines = page.locator("#trace-chart path")
+    summary = pd.read_csv(folder / "curve.summary.csv")
+    drawn = sorted(lines.evaluate_all("paths => paths.map(path => path.dataset.policy)"))
+    assert drawn == sorted(summary["policy"].unique()) and {"confidence", "lru"} <= set(drawn)  # and the bounds
+    for path in lines.evaluate_all("paths => paths.map(path => path.getAttribute('d'))"):
+        assert path.count("L") == summary["capacity"].nunique() - 1  # a point per capacity
 
 
 def test_a_trace_replay_folder_shows_its_rows_and_summary(tmp_path):

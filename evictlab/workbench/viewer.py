@@ -25,7 +25,8 @@ text from the pools the run was made on.
 
 :func:`compare` pairs the cases of two runs (same policy, capacity and case; or, when each run
 holds one policy and the two differ, same capacity and case) and lists those that disagree:
-different kept sets or a different support outcome (policy runs), a different grade (QA).
+different kept sets or a different support outcome (policy runs), a different grade (QA); its
+``summary`` puts the two side by side per scenario and capacity, with the flips counted.
 :func:`render` writes the page through the ``templates/view.html.j2`` template: data as
 embedded JSON, CSS and JavaScript inline, no network access.
 
@@ -421,8 +422,26 @@ def compare(first: Run, second: Run) -> dict[str, Any]:
     return {
         "paired_by": "capacity and case (one policy on each side)" if cross else "policy, capacity and case",
         "pairs": len(shared), "only_in_a": len(left) - len(shared), "only_in_b": len(right) - len(shared),
-        "disagreeing": rows,
+        "disagreeing": rows, "summary": _side_by_side([(left[key], right[key]) for key in shared], first.kind),
     }
+
+
+def _side_by_side(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], kind: str) -> list[dict[str, Any]]:
+    """Per scenario and capacity (then all cases per capacity): the paired cases, how many each side
+    got right (support kept, or answered correctly) and the flips: right in A only, right in B only."""
+    good = "support kept" if kind == "policy" else "correct"
+    word = "retained" if kind == "policy" else "correct"
+    groups: dict[tuple[str, int], list[int]] = {}
+    for a, b in pairs:
+        ok = (a["status"] == good, b["status"] == good)
+        for scenario in (str(a.get("scenario") or "?"), "all cases"):
+            counts = groups.setdefault((scenario, a["capacity"]), [0, 0, 0, 0, 0])
+            for index, value in enumerate((1, ok[0], ok[1], ok[0] and not ok[1], ok[1] and not ok[0])):
+                counts[index] += int(value)
+    ordered = sorted(groups, key=lambda key: (key[1], key[0] == "all cases", key[0]))
+    return [{"scenario": scenario, "capacity": capacity, "pairs": counts[0], f"a_{word}": counts[1],
+             f"b_{word}": counts[2], "flips_a_only": counts[3], "flips_b_only": counts[4]}
+            for (scenario, capacity), counts in ((key, groups[key]) for key in ordered)]
 
 
 # --------------------------------------------------------------------------- the page

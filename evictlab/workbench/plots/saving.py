@@ -19,6 +19,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
@@ -97,7 +98,7 @@ def save(fig: Figure, path_without_suffix: str | os.PathLike, *, dpi: int = FIGU
         fig.dpi = dpi
         # The layout engine iterates from the panels' current positions (text in data coordinates
         # moves with them): start it from the grid's, so that each save gives the same layout.
-        if engine is not None:
+        if isinstance(engine, ConstrainedLayoutEngine):  # not a frozen layout (the explorer's)
             for ax in fig.axes:
                 if (spec := ax.get_subplotspec()) is not None:  # set_position would take it out of the layout
                     ax._set_position(spec.get_position(fig))  # type: ignore[attr-defined]
