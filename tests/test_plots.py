@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
+from figure_builders import figure_builders
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
@@ -35,25 +36,9 @@ def qa_rows():
 
 
 @pytest.fixture(scope="module")
-def builders(pool_set, retention, qa_rows):
+def builders(tmp_path_factory):
     """Every figure function with real inputs: the demo pools and DeerFlow's published v3 run."""
-    cases, facts, bank = (loaders.cases_frame(pool_set), loaders.facts_frame(pool_set),
-                          loaders.bank_frame(pool_set))
-    stats = qa_report.stats_frame(qa_report.load_reference_run().stats)
-    evidence_max_chars = pool_set.protocol.official.selection.evidence_max_chars
-    return {  # each takes the figure function's keyword options, such as source
-        "pool_overview": lambda **options: plots.pool_overview(cases, **options),
-        "pool_metadata": lambda **options: plots.pool_metadata(facts, **options),
-        "evidence_lengths": lambda **options: plots.evidence_lengths(
-            cases, bank, support_limit=evidence_max_chars, bank_limits=(40, 700), **options
-        ),
-        "retention_by_scenario": lambda **options: plots.retention_by_scenario(retention, **options),
-        "support_rank_distribution": lambda **options: plots.support_rank_distribution(retention, **options),
-        "qa_accuracy": lambda **options: plots.qa_accuracy(qa_report.accuracy_frame(qa_rows), **options),
-        "qa_paired": lambda **options: plots.qa_paired(stats, **options),
-        "qa_grade_rules": lambda **options: plots.qa_grade_rules(qa_rows, **options),
-        "qa_tokens": lambda **options: plots.qa_tokens(qa_rows, **options),
-    }
+    return figure_builders(tmp_path_factory.mktemp("figures"))
 
 
 FIGURES = [
