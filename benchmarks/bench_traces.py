@@ -1,32 +1,36 @@
-"""Trace replay: fast memories against straightforward loops, a capacity curve, a study, streaming.
+"""Trace replay on the one selector: against the scalar loop, a curve through the CLI, scaling,
+libCacheSim and an OrderedDict loop, a study, streaming.
 
-1. **Fast vs. reference, identical kept lists.** A 100,000-event generated trace at capacity
-   100 under ``hybrid-v1`` (and ``confidence``): :class:`~evictlab.analysis.traces.memory.FastMemory`
-   against :class:`~evictlab.analysis.traces.memory.ReferenceMemory` set to call
-   :func:`evictlab.selection.deermem.select_facts_for_capacity` on every write. The kept list after every
-   write is compared (a digest per write); any difference exits with status 1. Prints both
-   times and the ratio (target: >= 20x).
-2. **The zoo's fast paths.** Every other policy of the curve on the first ``--zoo-events``
-   events at capacity 100: :class:`~evictlab.analysis.traces.zoo_memory.ZooMemory` against the loop that
-   calls the policy's own ``select`` on every write; kept lists compared as in part 1.
-3. **A full capacity curve**, as ``evictlab trace replay`` computes it
-   (:func:`~evictlab.analysis.traces.metrics.curve_rows`): capacities 10, 20, 50, 100, 200, 500 x every
-   default policy, the exact optimum and keep-all, on the whole trace, in this one process
-   (target: under 5 minutes on 2 cores).
-4. **A study** of 1,000 generated workloads (:data:`STUDY_GRID` x 10 seeds, ``trace study``'s
+1. **The one path vs. the scalar loop, identical kept lists.** Every default policy at capacity
+   100 on the first ``--reference-events`` events of a 100,000-event generated trace, all in one
+   :class:`~evictlab.analysis.traces.memory.Lockstep`, against
+   :class:`~evictlab.analysis.traces.memory.ReferenceMemory` set to call its selector (DeerMem's
+   ``select_facts_for_capacity`` or the policy's ``select``) on every write. The kept list after
+   every write is compared (a digest per write); any difference exits with status 1.
+2. **A full capacity curve through the CLI**: ``evictlab trace replay --trace FILE`` on the
+   100,000-event trace written as Parquet (capacities 10, 20, 50, 100, 200, 500 x every default
+   policy, keep-all and the exact optimum), in a child process; wall and CPU time (target: under
+   60 s on 2 cores).
+3. **Linear in the trace, bounded by the cap**: ``keep-all`` and ``lru`` at capacity 100 on
+   10^5 and 10^6 events (ten generated parts with their own ids); the time ratio (linear: about
+   10x) and the fact table's rows at the end against the facts added.
+4. **lru and fifo per event against libCacheSim and an OrderedDict loop** on the same 10^6-event
+   trace at capacity 100: the replay (one memory), libCacheSim's C loop (``process_trace`` over
+   an oracleGeneral file of the same requests: every add, every id a search returned) and a plain
+   Python ``OrderedDict`` loop over the events. Needs the ``bench`` extra (``pip install -e
+   '.[bench]'``); skipped with a note without it.
+5. **A study** of 1,000 generated workloads (:data:`STUDY_GRID` x 10 seeds, ``trace study``'s
    default policies and capacities) on a 2-worker Dask ``LocalCluster`` (target: under 10
    minutes); the first workloads are also run in this process, as the per-workload reference
    and to check that the cluster's rows are identical.
-5. **Streaming.** A 1,000,000-event trace written as Parquet (ten generated parts with their
-   own ids, one after the other), replayed by a child process that reads it in chunks; its
-   peak resident memory is reported (target: < 2 GiB).
+6. **Streaming.** The 1,000,000-event trace written as Parquet, replayed by a child process
+   that reads it in chunks; its peak resident memory is reported (target: < 2 GiB).
 
-Times in parts 1 and 2 are CPU seconds of this process (``time.process_time``), which a
-machine shared with other jobs disturbs far less than wall-clock time; parts 3-5 report wall
-time as well, and the load average is printed beside them.
+Times are CPU seconds of the process (``time.process_time``; a child's from ``RUSAGE_CHILDREN``)
+beside wall time; the load average is printed beside each part.
 
-Run: ``.venv/bin/python benchmarks/bench_traces.py`` (``--quick``: a 20,000-event trace, a
-40-workload study and no streaming part; ``--parts 3,4``: only those parts).
+Run: ``.venv/bin/python benchmarks/bench_traces.py`` (``--quick``: 20,000 events, 2 x 10^5 for
+the scaling parts, a 40-workload study, no streaming; ``--parts 2,3``: only those parts).
 """
 
 from __future__ import annotations
@@ -36,27 +40,26 @@ import datetime as _dt
 import itertools
 import os
 import resource
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import OrderedDict
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
-from evictlab.analysis.traces.memory import FastMemory, ReferenceMemory
-from evictlab.analysis.traces.metrics import DEFAULT_CAPACITIES, curve_rows, default_policies
-from evictlab.analysis.traces.replay import make_memory, replay
-from evictlab.analysis.traces.schema import chunk_table, iter_chunks
+from evictlab.analysis.traces.memory import Lockstep, MemorySpec, ReferenceMemory
+from evictlab.analysis.traces.metrics import default_policies
+from evictlab.analysis.traces.replay import make_memory, replay, returned_ids
+from evictlab.analysis.traces.schema import chunk_table, iter_chunks, write_trace
 from evictlab.analysis.traces.study import run_study, run_task, study_tasks
 from evictlab.distributed import Placement, dask_client, run_tasks
-from evictlab.policies import DEERMEM_POLICIES
 
-TARGET_RATIO = 20
-CURVE_BUDGET_SECONDS = 300
+CURVE_BUDGET_SECONDS = 60
 STUDY_BUDGET_SECONDS = 600
 #: 100 grid points; with 10 seeds, 1,000 workloads.
 STUDY_GRID = {
@@ -75,86 +78,148 @@ def trace_of(events: int, seed: int = 1) -> dict:
     return {name: values[:events] for name, values in chunk.items()}
 
 
-def digests(memory, chunk) -> tuple[list[int], float]:
-    kept: list[int] = []
-    start = time.process_time()
-    replay([chunk], memory, on_write=lambda index, state: kept.append(hash(tuple(state.kept_ids()))))
-    return kept, time.process_time() - start
+def write_digests(memories, chunk) -> list[list[int]]:
+    """A digest of every memory's kept list after every write, by memory."""
+    kept: list[list[int]] = [[] for _ in range(len(memories))]
 
+    def record(index, state) -> None:
+        for memory, digests in enumerate(kept):
+            digests.append(hash(tuple(state.kept_ids(memory))))
 
-def timed_replay(memory, chunk) -> float:
-    start = time.process_time()
-    replay([chunk], memory)
-    return time.process_time() - start
+    replay([chunk], memories, on_write=record)
+    return kept
 
 
 def equivalence(chunk: dict, capacity: int) -> bool:
-    print(f"1. fast vs. reference: {len(chunk['time']):,} events, capacity {capacity}")
-    same = True
-    for policy in ("hybrid-v1", "confidence"):
-        fast_kept, _ = digests(FastMemory(policy, capacity), chunk)
-        fast_seconds = min(timed_replay(FastMemory(policy, capacity), chunk) for _ in range(2))
-        reference = ReferenceMemory(policy, capacity)
-        reference.select_every_write = True
-        reference_kept, _ = digests(reference, chunk)
-        reference = ReferenceMemory(policy, capacity)
-        reference.select_every_write = True
-        reference_seconds = timed_replay(reference, chunk)  # timed without the digests, as the fast one
-        differing = sum(a != b for a, b in zip(fast_kept, reference_kept)) + abs(len(fast_kept) - len(reference_kept))
-        ratio = reference_seconds / fast_seconds
-        met = "met" if ratio >= TARGET_RATIO else "NOT met"
-        print(f"   {policy}:")
-        print(f"     reference loop (select_facts_for_capacity on every write) {reference_seconds:8.2f} s")
-        print(f"     fast memory                                              {fast_seconds:8.2f} s")
-        print(f"     ratio {ratio:,.1f}x (target >= {TARGET_RATIO}x: {met});"
-              f" writes compared {len(fast_kept):,}, differing kept lists {differing}")
-        same &= differing == 0
-    return same
-
-
-def zoo_equivalence(chunk: dict, capacity: int) -> bool:
-    """Every other policy's fast memory against the loop that calls its ``select`` on every write."""
-    print(f"2. zoo fast paths vs. their select on every write: {len(chunk['time']):,} events, capacity {capacity}")
-    same = True
-    for policy in default_policies():
-        if policy in DEERMEM_POLICIES:
-            continue
-        fast = make_memory(policy, capacity)
-        fast_kept, fast_seconds = digests(fast, chunk)
-        reference = ReferenceMemory(policy, capacity)
-        reference.select_every_write = True
-        reference_kept, reference_seconds = digests(reference, chunk)
-        differing = sum(a != b for a, b in zip(fast_kept, reference_kept)) + abs(len(fast_kept) - len(reference_kept))
-        print(f"   {policy:<40} reference {reference_seconds:7.2f} s, {type(fast).__name__} {fast_seconds:6.2f} s:"
-              f" {reference_seconds / fast_seconds:6.1f}x; differing kept lists {differing} of {len(fast_kept):,}")
-        same &= differing == 0
-    return same
-
-
-def capacity_curve(chunk: dict) -> None:
-    """The whole curve as ``trace replay`` computes it: every policy, both bounds, six capacities."""
     policies = default_policies()
-    print(f"3. full capacity curve: {len(chunk['time']):,} events, capacities {','.join(map(str, DEFAULT_CAPACITIES))},"
-          f" {len(policies)} policies and the bounds; load average before {load()}")
-    spent: dict[str, float] = defaultdict(float)
-    current = {"step": "", "since": time.process_time()}
+    print(f"1. the one path vs. the scalar loop: {len(chunk['time']):,} events, capacity {capacity},"
+          f" {len(policies)} policies; load average before {load()}")
+    start = time.process_time()
+    found = write_digests(Lockstep([MemorySpec.of(policy, capacity) for policy in policies]), chunk)
+    lockstep_seconds = time.process_time() - start
+    same, reference_seconds = True, 0.0
+    for policy, digests in zip(policies, found):
+        reference = ReferenceMemory(policy, capacity)
+        reference.select_every_write = True
+        start = time.process_time()
+        (expected,) = write_digests(reference, chunk)
+        seconds = time.process_time() - start
+        reference_seconds += seconds
+        differing = sum(a != b for a, b in zip(digests, expected)) + abs(len(digests) - len(expected))
+        print(f"   {policy:<40} scalar loop {seconds:7.2f} s; differing kept lists {differing} of {len(digests):,}")
+        same &= differing == 0
+    print(f"   every policy in one lockstep {lockstep_seconds:.2f} s against {reference_seconds:.2f} s of scalar loops:"
+          f" {reference_seconds / lockstep_seconds:.1f}x")
+    return same
 
-    def stamp(trace: str, policy: str, capacity: int | None) -> None:
-        now = time.process_time()
-        spent[current["step"]] += now - current["since"]
-        current.update(step=policy, since=now)
 
-    wall, cpu = time.perf_counter(), time.process_time()
-    rows = curve_rows([("bench", lambda: [chunk])], policies, DEFAULT_CAPACITIES, progress=stamp)
-    stamp("", "", None)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    for policy, seconds in sorted(spent.items(), key=lambda item: -item[1]):
-        if policy:
-            print(f"   {policy:<40} {seconds:8.2f} s")
-    # One process on one core: its CPU time is its wall time on a core nothing else wants.
-    met = "met" if cpu <= CURVE_BUDGET_SECONDS else "NOT met"
-    print(f"   whole curve ({len(rows):,} rows) in one process: {cpu:.1f} s CPU (budget {CURVE_BUDGET_SECONDS} s on"
-          f" 2 cores: {met} on one free core), {wall:.1f} s wall here; load average after {load()}")
+def cli_curve(chunk: dict) -> None:
+    """``evictlab trace replay`` on the trace as a file, in a child process."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_trace(Path(folder) / "trace.parquet", chunk)
+        command = [sys.executable, "-m", "evictlab", "trace", "replay", "--trace", str(path), "--output-dir",
+                   str(Path(folder) / "out"), "--no-progress"]
+        print(f"2. full capacity curve through the CLI: {len(chunk['time']):,} events, {len(default_policies())}"
+              f" policies x 6 capacities, keep-all and the optimum; load average before {load()}")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    met = "met" if wall <= CURVE_BUDGET_SECONDS else "NOT met"
+    print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU (budget {CURVE_BUDGET_SECONDS} s: {met});"
+          f" load average after {load()}")
+
+
+def timed(memories, chunk) -> float:
+    start = time.process_time()
+    replay([chunk], memories)
+    return time.process_time() - start
+
+
+def scaling(short: dict, long: dict) -> None:
+    print(f"3. linear in the trace, bounded by the cap: {len(short['time']):,} against {len(long['time']):,} events;"
+          f" load average before {load()}")
+    for policy in ("keep-all", "lru"):
+        times, rows = [], []
+        for chunk in (short, long):
+            memory = make_memory(policy, 100)
+            times.append(timed(memory, chunk))
+            rows.append((memory.table.size, chunk["event"].count("add")))
+        print(f"   {policy:<9} {times[0]:7.2f} s and {times[1]:7.2f} s: {times[1] / times[0]:5.1f}x for"
+              f" {len(long['time']) / len(short['time']):.0f}x the events; fact table {rows[1][0]:,} rows for"
+              f" {rows[1][1]:,} facts added")
+
+
+def requests_of(chunk: dict) -> list[str]:
+    """The cache requests of a trace: each added fact, each id a search returned (in order)."""
+    found = []
+    for event, fact_id, fact_ids in zip(chunk["event"], chunk["fact_id"], chunk["fact_ids"]):
+        if event == "add":
+            found.append(fact_id)
+        elif event == "search":
+            found += returned_ids(fact_ids)
+    return found
+
+
+def ordered_dict_loop(chunk: dict, capacity: int, recency: bool) -> float:
+    """A plain OrderedDict loop over the events: LRU (``recency``) or FIFO, asks looked up."""
+    start = time.process_time()
+    memory: OrderedDict[str, None] = OrderedDict()
+    answered = 0
+    for event, fact_id, fact_ids in zip(chunk["event"], chunk["fact_id"], chunk["fact_ids"]):
+        if event == "add":
+            memory[fact_id] = None
+            if len(memory) > capacity:
+                memory.popitem(last=False)
+        elif event == "search" and recency:
+            for found in fact_ids:
+                if found in memory:
+                    memory.move_to_end(found)
+        elif event == "ask":
+            answered += fact_id in memory
+    return time.process_time() - start
+
+
+def libcachesim_loop(requests: list[str], capacity: int, name: str, folder: Path) -> float:
+    """libCacheSim's C loop over the requests as an oracleGeneral trace (object size 1)."""
+    import libcachesim as lcs
+
+    numbers: dict[str, int] = {}
+    path = folder / "requests.oracleGeneral"
+    with path.open("wb") as handle:
+        for position, fact_id in enumerate(requests):
+            handle.write(struct.pack("<IQIq", position, numbers.setdefault(fact_id, len(numbers) + 1), 1, -1))
+    reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
+    cache = {"lru": lcs.LRU, "fifo": lcs.FIFO}[name](capacity)
+    start = time.process_time()
+    cache.process_trace(reader)
+    return time.process_time() - start
+
+
+def against_caches(chunk: dict, capacity: int) -> None:
+    events = len(chunk["time"])
+    print(f"4. lru and fifo per event against libCacheSim and an OrderedDict loop: {events:,} events, capacity"
+          f" {capacity}; load average before {load()}")
+    try:
+        import libcachesim  # noqa: F401
+    except ImportError:
+        print("   libcachesim is not installed (pip install -e '.[bench]'): libCacheSim's column skipped")
+        libcachesim_ok = False
+    else:
+        libcachesim_ok = True
+    requests = requests_of(chunk)
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("lru", "fifo"):
+            ours = timed(make_memory(name, capacity), chunk)
+            plain = ordered_dict_loop(chunk, capacity, recency=name == "lru")
+            line = (f"   {name:<4} replay {ours / events * 1e6:7.2f} us/event; OrderedDict loop"
+                    f" {plain / events * 1e6:6.3f} us/event ({ours / plain:6.1f}x)")
+            if libcachesim_ok:
+                theirs = libcachesim_loop(requests, capacity, name, Path(folder))
+                line += f"; libCacheSim {theirs / events * 1e6:6.3f} us/event ({ours / theirs:6.1f}x)"
+            print(line + f" [{len(requests):,} cache requests]")
 
 
 def study(workloads: int, sample: int) -> bool:
@@ -196,9 +261,9 @@ def _in_part(part: int, ids: list[str | None]) -> list[str | None]:
     return [None if value is None else f"p{part}-{value}" for value in ids]
 
 
-def write_million(path: Path, parts: int = 10) -> int:
+def long_parts(parts: int = 10) -> list[dict]:
     """``parts`` 100,000-event traces one after the other (2,600 days apart), own fact ids each."""
-    writer, total = None, 0
+    found = []
     for part in range(parts):
         began = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(days=2600 * part)
         chunk = generate(LONG.replace(start=began.isoformat()), seed=part)
@@ -206,18 +271,30 @@ def write_million(path: Path, parts: int = 10) -> int:
         for name in ("fact_id", "supersedes"):
             chunk[name] = _in_part(part, chunk[name])
         chunk["fact_ids"] = [None if ids is None else _in_part(part, ids) for ids in chunk["fact_ids"]]
+        found.append(chunk)
+    return found
+
+
+def joined(parts: list[dict]) -> dict:
+    return {name: [value for part in parts for value in part[name]] for name in parts[0]}
+
+
+def write_parts(path: Path, parts: list[dict]) -> int:
+    writer, total = None, 0
+    for chunk in parts:
         table = chunk_table(chunk)
         writer = writer or pq.ParquetWriter(path, table.schema, compression="zstd")
         writer.write_table(table, row_group_size=65_536)
         total += table.num_rows
+    assert writer is not None
     writer.close()
     return total
 
 
-def streaming() -> None:
+def streaming(parts: list[dict]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "million.parquet"
-        events = write_million(path)
+        events = write_parts(path, parts)
         print(f"5. streaming: {events:,} events, {path.stat().st_size / 1e6:.1f} MB of Parquet")
         start = time.perf_counter()
         subprocess.run([sys.executable, __file__, "--replay-file", str(path)], check=True)
@@ -230,29 +307,32 @@ def streaming() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 20,000-event trace, a small study, no streaming")
-    parser.add_argument("--zoo-events", type=int, default=10_000,
-                        help="events replayed per zoo policy in part 2 [10000]")
-    parser.add_argument("--parts", default="1,2,3,4,5", help="the parts to run [1,2,3,4,5]")
+    parser.add_argument("--quick", action="store_true", help="small traces and study, no streaming")
+    parser.add_argument("--reference-events", type=int, default=10_000,
+                        help="events compared with the scalar loop in part 1 [10000]")
+    parser.add_argument("--parts", default="1,2,3,4,5,6", help="the parts to run [1,2,3,4,5,6]")
     parser.add_argument("--replay-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.replay_file:  # the child process of part 5
-        counts = replay(iter_chunks(args.replay_file), FastMemory("hybrid-v1", 100))
+    if args.replay_file:  # the child process of part 6
+        (counts,) = replay(iter_chunks(args.replay_file), make_memory("hybrid-v1", 100))
         print(f"   replayed {counts.events:,} events: answerable rate {counts.answerable / counts.asks:.3f}")
         return 0
     parts = {int(part) for part in args.parts.split(",")}
     chunk = trace_of(20_000 if args.quick else 100_000)
     same = True
     if 1 in parts:
-        same &= equivalence(chunk, 100)
+        same &= equivalence({name: values[: args.reference_events] for name, values in chunk.items()}, 100)
     if 2 in parts:
-        same &= zoo_equivalence({name: values[: args.zoo_events] for name, values in chunk.items()}, 100)
+        cli_curve(chunk)
+    long = long_parts(2 if args.quick else 10) if parts & {3, 4, 6} else []
     if 3 in parts:
-        capacity_curve(chunk)
+        scaling(long[0], joined(long))
     if 4 in parts:
+        against_caches(joined(long), 100)
+    if 5 in parts:
         same &= study(40 if args.quick else 1000, 10 if args.quick else 20)
-    if 5 in parts and not args.quick:
-        streaming()
+    if 6 in parts and not args.quick:
+        streaming(long)
     return 0 if same else 1
 
 

@@ -1,5 +1,5 @@
-"""Trace replay: the fast memory decides as the reference at every write, and the spec's
-usage (1.7) and reinforcement (1.9) rules hold through the replayer."""
+"""Trace replay: the lockstep memories decide as the scalar reference at every write, ties
+included, and the spec's usage (1.7) and reinforcement (1.9) rules hold through the replayer."""
 
 from __future__ import annotations
 
@@ -9,17 +9,38 @@ import random
 import pytest
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
-from evictlab.analysis.traces.memory import FastMemory, ReferenceMemory, replayable, uncapped
+from evictlab.analysis.traces.memory import Lockstep, MemorySpec, ReferenceMemory, replayable, uncapped
 from evictlab.analysis.traces.metrics import default_policies, role_of, uncapped_bounds
-from evictlab.analysis.traces.replay import audit_trail, reinforced_ids, replay, replay_policy
+from evictlab.analysis.traces.replay import (
+    audit_trail,
+    make_memory,
+    reinforced_ids,
+    replay,
+    replay_policy,
+)
 from evictlab.analysis.traces.schema import chunk_from_rows, rows, time_us
-from evictlab.analysis.traces.zoo_memory import ZooMemory
 from evictlab.errors import ContractError
-from evictlab.policies import BOUND, PolicyParams, register, registry
+from evictlab.policies import BOUND, PolicyParams, known_policies, policy_class, register, registry
 from evictlab.policies.fifo import FifoPolicy
 from evictlab.policies.keep_all import KeepAllPolicy
 
 UTC = _dt.UTC
+START = 1_780_000_000_000_000
+SECOND = 1_000_000
+#: Every registered policy a trace replays under a cap, modified specs and a scalar-only one (mmr).
+POLICIES = [name for name in known_policies() if replayable(name) and not uncapped(name)]
+VARIANTS = [
+    "confidence+reserve(correction,0.5,2)",
+    "lru+reserve(context,0.4,1)",
+    "hybrid-v1+reserve(correction,0.2,3)",
+    "lfu-aging(half_life_days=0.5)",
+    "memoryos-heat(time_constant_hours=2)",
+    "memorybank(expiry_days=1)",
+    "memorybank-seeded(expiry_days=2)",
+    "dory(archive_threshold=0.6,salience_half_life_days=1)",
+    "generative-agents(decay_per_hour=0.9)",
+    "lru+mmr(0.5)",
+]
 
 
 def at(text: str) -> int:
@@ -37,18 +58,101 @@ def steps(memory, chunk) -> list[tuple[str, ...]]:
     return kept
 
 
-@pytest.mark.parametrize("policy", ["hybrid-v1", "confidence"])
-def test_fast_memory_matches_the_reference_at_every_write(policy):
+def all_steps(memories, chunk) -> list[list[tuple[str, ...]]]:
+    """The kept list of every memory of a lockstep after every write, by memory."""
+    kept: list[list[tuple[str, ...]]] = [[] for _ in range(len(memories))]
+
+    def record(index, state):
+        for memory in range(len(state)):
+            kept[memory].append(tuple(state.kept_ids(memory)))
+
+    replay([chunk], memories, on_write=record)
+    return kept
+
+
+def reference_steps(policy: str, capacity: int, chunk, seed: int = 0, params=None) -> list[tuple[str, ...]]:
+    memory = ReferenceMemory(policy, capacity, params, seed=seed)
+    memory.select_every_write = True  # the straightforward loop: the selector on every write
+    return steps(memory, chunk)
+
+
+def tied_trace(rng: random.Random, length: int = 60) -> dict:
+    """A random trace full of ties: few distinct times, confidences and categories."""
+    records, added, moment = [], [], START
+    for _ in range(length):
+        moment += rng.choice([0, 0, 0, SECOND, 3600 * SECOND, 86_400 * SECOND, 40 * 86_400 * SECOND])
+        kind = rng.choice(["add", "add", "add", "search", "search", "confirm", "ask", "tick"])
+        if kind == "add" or not added:
+            fact_id = f"f{len(added)}"
+            added.append(fact_id)
+            records.append({"time": moment, "event": "add", "fact_id": fact_id, "content_length": 3,
+                            "confidence": rng.choice([0.7, 0.8, 0.8, 1.0]),
+                            "category": rng.choice(["context", "correction", " Correction", "knowledge"])})
+        elif kind == "search":
+            records.append({"time": moment, "event": "search",
+                            "fact_ids": [rng.choice(added) for _ in range(rng.randint(0, 4))] + ["", "nowhere"]})
+        elif kind == "confirm":
+            ids = rng.sample(added, min(len(added), rng.randint(1, 3)))
+            records.append({"time": moment, "event": "confirm", "fact_ids": ids,
+                            "scopes": [rng.choice(["user", " User ", "agent"]) for _ in ids],
+                            "reinforcement": rng.random() < 0.8})
+        elif kind == "ask":
+            records.append({"time": moment, "event": "ask", "fact_id": rng.choice(added)})
+        else:
+            records.append({"time": moment, "event": "tick"})
+    return chunk_from_rows(records)
+
+
+@pytest.mark.parametrize("policy", [*POLICIES, *VARIANTS])
+def test_lockstep_matches_the_scalar_reference_at_every_write(policy):
+    # Every memory of one lockstep (capacities 1-8, seeds 0-2) against its own scalar loop.
+    rng = random.Random(policy)
+    compared = evicting = 0
+    for trial in range(6):
+        chunk = tied_trace(rng)
+        specs = [MemorySpec.of(policy, capacity, seed) for capacity in (1, 2, 3, 5, 8) for seed in (0, 2)]
+        params = PolicyParams(correction_reserved_fraction=0.5, correction_reserved_max=2) if trial % 2 else None
+        found = all_steps(Lockstep(specs, params), chunk)
+        for spec, kept in zip(specs, found):
+            assert kept == reference_steps(policy, spec.capacity, chunk, spec.seed, params), (policy, trial, spec)
+            compared += len(kept)
+            evicting += sum(len(state) == spec.capacity for state in kept)
+    assert compared > 1000 and evicting > 500
+
+
+@pytest.mark.parametrize("policy", ["hybrid-v1", "confidence", "fifo", "lfu-aging", "memorybank-seeded", "dory"])
+def test_lockstep_matches_the_reference_on_generated_workloads(policy):
     small = WorkloadParams(horizon_days=20, facts_per_day=6, search_rate=15, confirmation_rate=3, correction_rate=1.5)
     rng = random.Random(policy)
-    for seed in range(4):
+    for seed in range(2):
         chunk = generate(small.replace(confidence_noise=rng.choice([0.0, 0.3])), seed)
-        for capacity in (1, 3, 10):
-            params = PolicyParams(correction_reserved_fraction=0.5, correction_reserved_max=2) if seed % 2 else None
-            fast = steps(FastMemory(policy, capacity, params), chunk)
-            reference = steps(ReferenceMemory(policy, capacity, params), chunk)
-            assert fast == reference
-            assert any(len(kept) == capacity for kept in fast)
+        params = PolicyParams(correction_reserved_fraction=0.5, correction_reserved_max=2) if seed % 2 else None
+        specs = [MemorySpec.of(policy, capacity, 1) for capacity in (1, 3, 10)]
+        for spec, kept in zip(specs, all_steps(Lockstep(specs, params), chunk)):
+            assert kept == reference_steps(policy, spec.capacity, chunk, 1, params)
+            assert any(len(state) == spec.capacity for state in kept)
+
+
+def test_seeded_policies_depend_on_the_seed():
+    chunk = tied_trace(random.Random(3), 120)
+    assert policy_class("random").seeded
+    runs = all_steps(Lockstep([MemorySpec.of("random", 4, seed) for seed in range(3)]), chunk)
+    assert runs[0] != runs[1] or runs[1] != runs[2]
+
+
+def test_state_is_bounded_by_the_caps_and_keep_all_grows_linearly():
+    chunk = generate(WorkloadParams(horizon_days=45, facts_per_day=30, search_rate=3), seed=2)
+    added = chunk["event"].count("add")
+    specs = [MemorySpec.of("lru", 5), MemorySpec.of("lfu-aging", 20), MemorySpec.of("hybrid-v1", 3)]
+    capped = Lockstep(specs)
+    found = all_steps(capped, chunk)  # the table is compacted (rows reused) along the way
+    for spec, kept in zip(specs, found):
+        assert kept == reference_steps(spec.policy, spec.capacity, chunk)
+    assert added > 1200 and capped.table.size <= 1024 and len(capped.table.index) == capped.table.size
+    assert capped.present.shape[1] <= 2 * 1024
+    everything = make_memory("keep-all", 5)
+    (counts,) = replay([chunk], everything)
+    assert counts.final_size == added == everything.table.size and counts.evictions == 0
 
 
 def test_exact_ties_break_by_stored_order():
@@ -57,10 +161,10 @@ def test_exact_ties_break_by_stored_order():
     rows.append(add("2026-01-02T00:00:00", "e", 0.8))
     chunk = chunk_from_rows(rows)
     for policy in ("hybrid-v1", "confidence"):
-        assert steps(FastMemory(policy, 3), chunk) == steps(ReferenceMemory(policy, 3), chunk)
-    assert steps(FastMemory("confidence", 3), chunk)[-1] == ("a", "b", "c")
+        assert steps(make_memory(policy, 3), chunk) == steps(ReferenceMemory(policy, 3), chunk)
+    assert steps(make_memory("confidence", 3), chunk)[-1] == ("a", "b", "c")
     # hybrid-v1: the newest fact is the freshest; among the tied older ones input order wins.
-    assert steps(FastMemory("hybrid-v1", 3), chunk)[-1] == ("e", "a", "b")
+    assert steps(make_memory("hybrid-v1", 3), chunk)[-1] == ("e", "a", "b")
 
 
 def test_usage_vector_through_the_replayer():
@@ -73,13 +177,11 @@ def test_usage_vector_through_the_replayer():
     reference = ReferenceMemory("hybrid-v1", 5)
     replay([chunk], reference)
     assert reference.usage == {"f": {"accessHeat": 1.5, "accessCount": 2, "lastAccessedAt": "2026-08-31T00:00:00Z"}}
-    fast = FastMemory("hybrid-v1", 5)
-    replay([chunk], fast)
-    assert fast.heat[fast.index["f"]] == 1.5
-    zoo = ZooMemory("lfu-aging", 5)  # the zoo's memory counts the same accesses
-    replay([chunk], zoo)
-    assert zoo.columns["access_count"][zoo.index["f"]] == 2
-    assert zoo.columns["accessed"][zoo.index["f"]] == at("2026-08-31T00:00:00")
+    lockstep = Lockstep([MemorySpec.of("hybrid-v1", 5), MemorySpec.of("lfu-aging", 5)])
+    replay([chunk], lockstep)
+    table, row = lockstep.table, lockstep.table.index["f"]
+    assert table.heat[row] == 1.5 and table.counts["access_count"][row] == 2
+    assert table.times["accessed"][row] == at("2026-08-31T00:00:00")
 
 
 def test_reinforcement_gate_and_stamping_order():
@@ -108,10 +210,11 @@ def test_reinforcement_gate_and_stamping_order():
     replay([longer], ReferenceMemory("hybrid-v1", 10), on_write=lambda index, memory: counts.append(
         next(fact.get("confirmationCount") for fact in memory.facts if fact["id"] == "other")))
     assert counts[:2] == [None, 1] and counts[-2:] == [3, 4]
-    zoo = ZooMemory("memoryos-heat", 10)
-    replay([longer], zoo)
-    assert zoo.columns["confirmation_count"][zoo.index["other"]] == 4
-    assert zoo.columns["confirmed"][zoo.index["other"]] == at("2026-04-03T00:00:00")
+    lockstep = make_memory("memoryos-heat", 10)
+    replay([longer], lockstep)
+    table, row = lockstep.table, lockstep.table.index["other"]
+    assert table.counts["confirmation_count"][row] == 4
+    assert table.times["confirmed"][row] == at("2026-04-03T00:00:00")
 
 
 def test_confirmed_fact_survives_hybrid_but_not_confidence_and_the_shadow_disagrees():
@@ -123,8 +226,8 @@ def test_confirmed_fact_survives_hybrid_but_not_confidence_and_the_shadow_disagr
     rows += [add("2026-08-12T00:00:00", f"p{index}", 0.99) for index in range(8)]
     rows.append(add("2026-08-13T00:00:00", "new", 0.8))
     chunk = chunk_from_rows(rows)
-    hybrid = steps(FastMemory("hybrid-v1", 10), chunk)[-1]
-    confidence = steps(FastMemory("confidence", 10), chunk)[-1]
+    hybrid = steps(make_memory("hybrid-v1", 10), chunk)[-1]
+    confidence = steps(make_memory("confidence", 10), chunk)[-1]
     assert "confirmed_recently" in hybrid and "stale_high" not in hybrid
     assert "stale_high" in confidence and "confirmed_recently" not in confidence
     (event,) = audit_trail([chunk], "confidence", 10)
@@ -159,7 +262,7 @@ def test_unsupported_and_unknown_policies_are_refused():
     with pytest.raises(Exception, match="unknown policy"):
         ReferenceMemory("nope", 5)
     with pytest.raises(ContractError, match="capacity"):
-        FastMemory("hybrid-v1", 0)
+        make_memory("hybrid-v1", 0)
 
 
 def test_bounds_are_known_by_their_traits(monkeypatch):

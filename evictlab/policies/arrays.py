@@ -24,7 +24,6 @@ seven fields as numbers, or as arrays shaped ``(settings, 1, 1)`` so that keys c
 from __future__ import annotations
 
 import datetime as _dt
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -360,26 +359,25 @@ class Numerics:
     def apply(function: Callable[..., float], *args: Any) -> np.ndarray:
         """``function`` on every element of the broadcast arguments, once per distinct combination.
 
-        Each argument's distinct values are found on its own (unbroadcast) array; the results
-        of all combinations are tabulated when there are at most 65,536 of them (a pool's ages
-        x a grid's half-lives), otherwise only the combinations that occur are computed.
+        Each argument's distinct values are found on its own (unbroadcast) array; when every
+        combination of them is no more than the elements (a pool's ages x a grid's
+        half-lives) their results are tabulated, otherwise only the combinations that occur
+        are computed. ``function`` is called on Python floats (through ``np.frompyfunc``).
         """
         arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         distinct, inverses = zip(*(_distinct(array) for array in arrays))
         sizes = tuple(len(values) for values in distinct)
-        if math.prod(sizes) <= _TABLE_LIMIT:
-            table = np.array(
-                [function(*combination) for combination in itertools.product(*(v.tolist() for v in distinct))],
-                dtype=np.float64,
-            ).reshape(sizes)
+        vector = np.frompyfunc(function, len(args), 1)
+        if math.prod(sizes) <= min(_TABLE_LIMIT, max(1, math.prod(shape))):
+            grids = np.meshgrid(*distinct, indexing="ij", sparse=True)
+            table = np.asarray(vector(*grids), dtype=np.float64).reshape(sizes)
             return table[tuple(np.broadcast_arrays(*inverses))]
         codes = np.ravel_multi_index(np.broadcast_arrays(*inverses), sizes)
         present, which = np.unique(codes, return_inverse=True)
         indices = np.unravel_index(present, sizes)
-        combinations = zip(*(values[index].tolist() for values, index in zip(distinct, indices)))
-        results = np.array([function(*combination) for combination in combinations], dtype=np.float64)
-        return results[which].reshape(shape)
+        results = np.asarray(vector(*(values[index] for values, index in zip(distinct, indices))), dtype=np.float64)
+        return results.reshape(-1)[which].reshape(shape)
 
 
 def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,80 +1,48 @@
-"""The memories a trace is replayed through: one agent's facts under one policy and capacity.
+"""The memories a trace is replayed through: many (policy, capacity, seed) memories in lockstep.
 
-Every memory decides exactly as the spec says; they differ in speed only:
+A replay drives a *collection* of memories through one trace (:func:`.replay.replay`); two
+collections decide exactly as the spec says:
 
-* :class:`ReferenceMemory` keeps DeerMem-shaped fact dicts (ISO timestamps, a usage sidecar
-  map) and calls a selector on every write: :func:`evictlab.selection.deermem.select_facts_for_capacity`
-  for ``confidence`` and ``hybrid-v1``, the policy's own ``select`` for every other policy and
-  modifier. It is the straightforward reading of the spec, and the fallback for any policy.
-* :class:`FastMemory` (``confidence`` and ``hybrid-v1``) keeps every signal as numbers,
-  scores a whole memory with numpy and re-checks with the scalar formulas every pair of facts
-  whose approximate scores lie within :data:`TIE_TOLERANCE` (numpy's ``exp2``/``log1p`` may
-  differ from Python's in the last bits, which decides only such near-ties). So its kept lists
-  are the reference's, in the same order, ties included; the tests and the benchmark check it
-  step by step.
-* :class:`~.zoo_memory.ZooMemory` does the same for every other registered policy (and a
-  ``reserve`` modifier over one), on the shared row bookkeeping of :class:`RowMemory`.
-
-Which memory a policy gets is :func:`.replay.make_memory`'s choice. The rules they apply
-(update order, usage, reinforcement) are in :mod:`.replay`.
+* :class:`Lockstep`, the replay's own: every memory of a run over one :class:`FactTable`.
+  A fact's signals (creation, confirmations, usage heat and counts) depend on the trace's
+  events only, never on the memory holding it (an evicted fact never returns, so a memory
+  that dropped a fact never reads it again), so they are kept once, as columns by row; a
+  memory is its rows in stored order. At each write the memories over their cap are decided
+  by the one selector, :func:`evictlab.selection.selector.select_rows`, one call per policy
+  with that policy's memories as rows, on :meth:`~evictlab.policies.arrays.Signals.of_columns`
+  of the table. A policy without rank keys (``mmr``: ``Policy.vectorised`` False) is decided
+  by its scalar ``select`` on the same table's facts as DeerMem-shaped dicts.
+  Rows no memory holds any more are dropped from the table (:meth:`FactTable.compact`), so a
+  replay's state is bounded by its caps, not by every fact the trace ever added.
+* :class:`ReferenceMemory`, the scalar reference: one memory as DeerMem stores it (fact dicts
+  with ISO timestamps, a usage map), deciding with
+  :func:`evictlab.selection.deermem.select_facts_for_capacity` (DeerMem's two policies) or the
+  policy's own ``select``. It writes DeerMem's audit events, and the tests compare the
+  lockstep with it write by write.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...errors import ContractError
 from ...policies import BOUND, DEERMEM_POLICIES, Policy, PolicyParams, SelectionContext
-from ...policies.base import Reservation
+from ...policies.arrays import NO_TIME, Signals, category_name
 from ...policies.hybrid import CORRECTION
 from ...policies.modifiers import ModifiedPolicy, resolve_policy
-from ...policies.signals import LN_9, decay, heat_component, read_confidence, read_count
+from ...policies.signals import decay, read_count
 from ...selection.audit import audit_event, update_usage
 from ...selection.deermem import select_facts_for_capacity
+from ...selection.selector import select_rows
 from .schema import from_us, iso
 
-FAST_POLICIES = DEERMEM_POLICIES
-#: Approximate scores closer than this are re-checked with the scalar formulas.
-TIE_TOLERANCE = 1e-9
+#: The largest capacity a replay accepts (a memory of a billion facts is no cap at all).
+MAX_CAPACITY = 10**9
 MICROSECONDS_PER_DAY = 86_400 * 1_000_000
-
-
-class Memory:
-    """One agent's memory under one policy and capacity (``None``: no cap)."""
-
-    capacity: int | None
-    #: Call the selector on every write, even under the cap (the benchmark's reference loop).
-    select_every_write: bool = False
-
-    @property
-    def size(self) -> int:
-        raise NotImplementedError
-
-    def contains(self, fact_id: str) -> bool:
-        raise NotImplementedError
-
-    def kept_ids(self) -> list[str]:
-        """The ids in memory, in DeerMem's stored order."""
-        raise NotImplementedError
-
-    def stamp(self, fact_ids: set[str], now: int) -> None:
-        raise NotImplementedError
-
-    def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
-        raise NotImplementedError
-
-    def access(self, fact_ids: list[str], now: int) -> None:
-        raise NotImplementedError
-
-    def select(self, now: int) -> list[str]:
-        """Trim to the capacity; returns the evicted ids, lowest rank first."""
-        raise NotImplementedError
-
-    def count_corrections(self) -> int:
-        raise NotImplementedError
 
 
 def root_policy(selector: Policy) -> Policy:
@@ -110,18 +78,282 @@ def check_policy_spec(policy: str) -> str:
     return policy
 
 
-#: The largest capacity a replay accepts (a memory of a billion facts is no cap at all).
-MAX_CAPACITY = 10**9
-
-
 def check_capacity(capacity: int) -> int:
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= MAX_CAPACITY:
         raise ContractError(f"capacity must be an integer in [1, {MAX_CAPACITY:,}], got {capacity!r}")
     return int(capacity)
 
 
-class ReferenceMemory(Memory):
-    """Fact dicts and a usage map, exactly as DeerMem stores them; any policy."""
+@dataclass(frozen=True)
+class MemorySpec:
+    """One memory of a replay: a policy spec, its capacity (``None``: no cap) and seed."""
+
+    policy: str
+    capacity: int | None
+    seed: int = 0
+
+    @classmethod
+    def of(cls, policy: str, capacity: int | None, seed: int = 0) -> MemorySpec:
+        """Checked: a replayable policy; an ``unlimited`` one (keep-all) runs without a cap."""
+        check_policy_spec(policy)
+        return cls(policy, None if capacity is None or uncapped(policy) else check_capacity(capacity), seed)
+
+
+def _grown(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
+    """``array`` with room for at least ``size`` entries on its last axis (doubling), new ones ``fill``."""
+    width = array.shape[-1]
+    if size <= width:
+        return array
+    extra = np.full((*array.shape[:-1], max(size, 2 * width) - width), fill, dtype=array.dtype)
+    return np.concatenate((array, extra), axis=-1)
+
+
+_TIMES, _COUNTS = ("created", "accessed", "confirmed"), ("access_count", "confirmation_count")
+
+
+class FactTable:
+    """Every fact some memory of a replay holds: signals as columns by row, rows by fact id.
+
+    Times are integer microseconds (``accessed`` and ``confirmed`` :data:`NO_TIME` until the
+    first search or confirmation), ``heat`` the usage entry's ``accessHeat`` as spec 1.7's
+    update computes it (under ``access_half_life_days``), counts int64, ``category`` codes
+    into :attr:`category_names` (DeerMem's comparison form), ``stored`` the category as added.
+    """
+
+    def __init__(self, access_half_life_days: float) -> None:
+        self.half_life = access_half_life_days
+        self.index: dict[str, int] = {}
+        self.size = 0
+        self.ids = np.empty(1024, dtype=object)
+        self.stored = np.empty(1024, dtype=object)
+        self.confidence = np.zeros(1024)
+        self.heat = np.zeros(1024)
+        self.category = np.zeros(1024, dtype=np.int64)
+        self.times = {name: np.full(1024, NO_TIME, dtype=np.int64) for name in _TIMES}
+        self.counts = {name: np.zeros(1024, dtype=np.int64) for name in _COUNTS}
+        self.category_names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def add(self, fact_id: str, confidence: float, category: str, now: int) -> int:
+        """A new row for a fact added at ``now``; its number."""
+        row = self.size
+        if row == len(self.ids):
+            for name in ("ids", "stored", "confidence", "heat", "category"):
+                setattr(self, name, _grown(getattr(self, name), row + 1, None if name in ("ids", "stored") else 0))
+            self.times = {name: _grown(column, row + 1, NO_TIME) for name, column in self.times.items()}
+            self.counts = {name: _grown(column, row + 1, 0) for name, column in self.counts.items()}
+        name = category_name(category)
+        self.ids[row], self.stored[row], self.confidence[row] = fact_id, category, confidence
+        self.category[row] = self._codes.setdefault(name, len(self._codes))
+        if len(self._codes) > len(self.category_names):
+            self.category_names.append(name)
+        self.times["created"][row] = now
+        self.index[fact_id] = row
+        self.size += 1
+        return row
+
+    def stamp(self, fact_ids: set[str], now: int) -> None:
+        """Spec 1.9's reinforcement: ``lastConfirmedAt`` = now, ``confirmationCount`` + 1."""
+        for fact_id in fact_ids:
+            row = self.index.get(fact_id)
+            if row is not None:
+                self.times["confirmed"][row] = now
+                self.counts["confirmation_count"][row] += 1
+
+    def access(self, fact_ids: list[str], now: int) -> None:
+        """Spec 1.7's usage update for the ids a search returned (already de-duplicated)."""
+        accessed, heat = self.times["accessed"], self.heat
+        for fact_id in fact_ids:
+            row = self.index.get(fact_id)
+            if row is None:
+                continue
+            previous = int(accessed[row])
+            # As audit.update_usage: decayed from the previous access, reset without one.
+            days = (now - previous) / 1e6 / 86_400
+            heat[row] = (0.0 if previous == NO_TIME else float(heat[row]) * decay(days, self.half_life)) + 1.0
+            accessed[row] = now
+            self.counts["access_count"][row] += 1
+
+    def signals(self, now: int, rows: np.ndarray, valid: np.ndarray) -> Signals:
+        """The signals of ``rows`` (any shape; padding where not ``valid``) at ``now``."""
+        return Signals.of_columns(
+            now,
+            confidence=self.confidence[rows],
+            created=self.times["created"][rows],
+            confirmed=self.times["confirmed"][rows],
+            accessed=self.times["accessed"][rows],
+            heat=self.heat[rows],
+            access_count=self.counts["access_count"][rows],
+            confirmation_count=self.counts["confirmation_count"][rows],
+            category=self.category[rows],
+            category_names=self.category_names,
+            fact_ids=self.ids[rows],
+            valid=valid,
+        )
+
+    def facts(self, rows: np.ndarray) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """DeerMem-shaped fact dicts and usage map of ``rows`` (for a scalar ``select``)."""
+        facts, usage = [], {}
+        for row in rows.tolist():
+            fact: dict[str, Any] = {"id": self.ids[row], "confidence": self.confidence[row],
+                                    "category": self.stored[row], "createdAt": iso(int(self.times["created"][row]))}
+            if self.times["confirmed"][row] != NO_TIME:
+                fact["lastConfirmedAt"] = iso(int(self.times["confirmed"][row]))
+                fact["confirmationCount"] = int(self.counts["confirmation_count"][row])
+            if self.times["accessed"][row] != NO_TIME:
+                usage[fact["id"]] = {"accessHeat": float(self.heat[row]),
+                                     "accessCount": int(self.counts["access_count"][row]),
+                                     "lastAccessedAt": iso(int(self.times["accessed"][row]))}
+            facts.append(fact)
+        return facts, usage
+
+    def compact(self, live: np.ndarray) -> np.ndarray:
+        """Keep only the ``live`` rows (a mask over the table), renumbered in order; the old-to-new map."""
+        keep = np.flatnonzero(live[: self.size])
+        remap = np.full(self.size, -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        fills = {"ids": None, "stored": None, "confidence": 0, "heat": 0, "category": 0}
+        columns = [(getattr(self, name), fill) for name, fill in fills.items()]
+        columns += [(column, NO_TIME) for column in self.times.values()]
+        columns += [(column, 0) for column in self.counts.values()]
+        for column, fill in columns:
+            column[: len(keep)] = column[keep]
+            column[len(keep) :] = fill  # a row reused by a later add starts as a new one
+        self.size = len(keep)
+        self.index = {fact_id: row for row, fact_id in enumerate(self.ids[: self.size].tolist())}
+        return remap
+
+
+class Lockstep:
+    """M memories (:class:`MemorySpec`) of one replay over one :class:`FactTable`, decided together.
+
+    ``present`` (M, table rows) says which memory holds which row; each memory's stored order
+    is ``order[m][: sizes[m]]``. :meth:`select` decides every memory over its cap.
+    """
+
+    #: Call the selector on every write, even under the cap (the reference loop of a benchmark).
+    select_every_write = False
+
+    def __init__(self, specs: Sequence[MemorySpec], params: PolicyParams | None = None) -> None:
+        if not specs:
+            raise ContractError("a replay needs at least one memory")
+        self.specs = list(specs)
+        self.params = params or PolicyParams()
+        self.table = FactTable(self.params.access_half_life_days)
+        count = len(self.specs)
+        self.capacities = np.array([MAX_CAPACITY + 1 if s.capacity is None else s.capacity for s in self.specs])
+        self.capped = np.array([spec.capacity is not None for spec in self.specs])
+        self.present = np.zeros((count, 1024), dtype=bool)
+        self.order = np.zeros((count, 1024), dtype=np.int64)
+        self.sizes = np.zeros(count, dtype=np.int64)
+        self.policies = {spec.policy: resolve_policy(spec.policy) for spec in self.specs}
+        self.groups: dict[str, list[int]] = {}
+        for position, spec in enumerate(self.specs):
+            self.groups.setdefault(spec.policy, []).append(position)
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def kept_ids(self, memory: int = 0) -> list[str]:
+        """The ids of one memory, in DeerMem's stored order."""
+        return self.table.ids[self.order[memory, : self.sizes[memory]]].tolist()
+
+    def contains(self, fact_id: str) -> np.ndarray:
+        """Which memories hold ``fact_id`` (M,)."""
+        row = self.table.index.get(fact_id)
+        return np.zeros(len(self), dtype=bool) if row is None else self.present[:, row]
+
+    def count_corrections(self) -> np.ndarray:
+        """Facts of the correction category in each memory (M,)."""
+        names, size = self.table.category_names, self.table.size
+        if CORRECTION not in names:
+            return np.zeros(len(self), dtype=np.int64)
+        return (self.present[:, :size] & (self.table.category[:size] == names.index(CORRECTION))).sum(axis=1)
+
+    def stamp(self, fact_ids: set[str], now: int) -> None:
+        self.table.stamp(fact_ids, now)
+
+    def access(self, fact_ids: list[str], now: int) -> None:
+        self.table.access(fact_ids, now)
+
+    def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
+        """Store a new fact last in every memory."""
+        if self.table.size == len(self.table.ids):  # full: drop the rows no memory holds, or grow
+            live = np.asarray(self.present[:, : self.table.size].any(axis=0))
+            if 2 * int(live.sum()) <= self.table.size:
+                self._compact(live)
+        row = self.table.add(fact_id, confidence, category, now)
+        self.present = _grown(self.present, row + 1, False)
+        self.order = _grown(self.order, int(self.sizes.max()) + 1, 0)
+        self.present[:, row] = True
+        self.order[np.arange(len(self)), self.sizes] = row
+        self.sizes += 1
+
+    def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
+        """Remove facts from one memory (a lifecycle stage's removal); the ids it held."""
+        rows = [self.table.index[fact_id] for fact_id in fact_ids if fact_id in self.table.index]
+        rows = [row for row in rows if self.present[memory, row]]
+        if rows:
+            stored = self.order[memory, : self.sizes[memory]]
+            kept = stored[~np.isin(stored, rows)]
+            self._set(memory, kept, np.array(rows))
+        return self.table.ids[rows].tolist()
+
+    def select(self, now: int) -> list[list[str]]:
+        """Trim every memory over its cap; each memory's evicted ids, lowest rank first."""
+        evicted: list[list[str]] = [[] for _ in self.specs]
+        over = self.capped & ((self.sizes > self.capacities) | self.select_every_write)
+        for policy, members in self.groups.items():
+            rows = [memory for memory in members if over[memory]]
+            if rows:
+                self._select_group(self.policies[policy], rows, now, evicted)
+        return evicted
+
+    def _select_group(self, policy: Policy, members: list[int], now: int, evicted: list[list[str]]) -> None:
+        sizes = self.sizes[members]
+        width = int(sizes.max())
+        valid = np.arange(width) < sizes[:, None]
+        rows = np.where(valid, self.order[members, :width], 0)
+        caps = self.capacities[members]
+        if not policy.vectorised:  # no rank keys: its scalar select, on the same facts
+            moment = from_us(now)
+            for position, memory in enumerate(members):
+                facts, usage = self.table.facts(rows[position, : sizes[position]])
+                context = SelectionContext(now=moment, usage=usage, params=self.params, seed=self.specs[memory].seed)
+                decision = policy.select(facts, int(caps[position]), context)
+                index = dict(zip(self.table.ids[rows[position]].tolist(), rows[position]))
+                kept = np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64)
+                gone = np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64)
+                evicted[memory] = self._set(memory, kept, gone)
+            return
+        signals = self.table.signals(now, rows, valid)
+        seeds = [self.specs[memory].seed for memory in members]
+        decisions = select_rows(policy, signals, caps, self.params, seeds)
+        for position, memory in enumerate(members):
+            stored = rows[position]
+            evicted[memory] = self._set(memory, stored[decisions.kept_order(position)],
+                                        stored[decisions.evicted(position)])
+
+    def _set(self, memory: int, kept: np.ndarray, gone: np.ndarray) -> list[str]:
+        """Memory ``memory`` becomes ``kept`` (rows, stored order); ``gone`` leave it. Their ids."""
+        self.order[memory, : len(kept)] = kept
+        self.sizes[memory] = len(kept)
+        self.present[memory, gone] = False
+        return self.table.ids[gone].tolist()
+
+    def _compact(self, live: np.ndarray) -> None:
+        remap = self.table.compact(live)
+        self.present = _grown(self.present[:, : len(remap)][:, remap >= 0], 1024, False)
+        self.order = np.where(np.arange(self.order.shape[1]) < self.sizes[:, None], remap[self.order], 0)
+
+
+class ReferenceMemory:
+    """One memory as DeerMem stores it (fact dicts, a usage map), any policy: the scalar reference.
+
+    It has the collection interface of :class:`Lockstep` for M = 1.
+    """
+
+    select_every_write: bool = False
 
     def __init__(
         self,
@@ -132,8 +364,11 @@ class ReferenceMemory(Memory):
         seed: int = 0,
         audit: list[dict[str, Any]] | None = None,
     ) -> None:
-        self.policy = check_policy_spec(policy)
-        self.capacity = None if capacity is None or uncapped(policy) else check_capacity(capacity)
+        spec = MemorySpec.of(policy, capacity, seed)
+        self.specs = [spec]
+        self.policy, self.capacity = spec.policy, spec.capacity
+        self.capacities = np.array([MAX_CAPACITY + 1 if self.capacity is None else self.capacity])
+        self.capped = np.array([self.capacity is not None])
         self.params = params or PolicyParams()
         self.seed = seed
         self.audit = audit  # when a list: DeerMem's audit events are appended to it (spec 1.6)
@@ -142,15 +377,21 @@ class ReferenceMemory(Memory):
         self.ids: set[str] = set()
         self.usage: dict[str, Any] = {}
 
+    def __len__(self) -> int:
+        return 1
+
     @property
-    def size(self) -> int:
-        return len(self.facts)
+    def sizes(self) -> np.ndarray:
+        return np.array([len(self.facts)])
 
-    def contains(self, fact_id: str) -> bool:
-        return fact_id in self.ids
+    def contains(self, fact_id: str) -> np.ndarray:
+        return np.array([fact_id in self.ids])
 
-    def kept_ids(self) -> list[str]:
+    def kept_ids(self, memory: int = 0) -> list[str]:
         return [fact["id"] for fact in self.facts]
+
+    def count_corrections(self) -> np.ndarray:
+        return np.array([sum(category_name(fact.get("category", "")) == CORRECTION for fact in self.facts)])
 
     def stamp(self, fact_ids: set[str], now: int) -> None:
         stamp = iso(now)
@@ -162,6 +403,13 @@ class ReferenceMemory(Memory):
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
         self.facts.append({"id": fact_id, "confidence": confidence, "category": category, "createdAt": iso(now)})
         self.ids.add(fact_id)
+
+    def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
+        gone = [fact_id for fact_id in fact_ids if fact_id in self.ids]
+        removed = set(gone)
+        self.facts = [fact for fact in self.facts if fact["id"] not in removed]
+        self._forget(gone)
+        return gone
 
     def access(self, fact_ids: list[str], now: int) -> None:
         present = [fact_id for fact_id in fact_ids if fact_id in self.ids]
@@ -176,8 +424,9 @@ class ReferenceMemory(Memory):
                 )
             )
 
-    def select(self, now: int) -> list[str]:
-        assert self.capacity is not None  # only a capped memory selects
+    def select(self, now: int) -> list[list[str]]:
+        if self.capacity is None or not (len(self.facts) > self.capacity or self.select_every_write):
+            return [[]]
         moment = from_us(now)
         if self.selector is None:
             decision = self._deermem_decision(self.policy, moment)
@@ -192,262 +441,16 @@ class ReferenceMemory(Memory):
                 self.audit.append(event)
         evicted = [item.fact_id for item in decision.evicted]
         self.facts = list(decision.kept)
-        self.ids.difference_update(evicted)
-        for fact_id in evicted:
+        self._forget(evicted)
+        return [evicted]
+
+    def _forget(self, fact_ids: list[str]) -> None:
+        self.ids.difference_update(fact_ids)
+        for fact_id in fact_ids:
             self.usage.pop(fact_id, None)  # spec 1.6: metadata of deleted facts is cleared
-        return evicted
 
     def _deermem_decision(self, policy: str, moment: Any) -> Any:
         assert self.capacity is not None  # only a capped memory selects
         return select_facts_for_capacity(
             self.facts, max_facts=self.capacity, policy=policy, usage=self.usage, now=moment, **self.params.as_dict()
         )
-
-    def count_corrections(self) -> int:
-        return sum(str(fact.get("category", "")).strip().lower() == CORRECTION for fact in self.facts)
-
-
-class RowMemory(Memory):
-    """Facts as rows numbered in arrival order; the memory is its rows in stored order.
-
-    A subclass keeps the signals its policy reads by row and ranks the rows (:meth:`rank`);
-    :meth:`select` then applies DeerMem's selection (spec 1.4 steps 4-7) along that rank,
-    with slots held for ``reservation``'s category when there is one.
-    """
-
-    def __init__(self, capacity: int | None, reservation: Reservation | None = None) -> None:
-        self.capacity = None if capacity is None else check_capacity(capacity)
-        self.reservation = reservation
-        self._slots = reservation.slots(self.capacity) if reservation is not None and self.capacity else 0
-        self.index: dict[str, int] = {}  # fact id -> row
-        self.names: list[str] = []
-        self.order = np.zeros(0, dtype=np.int64)  # rows in memory, in stored order
-        self.alive: set[int] = set()
-        self._correction_rows: set[int] = set()  # correction facts in memory
-        self._reserved = np.zeros(1024, dtype=bool)  # by row: of the reserved category
-        self._reserved_rows: set[int] = set()  # facts of the reserved category in memory
-
-    @property
-    def size(self) -> int:
-        return len(self.order)
-
-    def contains(self, fact_id: str) -> bool:
-        row = self.index.get(fact_id)
-        return row is not None and row in self.alive
-
-    def kept_ids(self) -> list[str]:
-        return [self.names[row] for row in self.order.tolist()]
-
-    def count_corrections(self) -> int:
-        return len(self._correction_rows)
-
-    def row_in_memory(self, fact_id: str) -> int | None:
-        row = self.index.get(fact_id)
-        return row if row is not None and row in self.alive else None
-
-    def append_row(self, fact_id: str, category: str) -> int:
-        """A new row for ``fact_id``, stored last; its number."""
-        row = len(self.names)
-        if row == len(self._reserved):
-            self._reserved = grown(self._reserved, False)
-        self.names.append(fact_id)
-        self.index[fact_id] = row
-        self.alive.add(row)
-        normalised = str(category).strip().lower()
-        if normalised == CORRECTION:
-            self._correction_rows.add(row)
-        if self.reservation is not None and normalised == self.reservation.category:
-            self._reserved[row] = True
-            self._reserved_rows.add(row)
-        self.order = np.concatenate((self.order, (row,)))
-        return row
-
-    def rank(self, now: int) -> np.ndarray:
-        """Rows in memory, best first (ties by stored position, spec 1.4)."""
-        raise NotImplementedError
-
-    def select(self, now: int) -> list[str]:
-        capacity = self.capacity
-        assert capacity is not None  # only a capped memory selects
-        if self.size <= capacity:
-            return []  # under the cap DeerMem keeps the memory unchanged, in stored order
-        rows = self.rank(now)
-        size = len(rows)
-        reserved = len(self._reserved_rows)
-        if size == capacity + 1 and (reserved == 0 or reserved > self._slots):
-            last = size - 1  # one over, and the lowest-ranked fact holds no reserved slot
-        elif size == capacity + 1:
-            # One over, every fact of the category reserved: evict the lowest-ranked other fact.
-            held = self._reserved_rows
-            last = next(position for position in range(size - 1, -1, -1) if int(rows[position]) not in held)
-        else:
-            return self._select_many(rows)
-        evicted = int(rows[last])
-        self.order = rows[:last] if last == size - 1 else np.concatenate((rows[:last], rows[last + 1 :]))
-        self._forget([evicted])
-        return [self.names[evicted]]
-
-    def _select_many(self, rows: np.ndarray) -> list[str]:
-        """DeerMem's selection (spec 1.4 steps 4-7) over ``rows`` in rank order."""
-        capacity = self.capacity
-        assert capacity is not None  # only a capped memory selects
-        selected = np.zeros(len(rows), dtype=bool)
-        reserved = 0
-        if self.reservation is not None:
-            positions = self._reserved[rows].nonzero()[0]
-            reserved = max(0, min(self._slots, len(positions), capacity))
-            selected[positions[:reserved]] = True
-        selected[(~selected).nonzero()[0][: capacity - reserved]] = True
-        evicted = rows[~selected][::-1].tolist()  # lowest rank first
-        self.order = rows[selected]
-        self._forget(evicted)
-        return [self.names[row] for row in evicted]
-
-    def _forget(self, rows: list[int]) -> None:
-        self.alive.difference_update(rows)
-        self._correction_rows.difference_update(rows)
-        self._reserved_rows.difference_update(rows)
-
-
-def grown(array: np.ndarray, fill: Any) -> np.ndarray:
-    """``array`` with its last axis doubled, the new entries set to ``fill``."""
-    extra = np.full(array.shape, fill, dtype=array.dtype)
-    return np.concatenate((array, extra), axis=-1)
-
-
-class FastMemory(RowMemory):
-    """``confidence`` or ``hybrid-v1`` on numeric signals; decides as :class:`ReferenceMemory`.
-
-    Each fact's signals are kept twice: exactly, as Python numbers, for the scalar score, and
-    as three float arrays from which numpy computes every score of a memory in a few
-    operations (to within a few ulps): ``-w_conf * confidence``, the freshness exponent
-    ``log2(scale) + (reference - origin) / half-life`` and the heat exponent
-    ``log2(heat) + (accessed - origin) / half-life``, in microseconds.
-    """
-
-    def __init__(self, policy: str, capacity: int | None, params: PolicyParams | None = None) -> None:
-        if policy not in FAST_POLICIES:
-            raise ContractError(f"the fast replay runs {', '.join(FAST_POLICIES)} only, not {policy!r}")
-        self.policy = policy
-        self.hybrid = policy == "hybrid-v1"
-        self.params = params or PolicyParams()
-        p = self.params
-        reservation = (
-            Reservation(CORRECTION, p.correction_reserved_fraction, p.correction_reserved_max) if self.hybrid else None
-        )
-        super().__init__(capacity, reservation)
-        self._confirm_rate = 1.0 / (MICROSECONDS_PER_DAY * p.confirmation_half_life_days)
-        self._access_rate = 1.0 / (MICROSECONDS_PER_DAY * p.access_half_life_days)
-        # The confirmation weight rides in the exponent: w * 2**x == 2**(x + log2 w).
-        self._log_confirm_weight = math.log2(p.confirmation_weight) if p.confirmation_weight > 0 else -math.inf
-        self._access_factor = p.access_weight / LN_9
-        self._shift = np.zeros((2, 1))
-        self._origin = 0  # the time of the first fact added; keeps the exponents small
-        # Exact signals, by row.
-        self.confidence: list[float] = []
-        self.reference: list[int] = []  # lastConfirmedAt, else createdAt
-        self.confirmed: list[bool] = []
-        self.heat: list[float] = []  # 0.0 until the first access
-        self.accessed: list[int] = []
-        # Approximation arrays, by row.
-        # Rows: minus the weighted confidence, the freshness exponent, the heat exponent (-inf:
-        # never accessed). Negated scores sort best first with a plain stable argsort.
-        self._signals = np.zeros((3, 1024))
-        self._signals[2] = -np.inf
-
-    def _fresh_exponent(self, row: int) -> float:
-        scale = 0.0 if self.confirmed[row] else -1.0  # log2 of 1.0 or 0.5
-        return scale + self._log_confirm_weight + (self.reference[row] - self._origin) * self._confirm_rate
-
-    def stamp(self, fact_ids: set[str], now: int) -> None:
-        for fact_id in fact_ids:
-            row = self.row_in_memory(fact_id)
-            if row is not None:
-                self.reference[row] = now
-                self.confirmed[row] = True
-                self._signals[1, row] = self._fresh_exponent(row)
-
-    def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
-        if not self.names:
-            self._origin = now
-        row = self.append_row(fact_id, category)
-        if row == self._signals.shape[1]:
-            self._signals = grown(self._signals, 0.0)
-            self._signals[2, row:] = -np.inf
-        bounded = read_confidence(confidence)
-        self.confidence.append(bounded)
-        self.reference.append(now)
-        self.confirmed.append(False)
-        self.heat.append(0.0)
-        self.accessed.append(now)
-        self._signals[0, row] = -(self.params.confidence_weight * bounded if self.hybrid else bounded)
-        self._signals[1, row] = self._fresh_exponent(row)
-
-    def access(self, fact_ids: list[str], now: int) -> None:
-        half_life = self.params.access_half_life_days
-        hot = self._signals[2]
-        for fact_id in fact_ids:
-            row = self.row_in_memory(fact_id)
-            if row is None:
-                continue
-            heat = self.heat[row]
-            if heat > 0:  # accessed before: decay since then (as audit.update_usage does)
-                heat = heat * decay(_days(now, self.accessed[row]), half_life)
-            heat = heat + 1.0
-            self.heat[row] = heat
-            self.accessed[row] = now
-            hot[row] = math.log2(heat) + (now - self._origin) * self._access_rate
-
-    def exact_score(self, row: int, now: int) -> float:
-        """The scalar score, computed as :func:`evictlab.policies.hybrid.hybrid_score` does."""
-        confidence = self.confidence[row]
-        if not self.hybrid:
-            return confidence
-        p = self.params
-        freshness = decay(_days(now, self.reference[row]), p.confirmation_half_life_days)
-        if not self.confirmed[row]:
-            freshness = 0.5 * freshness
-        heat = self.heat[row]
-        access = heat_component(heat, _days(now, self.accessed[row]), p.access_half_life_days) if heat > 0 else 0.0
-        w_conf, w_confirm, w_access = p.weights
-        return w_conf * confidence + w_confirm * freshness + w_access * access
-
-    def approximate_scores(self, rows: np.ndarray, now: int) -> np.ndarray:
-        """Minus the scores, to within a few ulps (exactly, for ``confidence``)."""
-        if not self.hybrid:
-            return self._signals[0, rows]
-        elapsed = now - self._origin
-        shift = self._shift
-        shift[0, 0] = elapsed * self._confirm_rate
-        shift[1, 0] = elapsed * self._access_rate
-        signals = self._signals[:, rows]
-        freshness, decayed = np.exp2(signals[1:] - shift)
-        # min(1, log1p(x) / ln 9) * w_access, as min(ln 9, log1p(x)) * (w_access / ln 9).
-        return signals[0] - freshness - np.minimum(LN_9, np.log1p(decayed)) * self._access_factor
-
-    def rank(self, now: int) -> np.ndarray:
-        """Rows in memory, best first: score descending, then stored position (spec 1.4)."""
-        rows = self.order
-        negated = self.approximate_scores(rows, now)
-        ranked = np.argsort(negated, kind="stable")
-        if not self.hybrid:
-            return rows[ranked]  # confidence scores are exact
-        ordered = negated[ranked]
-        gaps = ordered[1:] - ordered[:-1]
-        if gaps.min() > TIE_TOLERANCE:
-            return rows[ranked]
-        # Re-sort each run of near-equal scores by the exact score, then position.
-        close = (gaps <= TIE_TOLERANCE).nonzero()[0]
-        breaks = np.diff(close) > 1
-        starts = close[np.concatenate(([True], breaks))]
-        ends = close[np.concatenate((breaks, [True]))] + 2
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            segment = ranked[start:end].tolist()
-            exact = {position: self.exact_score(int(rows[position]), now) for position in segment}
-            ranked[start:end] = sorted(segment, key=lambda position: (-exact[position], position))
-        return rows[ranked]
-
-
-def _days(now: int, then: int) -> float:
-    """Elapsed days as ``(now - then).total_seconds() / 86400`` computes them (exactly)."""
-    return (now - then) / 1_000_000 / 86_400

@@ -12,7 +12,7 @@ interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inferen
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -22,9 +22,9 @@ import pandas as pd
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
-from .memory import check_capacity, check_policy_spec, replayable, root_policy, uncapped
+from .memory import MemorySpec, check_capacity, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
-from .replay import replay_policy
+from .replay import replay_specs
 from .schema import Chunk
 
 DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
@@ -86,7 +86,7 @@ def curve_rows(
     capacities: Sequence[int] = DEFAULT_CAPACITIES,
     params: PolicyParams | None = None,
     *,
-    progress: Callable[[str, str, int | None], None] | None = None,
+    progress: Callable[[str, int], None] | None = None,
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
@@ -94,23 +94,24 @@ def curve_rows(
     The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.
     ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
-    called once per replay, so a large trace file is streamed each time, never held whole.
-    ``progress(trace, policy, capacity)`` is called before each step (capacity ``None``: the
-    optimum's outline of the trace, or an uncapped replay).
+    called once per trace: every memory (policy x capacity) is replayed in lockstep in that one
+    pass, which also gathers the optimum's outline
+    (so a large trace file is streamed once, never held whole). ``progress(trace, events)``
+    is called as the pass goes (events done so far).
     """
-    report = progress or (lambda trace, policy, capacity: None)
+    report = progress or (lambda trace, events: None)
     capacities = check_capacities(capacities)
     ceilings = uncapped_bounds()
     policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
     roles = {policy: role_of(policy) for policy in [OPTIMUM, *ceilings, *policies]}
+    specs = [MemorySpec.of(policy, None) for policy in ceilings]
+    specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
-        report(trace_name, OPTIMUM, None)
-        optima = dict(zip(capacities, offline_optima(network(outline(source()), max_optimum_arcs), capacities)))
-        uncapped_rows = []
-        for policy in ceilings:
-            report(trace_name, policy, None)
-            uncapped_rows.append(replay_policy(source(), policy, None).row())
+        seen: dict[str, list[Any]] = {"event": [], "time": [], "fact_id": []}
+        results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name))
+        optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
+        uncapped_rows = [result.row() for result in results[: len(ceilings)]]
         for capacity in capacities:
             best = optima[capacity]
             optimum_row: dict[str, Any] = {
@@ -122,9 +123,7 @@ def curve_rows(
             }
             found = [optimum_row]
             found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
-            for policy in policies:
-                report(trace_name, policy, capacity)
-                found.append(replay_policy(source(), policy, capacity, params).row())
+            found += [result.row() for result in results[len(ceilings) :] if result.capacity == capacity]
             for row in found:
                 row["trace"] = trace_name
                 row["role"] = roles[row["policy"]]
@@ -133,6 +132,14 @@ def curve_rows(
     frame = pd.DataFrame(rows)
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def _gathering(chunks: Iterable[Chunk], seen: dict[str, list[Any]]) -> Iterator[Chunk]:
+    """``chunks``, appending their ``event``, ``time`` and ``fact_id`` to ``seen`` (the optimum's outline)."""
+    for chunk in chunks:
+        for name, values in seen.items():
+            values += chunk[name]
+        yield chunk
 
 
 def curve_summary(rows: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:

@@ -1,7 +1,9 @@
-"""Replaying a trace through a capacity policy, in DeerMem's update order.
+"""Replaying a trace through capacity policies, in DeerMem's update order.
 
-The event loop (:func:`replay`) drives a memory (:mod:`.memory`) through a trace's events
-and counts what happened.
+The event loop (:func:`replay`) drives a collection of memories (:mod:`.memory`: every
+(policy, capacity, seed) memory of a run in lockstep, or the scalar reference) through a
+trace's events once and counts what happened in each. Lifecycle stages (:class:`Stage`) run
+at each write before and after the capacity selection.
 
 Rules, from the spec:
 
@@ -28,21 +30,27 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from ...errors import ContractError
-from ...policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
+from ...policies import DEERMEM_POLICIES, PolicyParams
+from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
-from .memory import FAST_POLICIES, FastMemory, Memory, ReferenceMemory, replayable, uncapped
+from .memory import Lockstep, MemorySpec, ReferenceMemory
 from .schema import ADD, ASK, CONFIRM, SEARCH, Chunk
-from .zoo_memory import ZooMemory, rank_rule
+
+Memories = Lockstep | ReferenceMemory
+#: Events between two calls of a replay's ``on_events`` (progress).
+PROGRESS_EVERY = 4096
 
 # --------------------------------------------------------------------------- counts
 
 
 @dataclass
 class ReplayCounts:
-    """What one replay counted; :meth:`metrics` turns it into rates."""
+    """What one replay of one memory counted; :meth:`metrics` turns it into rates."""
 
     events: int = 0
     updates: int = 0
@@ -104,63 +112,101 @@ def returned_ids(fact_ids: Sequence[str]) -> list[str]:
     return list(unique)
 
 
+@dataclass(frozen=True)
+class Write:
+    """One update of a trace (spec 1.5): its time, the ids reinforced, the facts added (id, confidence, category)."""
+
+    index: int
+    now: int
+    reinforced: frozenset[str]
+    added: tuple[tuple[str, float, str], ...]
+
+
+class Stage(Protocol):
+    """A lifecycle stage (#23) at each write; either hook may be absent.
+
+    ``before_selection`` runs after the update's stamps and adds, ``after_selection`` after the
+    capacity selection (``evicted``: each memory's evicted ids); a stage removes facts with
+    ``memories.remove(memory, ids)``.
+    """
+
+    def before_selection(self, write: Write, memories: Memories) -> None: ...
+
+    def after_selection(self, write: Write, memories: Memories, evicted: list[list[str]]) -> None: ...
+
+
 def replay(
     chunks: Iterable[Chunk],
-    memory: Memory,
+    memories: Memories,
     *,
-    on_write: Callable[[int, Memory], None] | None = None,
-) -> ReplayCounts:
-    """Run every event of ``chunks`` (in order) through ``memory`` and count the outcomes.
+    on_write: Callable[[int, Memories], None] | None = None,
+    on_events: Callable[[int], None] | None = None,
+    stages: Sequence[Stage] = (),
+) -> list[ReplayCounts]:
+    """Run every event of ``chunks`` (in order) through every memory of ``memories``; their counts.
 
-    ``on_write(update_index, memory)`` is called after every update (a write), for checks.
+    ``on_write(update_index, memories)`` is called after every update (a write), for checks;
+    ``on_events(n)`` every :data:`PROGRESS_EVERY` events and at the end, with the events done.
     """
-    counts = ReplayCounts()
+    count = len(memories)
+    answerable, stale_kept, evictions, churn, occupancy, selections = (np.zeros(count, dtype=np.int64)
+                                                                      for _ in range(6))
+    shared = ReplayCounts()
     pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
     pending_time = 0  # the time of the pending rows (read only while there are some)
-    capacity = memory.capacity
-    always = memory.select_every_write
+    idle = 0  # events since the sizes last changed, not yet counted in ``occupancy``
+    befores = [stage.before_selection for stage in stages if hasattr(stage, "before_selection")]
+    afters = [stage.after_selection for stage in stages if hasattr(stage, "after_selection")]
 
     def flush() -> None:
-        nonlocal pending
-        now = pending_time
+        nonlocal pending, idle
+        occupancy[:] += memories.sizes * idle
+        idle = 0
         reinforced: set[str] = set()
-        new_ids = []
+        added = []
         for chunk, index in pending:
             if chunk["event"][index] == CONFIRM:
                 reinforced |= reinforced_ids(
                     chunk["fact_ids"][index], chunk["scopes"][index], chunk["reinforcement"][index]
                 )
+            else:
+                added.append((chunk["fact_id"][index], chunk["confidence"][index], chunk["category"][index]))
+        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added))
         if reinforced:
-            memory.stamp(reinforced, now)
-        for chunk, index in pending:
-            if chunk["event"][index] == ADD:
-                category = chunk["category"][index]
-                memory.add(chunk["fact_id"][index], chunk["confidence"][index], category, now)
-                new_ids.append(chunk["fact_id"][index])
-                if category.strip().lower() == CORRECTION:
-                    counts.corrections_added += 1
-        counts.facts_added += len(new_ids)
-        evicted: list[str] = []
-        if capacity is not None and (memory.size > capacity or always):
-            evicted = memory.select(now)
-            counts.selections += 1
-            counts.evictions += len(evicted)
-        # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
-        evicted_new = sum(1 for fact_id in evicted if fact_id in new_ids)
-        counts.churn += len(new_ids) + len(evicted) - 2 * evicted_new
-        counts.events += len(pending)
-        counts.occupancy_sum += memory.size * len(pending)
+            memories.stamp(reinforced, pending_time)
+        for fact_id, confidence, category in added:
+            memories.add(fact_id, confidence, category, pending_time)
+            shared.corrections_added += category_name(category) == CORRECTION
+        shared.facts_added += len(added)
+        for hook in befores:
+            hook(write, memories)
+        selections[:] += memories.capped & ((memories.sizes > memories.capacities) | memories.select_every_write)
+        evicted = memories.select(pending_time)
+        for after in afters:
+            after(write, memories, evicted)
+        new_ids = {fact_id for fact_id, _, _ in added}
+        for memory, gone in enumerate(evicted):
+            if gone:
+                evictions[memory] += len(gone)
+                # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
+                churn[memory] -= 2 * sum(fact_id in new_ids for fact_id in gone) - len(gone)
+        churn[:] += len(added)
+        shared.events += len(pending)
+        occupancy[:] += memories.sizes * len(pending)
         if on_write is not None:
-            on_write(counts.updates, memory)
-        counts.updates += 1
+            on_write(shared.updates, memories)
+        shared.updates += 1
         pending = []
 
-    asks = answerable = supersede_asks = stale_kept = other_events = occupancy = 0
-    contains = memory.contains
+    asks = supersede_asks = other_events = done = 0
+    contains = memories.contains
     for chunk in chunks:
         times, events = chunk["time"], chunk["event"]
         fact_id, supersedes, fact_ids = chunk["fact_id"], chunk["supersedes"], chunk["fact_ids"]
         for index in range(len(times)):
+            done += 1
+            if on_events is not None and done % PROGRESS_EVERY == 0:
+                on_events(done)
             moment, event = times[index], events[index]
             if event in (ADD, CONFIRM):
                 if pending and moment != pending_time:
@@ -171,7 +217,7 @@ def replay(
             if pending:
                 flush()
             if event == SEARCH:
-                memory.access(returned_ids(fact_ids[index]), moment)
+                memories.access(returned_ids(fact_ids[index]), moment)
             elif event == ASK:
                 asks += 1
                 needed = contains(fact_id[index])
@@ -179,18 +225,26 @@ def replay(
                 old = supersedes[index]
                 if old is not None:
                     supersede_asks += 1
-                    stale_kept += (not needed) and contains(old)
+                    stale_kept += ~needed & contains(old)
             other_events += 1
-            occupancy += memory.size
+            idle += 1
     if pending:
         flush()
-    counts.asks, counts.answerable = asks, answerable
-    counts.supersede_asks, counts.stale_kept = supersede_asks, stale_kept
-    counts.events += other_events
-    counts.occupancy_sum += occupancy
-    counts.final_size = memory.size
-    counts.corrections_kept = memory.count_corrections()
-    return counts
+    if on_events is not None:
+        on_events(done)
+    occupancy += memories.sizes * idle
+    sizes, corrections = memories.sizes, memories.count_corrections()
+    return [
+        ReplayCounts(
+            events=shared.events + other_events, updates=shared.updates, selections=int(selections[memory]),
+            facts_added=shared.facts_added, asks=asks, answerable=int(answerable[memory]),
+            supersede_asks=supersede_asks, stale_kept=int(stale_kept[memory]), evictions=int(evictions[memory]),
+            churn=int(churn[memory]), occupancy_sum=int(occupancy[memory]),
+            corrections_added=shared.corrections_added, corrections_kept=int(corrections[memory]),
+            final_size=int(sizes[memory]),
+        )
+        for memory in range(count)
+    ]
 
 
 def audit_trail(
@@ -208,20 +262,9 @@ def audit_trail(
     return events
 
 
-def make_memory(
-    policy: str, capacity: int | None, params: PolicyParams | None = None, *, seed: int = 0, fast: bool = True
-) -> Memory:
-    """The fastest memory that decides exactly as the spec says for ``policy``.
-
-    DeerMem's two policies run on :class:`FastMemory`, the zoo (and ``reserve`` over it) on
-    :class:`ZooMemory`, anything else (``mmr``, a reservation over ``hybrid-v1``) on the
-    reference path; ``fast=False`` always takes the reference path.
-    """
-    if fast and policy in FAST_POLICIES:
-        return FastMemory(policy, capacity, params)
-    if fast and replayable(policy) and rank_rule(resolve_policy(policy)) is not None:
-        return ZooMemory(policy, capacity, params, seed=seed)
-    return ReferenceMemory(policy, capacity, params, seed=seed)
+def make_memory(policy: str, capacity: int | None, params: PolicyParams | None = None, *, seed: int = 0) -> Lockstep:
+    """One memory (a lockstep of one) for ``policy`` at ``capacity`` (an ``unlimited`` policy has no cap)."""
+    return Lockstep([MemorySpec.of(policy, capacity, seed)], params)
 
 
 @dataclass(frozen=True)
@@ -229,6 +272,7 @@ class ReplayResult:
     policy: str
     capacity: int | None
     counts: ReplayCounts = field(repr=False)
+    seed: int = 0
 
     def row(self) -> dict[str, Any]:
         return {
@@ -239,6 +283,19 @@ class ReplayResult:
         }
 
 
+def replay_specs(
+    chunks: Iterable[Chunk],
+    specs: Sequence[MemorySpec],
+    params: PolicyParams | None = None,
+    *,
+    on_events: Callable[[int], None] | None = None,
+    stages: Sequence[Stage] = (),
+) -> list[ReplayResult]:
+    """Replay every memory of ``specs`` through one pass over ``chunks``, in lockstep."""
+    counts = replay(chunks, Lockstep(specs, params), on_events=on_events, stages=stages)
+    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed) for spec, found in zip(specs, counts)]
+
+
 def replay_policy(
     chunks: Iterable[Chunk],
     policy: str,
@@ -246,8 +303,7 @@ def replay_policy(
     params: PolicyParams | None = None,
     *,
     seed: int = 0,
-    fast: bool = True,
 ) -> ReplayResult:
     """Replay one policy at one capacity (an ``unlimited`` policy, ``keep-all``, without a cap)."""
-    memory = make_memory(policy, None if uncapped(policy) else capacity, params, seed=seed, fast=fast)
-    return ReplayResult(policy, capacity, replay(chunks, memory))
+    (result,) = replay_specs(chunks, [MemorySpec.of(policy, capacity, seed)], params)
+    return ReplayResult(policy, capacity, result.counts, seed)
