@@ -288,3 +288,23 @@ def test_bounds_are_known_by_their_traits(monkeypatch):
     assert replay_policy([chunk], "fifo", 1).counts.final_size == 1
     assert "test-infinite" in uncapped_bounds() and "test-infinite" not in default_policies()
     assert role_of("test-clairvoyant") == BOUND and role_of("random+reserve(correction)") == "baseline"
+
+
+def test_message_rows_are_the_next_updates_feed_not_events():
+    chunk = chunk_from_rows([
+        add("2026-01-01T00:00:00", "a"),
+        {"time": at("2026-01-02T00:00:00"), "event": "message", "role": "human", "text": "yes, exactly"},
+        {"time": at("2026-01-02T00:00:00"), "event": "confirm", "fact_ids": ["a"], "reinforcement": True},
+        add("2026-01-02T00:00:00", "b"),
+        {"time": at("2026-01-03T00:00:00"), "event": "tick"},
+    ])
+    writes = []
+
+    class Feed:
+        def before_selection(self, write, memories):
+            writes.append(write)
+
+    (counts,) = replay([chunk], make_memory("fifo", 5), stages=[Feed()])
+    assert counts.events == 4 and counts.updates == 2  # the message row is no event and ends no update
+    assert [write.messages for write in writes] == [(), (("human", "yes, exactly"),)]
+    assert writes[1].reinforced == {"a"} and [fact for fact, _, _ in writes[1].added] == ["b"]

@@ -21,7 +21,7 @@ from ..analysis.traces.generate import (
     parse_param,
 )
 from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
-from ..analysis.traces.memory import check_policy_spec
+from ..analysis.traces.memory import check_capacity, check_policy_spec
 from ..analysis.traces.metrics import (
     DEFAULT_CAPACITIES,
     MAX_EVENT_REPLAYS,
@@ -256,6 +256,11 @@ def run_replay(args: argparse.Namespace) -> int:
     policies, params = unique(args.policies, "--policies"), params_from(args)
     args.capacities = args.capacities or list(SUITE_CAPACITIES if args.suite else DEFAULT_CAPACITIES)
     args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
+    if args.audit_capacity is not None:
+        try:
+            check_capacity(args.audit_capacity)
+        except ContractError as error:
+            raise ContractError(f"--audit-capacity: {error}") from None
     for policy in policies:
         check_policy_spec(policy)
     replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum

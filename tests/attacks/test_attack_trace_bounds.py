@@ -94,3 +94,12 @@ def test_repeated_capacities_and_policies_run_once_with_a_warning(tmp_path, caps
     _, tables = load_run(out, "trace-replay")
     rows = tables["curve.rows.parquet"]
     assert sorted(rows.loc[rows["policy"] == "fifo", "capacity"]) == [10, 20]
+
+
+@pytest.mark.parametrize("capacity", ["0", "-3", "10000000000"])
+def test_audit_capacity_is_refused_before_the_run_folder_exists(capacity, tmp_path, cli_error):
+    out = tmp_path / "out"
+    code, line = cli_error("trace", "replay", "--seeds", "1", *TINY, "--audit-capacity", capacity,
+                           "--output-dir", str(out))
+    assert code == 2 and "--audit-capacity" in line and "capacity must be an integer" in line
+    assert not out.exists()

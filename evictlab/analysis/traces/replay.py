@@ -39,7 +39,7 @@ from ...policies import DEERMEM_POLICIES, PolicyParams
 from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
 from .memory import Lockstep, MemorySpec, ReferenceMemory
-from .schema import ADD, ASK, CONFIRM, SEARCH, Chunk
+from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk
 
 Memories = Lockstep | ReferenceMemory
 #: Events between two calls of a replay's ``on_events`` (progress).
@@ -114,12 +114,14 @@ def returned_ids(fact_ids: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Write:
-    """One update of a trace (spec 1.5): its time, the ids reinforced, the facts added (id, confidence, category)."""
+    """One update of a trace (spec 1.5): its time, the ids reinforced, the facts added (id,
+    confidence, category) and its feed, the ``message`` rows (role, text) since the previous update."""
 
     index: int
     now: int
     reinforced: frozenset[str]
     added: tuple[tuple[str, float, str], ...]
+    messages: tuple[tuple[str, str], ...] = ()
 
 
 class Stage(Protocol):
@@ -146,7 +148,9 @@ def replay(
     """Run every event of ``chunks`` (in order) through every memory of ``memories``; their counts.
 
     ``on_write(update_index, memories)`` is called after every update (a write), for checks;
-    ``on_events(n)`` every :data:`PROGRESS_EVERY` events and at the end, with the events done.
+    ``on_events(n)`` every :data:`PROGRESS_EVERY` rows and at the end, with the rows done.
+    ``message`` rows are no events (no per-event rate counts them, none ends an update): they
+    are the next update's feed (:attr:`Write.messages`).
     """
     count = len(memories)
     answerable, stale_kept, evictions, churn, occupancy, selections = (np.zeros(count, dtype=np.int64)
@@ -154,12 +158,13 @@ def replay(
     shared = ReplayCounts()
     pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
     pending_time = 0  # the time of the pending rows (read only while there are some)
+    feed: list[tuple[str, str]] = []  # the message rows since the last update
     idle = 0  # events since the sizes last changed, not yet counted in ``occupancy``
     befores = [stage.before_selection for stage in stages if hasattr(stage, "before_selection")]
     afters = [stage.after_selection for stage in stages if hasattr(stage, "after_selection")]
 
     def flush() -> None:
-        nonlocal pending, idle
+        nonlocal pending, idle, feed
         occupancy[:] += memories.sizes * idle
         idle = 0
         reinforced: set[str] = set()
@@ -171,7 +176,8 @@ def replay(
                 )
             else:
                 added.append((chunk["fact_id"][index], chunk["confidence"][index], chunk["category"][index]))
-        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added))
+        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added), tuple(feed))
+        feed = []
         if reinforced:
             memories.stamp(reinforced, pending_time)
         for fact_id, confidence, category in added:
@@ -208,6 +214,11 @@ def replay(
             if on_events is not None and done % PROGRESS_EVERY == 0:
                 on_events(done)
             moment, event = times[index], events[index]
+            if event == MESSAGE:  # ends an update of an earlier time, as any row does; no event
+                if pending and moment != pending_time:
+                    flush()
+                feed.append((chunk["role"][index], chunk["text"][index]))
+                continue
             if event in (ADD, CONFIRM):
                 if pending and moment != pending_time:
                     flush()
