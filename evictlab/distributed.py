@@ -4,16 +4,25 @@ Large jobs (trace studies, big sweeps) split into tasks that each return a small
 module holds the plumbing every such job shares, so that a command only chooses *what* a task
 computes:
 
-* :func:`dask_client` opens the place the tasks run, from the two options every such command
+* :func:`dask_client` opens the place the tasks run, from the options every such command
   takes: ``--workers N`` (``0`` runs everything in this process with no Dask at all; ``N >= 1``
-  starts a ``LocalCluster`` of N single-threaded workers) and ``--scheduler ADDRESS`` (connect
-  to an existing ``dask.distributed`` scheduler instead);
+  starts a ``LocalCluster`` of N single-threaded workers), ``--scheduler ADDRESS`` (connect
+  to an existing ``dask.distributed`` scheduler instead) and ``--no-worker-timeout SECONDS``;
 * :func:`map_tasks` runs ``function(item)`` for every item and returns the results **in item
-  order**, whatever order the workers finish in, with a progress bar (tqdm in-process, Dask's
-  own progress bar on a cluster); :func:`run_tasks` does the same on a client already open,
-  so several maps can share one cluster; :func:`iter_tasks` hands the results over one by
-  one as they are ready, with a bounded number of tasks in flight (a sweep's chunks);
+  order**, whatever order the workers finish in, with a tqdm progress bar; :func:`run_tasks`
+  does the same on a client already open, so several maps can share one cluster;
+  :func:`iter_tasks` hands the results over one by one as they are ready, with a bounded
+  number of tasks in flight (a sweep's chunks);
 * :func:`gather_frame` concatenates the per-task tables into one frame, in item order.
+
+Faults end in one line, never a wait without end or a traceback: a scheduler address is
+checked before any work (scheme, host and port, TLS certificates for ``tls://``, an
+``inproc://`` address only of this process); a scheduler that accepts the connection but never
+answers is given up after twice the connect timeout; a run whose scheduler has had no worker
+for ``--no-worker-timeout`` seconds (60) ends with an error. A local cluster's workers ignore a
+terminal's Ctrl-C (they are started while this process ignores SIGINT, a few seconds, and keep
+that), so only this process handles it; once a run is ending on an error or an interruption,
+Dask's own logs are silenced while it closes.
 
 Because results come back in item order and every task is a pure function of its item, the
 three ways of running give identical tables; the tests check this with a real
@@ -23,13 +32,20 @@ an installed package), and items and results must pickle.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import itertools
 import logging
+import math
 import os
+import signal
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,6 +59,12 @@ Result = TypeVar("Result")
 
 #: ``--workers`` when the option is left out: one worker per core.
 DEFAULT_WORKERS = max(1, os.cpu_count() or 1)
+#: ``--workers`` at most (a bigger cluster is started on its own and reached with ``--scheduler``).
+MAX_WORKERS = 256
+#: ``--no-worker-timeout``: how long a run waits on a scheduler that has no worker.
+NO_WORKER_SECONDS = 60.0
+POLL_SECONDS = 0.5  # how often a wait looks at the scheduler's workers
+_NO_WORKER_LIMIT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> its placement's limit
 
 
 @dataclass(frozen=True)
@@ -53,12 +75,20 @@ class Placement:
     scheduler: str | None = None
     processes: bool = True  # local cluster workers as processes (True) or threads (False)
     connect_timeout_seconds: float = 10.0  # how long to try reaching ``scheduler``
+    no_worker_seconds: float = NO_WORKER_SECONDS
 
     def __post_init__(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
             raise ContractError(f"--workers must be an integer >= 0, got {self.workers!r}")
+        if self.workers > MAX_WORKERS:
+            raise ContractError(f"--workers {self.workers}: at most {MAX_WORKERS} local workers; start a bigger"
+                                " cluster on its own and pass --scheduler ADDRESS")  # fmt: skip
+        if not (math.isfinite(self.no_worker_seconds) and self.no_worker_seconds > 0):
+            raise ContractError(f"--no-worker-timeout must be a number of seconds > 0, got {self.no_worker_seconds!r}")
         if self.scheduler is not None and not str(self.scheduler).strip():
             raise ContractError("--scheduler must be a scheduler address such as tcp://host:8786")
+        if self.scheduler is not None:
+            check_address(self.scheduler)
 
     @property
     def in_process(self) -> bool:
@@ -73,8 +103,44 @@ class Placement:
         return f"local Dask cluster of {self.workers} {kind} worker{'s' if self.workers != 1 else ''}"
 
 
+def check_address(address: str) -> None:
+    """Refuse, in one line naming ``--scheduler``, an address no client of this process can reach."""
+    from distributed.comm import parse_address
+    from distributed.comm.registry import get_backend
+
+    def refuse(why: object) -> ContractError:
+        return ContractError(f"--scheduler {address}: {why}")
+
+    scheme, location = parse_address(address)
+    try:
+        backend = get_backend(scheme)
+    except (ValueError, NotImplementedError, ImportError) as error:
+        raise refuse(error or f"scheme {scheme!r} is not available here") from None
+    if scheme == "inproc":
+        if len(location.split("/")) != 3 or location.split("/")[1] != str(os.getpid()):
+            raise refuse("an inproc:// address (inproc://HOST/PID/N) reaches only a scheduler inside this process")
+        return
+    try:
+        host, port = backend.get_address_host_port(location)
+    except ValueError as error:
+        raise refuse(f"not HOST:PORT ({error})") from None
+    if not host:
+        raise refuse("no host")
+    if not 0 < port < 65536:
+        raise refuse(f"port {port} is not between 1 and 65535")
+    if scheme in ("tls", "wss") and _connection_args()["ssl_context"] is None:
+        raise refuse(f"{scheme}:// needs TLS certificates, set in Dask's configuration (distributed.comm.tls.*);"
+                     " none are set")  # fmt: skip
+
+
+def _connection_args() -> dict[str, Any]:
+    from distributed.security import Security
+
+    return Security().get_connection_args("client")
+
+
 def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS) -> None:
-    """The ``--workers`` and ``--scheduler`` options of a command that runs tasks."""
+    """The ``--workers``, ``--scheduler`` and ``--no-worker-timeout`` options of a command that runs tasks."""
     group = parser.add_argument_group("where tasks run (Dask)")
     default = f"one per core, {DEFAULT_WORKERS}" if default_workers == DEFAULT_WORKERS else str(default_workers)
     group.add_argument(
@@ -82,8 +148,7 @@ def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS
         type=int,
         default=default_workers,
         metavar="N",
-        help=f"workers of a local Dask cluster (default: {default});"
-        " 0 runs everything in this process without Dask",
+        help=f"workers of a local Dask cluster (default: {default}); 0 runs everything in this process without Dask",
     )
     group.add_argument(
         "--scheduler",
@@ -91,10 +156,17 @@ def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS
         help="connect to a running dask.distributed scheduler (e.g. tcp://10.0.0.5:8786)"
         " instead of starting a local cluster; --workers is then ignored",
     )
+    group.add_argument(
+        "--no-worker-timeout",
+        type=float,
+        default=NO_WORKER_SECONDS,
+        metavar="SECONDS",
+        help=f"end with an error once the scheduler has had no worker this long [{NO_WORKER_SECONDS:g}]",
+    )
 
 
 def placement_from(args: Any) -> Placement:
-    return Placement(workers=args.workers, scheduler=args.scheduler)
+    return Placement(workers=args.workers, scheduler=args.scheduler, no_worker_seconds=args.no_worker_timeout)
 
 
 @contextlib.contextmanager
@@ -109,23 +181,70 @@ def dask_client(placement: Placement) -> Iterator[Any]:
         return
     from distributed import Client, LocalCluster
 
-    if placement.scheduler is not None:
-        try:
-            client = Client(placement.scheduler, timeout=placement.connect_timeout_seconds)
-        except (OSError, TimeoutError) as error:
-            raise ContractError(f"cannot reach Dask scheduler {placement.scheduler}: {error}") from None
-        with client:
-            yield client
-        return
-    cluster = LocalCluster(
-        n_workers=placement.workers,
-        threads_per_worker=1,
-        processes=placement.processes,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
-    with cluster, Client(cluster) as client:
+    with contextlib.ExitStack() as stack:
+        if placement.scheduler is not None:
+            _check_answers(placement.scheduler, placement.connect_timeout_seconds)
+            try:
+                client = stack.enter_context(Client(placement.scheduler, timeout=placement.connect_timeout_seconds))
+            except (OSError, TimeoutError) as error:
+                raise ContractError(f"cannot reach Dask scheduler {placement.scheduler}: {error}") from None
+        else:
+            with _sigint_ignored():  # workers started meanwhile ignore SIGINT for good
+                cluster = stack.enter_context(LocalCluster(
+                    n_workers=placement.workers, threads_per_worker=1, processes=placement.processes,
+                    dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},  # no port 8787 clash
+                    silence_logs=logging.CRITICAL,
+                ))  # fmt: skip
+                client = stack.enter_context(Client(cluster))
+        _NO_WORKER_LIMIT[client] = placement.no_worker_seconds
+        stack.enter_context(_silent_when_ending())
         yield client
+
+
+def _check_answers(address: str, seconds: float) -> None:
+    """A handshake bounded in time: ``Client`` waits without end on a server that never answers."""
+    if address.startswith("inproc://"):
+        return
+    from distributed.comm import connect
+
+    async def handshake() -> None:
+        comm = await connect(address, timeout=seconds, **_connection_args())
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as thread:  # its own event loop, whatever runs in this thread
+        try:
+            thread.submit(asyncio.run, asyncio.wait_for(handshake(), 2 * seconds)).result()
+        except TimeoutError:
+            raise ContractError(f"Dask scheduler {address} accepted the connection but did not answer"
+                                f" within {2 * seconds:g} s") from None  # fmt: skip
+        except OSError as error:
+            raise ContractError(f"cannot reach Dask scheduler {address}: {error}") from None
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile (in the main thread): processes started now inherit the disposition,
+    and Python leaves an ignored SIGINT ignored, so a terminal's Ctrl-C reaches only this process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@contextlib.contextmanager
+def _silent_when_ending() -> Iterator[None]:
+    """Once a run ends on an error or an interruption, Dask says nothing more while it closes
+    (a heartbeat cut short, tasks of a gather never retrieved): the command's line is the message."""
+    try:
+        yield
+    except BaseException:
+        for name in ("distributed", "asyncio", "tornado"):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        raise
 
 
 def map_tasks(
@@ -163,12 +282,36 @@ def run_tasks(
     if client is None:
         return [function(item) for item in tqdm(items, desc=description, unit="task", disable=not show)]
     # pure=False: equal items are still separate tasks, never merged by Dask's key.
-    futures = client.map(function, items, pure=False)
-    if show:
-        from distributed import progress as dask_progress
+    return gather(client, client.map(function, items, pure=False), show=show, description=description)
 
-        dask_progress(futures, notebook=False)
-    return client.gather(futures)
+
+def gather(client: Any, futures: list[Any], *, show: bool = False, description: str = "tasks") -> list[Any]:
+    """``client.gather(futures)``, ended with an error when the scheduler has had no worker for
+    the client's ``--no-worker-timeout`` (Dask itself waits for workers without end)."""
+    from distributed import wait
+    from distributed.scheduler import KilledWorker
+
+    limit = _NO_WORKER_LIMIT.get(client, NO_WORKER_SECONDS)
+    idle_since = None
+    with tqdm(total=len(futures), desc=description, unit="task", disable=not show) as bar:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                wait(futures, timeout=POLL_SECONDS)
+                break
+            bar.update(sum(future.done() for future in futures) - bar.n)
+            idle_since = None if client.nthreads() else idle_since or time.monotonic()
+            if idle_since is not None and time.monotonic() - idle_since >= limit:
+                unfinished = sum(not future.done() for future in futures)
+                raise ContractError(
+                    f"Dask scheduler {client.scheduler.address} has had no worker for {limit:g} s, with"
+                    f" {unfinished:,} of {len(futures):,} task(s) unfinished; start workers and run again,"
+                    " or wait longer with --no-worker-timeout SECONDS"
+                )
+        bar.update(len(futures) - bar.n)
+    try:
+        return client.gather(futures)
+    except KilledWorker as error:
+        raise ContractError(f"Dask scheduler {client.scheduler.address}: {error}") from None
 
 
 def iter_tasks(
@@ -203,7 +346,7 @@ def iter_tasks(
     try:
         submit()
         while pending:
-            result = pending[0].result()
+            (result,) = gather(client, [pending[0]])
             pending.popleft().release()
             submit()
             yield result

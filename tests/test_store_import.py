@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from store_fixtures import SECRET, START, bucket_dir, replayed_store, stored_fact, write_fact
+from store_fixtures import SECRET, START, bucket_dir, render_fact, replayed_store, stored_fact, write_fact
 
 from evictlab.analysis.traces.schema import read_trace
 from evictlab.cli import main
@@ -118,8 +118,21 @@ MALFORMED = {
     "confirmation count": ("---\nid: X\n{scope}confirmationCount: 0\n---\nb\n", "field 'confirmationCount'"),
     "source": ("---\nid: X\n{scope}source: {type: 3}\n---\nb\n", "field 'source'"),
     "duplicate key": ("---\nid: X\nid: X\n{scope}---\nb\n", "duplicate key"),
+    "id not a string": ("---\nid: 7\n{scope}---\nb\n", "field 'id'"),
+    "id of other characters": ("---\nid: X.x\n{scope}---\nb\n", "field 'id'"),
+    "no agent": ("---\nid: X\nuser_id: demo-user\n---\nb\n", "field 'agent_name'"),
+    "unquoted update": ("---\nid: X\n{scope}updatedAt: 2026-01-01T00:00:00Z\n---\nb\n", "field 'updatedAt'"),
+    "consolidatedAt": ("---\nid: X\n{scope}consolidatedAt: 5\n---\nb\n", "field 'consolidatedAt'"),
+    "consolidatedFrom": ("---\nid: X\n{scope}consolidatedFrom: fact_a\n---\nb\n", "field 'consolidatedFrom'"),
+    "categoryExtension": ("---\nid: X\n{scope}categoryExtension: [a]\n---\nb\n", "field 'categoryExtension'"),
+    "confidence below 0": ("---\nid: X\n{scope}confidence: -0.1\n---\nb\n", "field 'confidence'"),
+    "revision a bool": ("---\nid: X\n{scope}revision: true\n---\nb\n", "field 'revision'"),
+    "thread id": ("---\nid: X\n{scope}source: {type: conversation, threadId: 5}\n---\nb\n", "field 'source'"),
 }
 SCOPE = "user_id: demo-user\nagent_name: __default__\n"
+# The cases the fixture writes as whole files or folders, with what the refusal must say.
+OTHER_CASES = {"not UTF-8": "not UTF-8", "over 4 MiB": "4 MiB", "an id twice": "is also the id of",
+               "a user in the no-user tree": "field 'user_id': must be null", "agent folder": "is not [A-Za-z0-9-]+"}
 
 
 @pytest.fixture
@@ -137,6 +150,21 @@ def broken_store(tmp_path):
     latin.parent.mkdir(exist_ok=True)
     latin.write_bytes(b"---\nid: latin\n---\n\xe9\n")
     paths["not UTF-8"] = latin
+    huge = latin.with_name("huge.md")
+    with huge.open("wb") as handle:
+        handle.truncate(4 * 2**20 + 1)  # sparse: a fact file over the 4 MiB bound
+    paths["over 4 MiB"] = huge
+    twin = bucket_dir(root, "demo-user", "__default__") / "facts" / "zz" / "fact_good.md"
+    twin.parent.mkdir()
+    twin.write_text(render_fact(stored_fact("fact_good", 0.5, START), SECRET, "demo-user", "__default__"))
+    paths["an id twice"] = twin
+    legacy = write_fact(root, stored_fact("fact_nouser", 0.9, START), SECRET, None, "__default__")
+    legacy.write_text(legacy.read_text().replace("user_id: null", "user_id: demo-user"))
+    paths["a user in the no-user tree"] = legacy
+    agent = write_fact(root, stored_fact("fact_agent", 0.9, START), SECRET, "demo-user", "__default__")
+    paths["agent folder"] = agent.parents[3] / "Bad_Agent"  # agent folders are [a-z0-9-]+ or __default__
+    (paths["agent folder"] / "facts" / agent.parent.name).mkdir(parents=True)
+    agent.rename(paths["agent folder"] / "facts" / agent.parent.name / agent.name)
     return root, paths
 
 
@@ -149,7 +177,7 @@ def test_every_malformed_file_is_named_with_its_field_and_nothing_is_imported(br
     assert len(lines) == len(paths)
     for case, path in paths.items():
         (line,) = [line for line in lines if f"{path}:" in line]
-        assert MALFORMED.get(case, (None, "not UTF-8"))[1] in line, case
+        assert MALFORMED.get(case, (None, OTHER_CASES.get(case)))[1] in line, (case, line)
     assert "fails the whole agent read" in err and "--skip-invalid" in err
     assert not out.exists()  # refused before the run started: no trace
     assert SECRET not in err and "flowerpot" not in err
@@ -161,7 +189,7 @@ def test_skip_invalid_imports_the_rest_and_records_what_it_left_out(broken_store
     assert main(["import", "deermem", str(root), "--output-dir", str(out), "--skip-invalid"]) == 0
     captured = capsys.readouterr()
     store = load_import(out)
-    assert [fact["id"] for fact in store.buckets[0].facts] == ["fact_good"]
+    assert [fact["id"] for bucket in store.buckets for fact in bucket.facts] == ["fact_good"]
     assert len(store.problems) == len(paths)
     record = json.loads((out / "import-deermem.run.json").read_text())
     assert record["status"] == "success" and record["summary"]["refused"] == len(paths)
