@@ -22,7 +22,7 @@ endif
 EXACT_TESTS := tests/test_selectors.py tests/test_engine.py tests/test_golden_decisions.py tests/test_rank_keys.py tests/test_deermem.py tests/test_deermem_production.py \
 	tests/test_stats.py tests/test_grading.py tests/test_prompt.py tests/test_reconstruction.py
 
-.PHONY: setup venv report lint test test-fast test-exact benchmark lab clean help notebook-filter
+.PHONY: setup venv report lint test test-fast test-slow test-exact benchmark lab clean help notebook-filter
 
 setup: $(STAMP) notebook-filter
 
@@ -50,12 +50,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check evictlab tests benchmarks
 	$(BIN)/mypy
 
+# The whole suite in two lanes: the fast one first (a failure there stops before the slow one).
 test: lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
 
 # The daily lane: every test not marked slow (notebooks, report runs, the wheel).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+
+# The rest: the tests marked slow (the smoke report runs once and is shared by them).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
 
 test-exact: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS) $(EXACT_TESTS)
@@ -85,8 +91,9 @@ notebook-filter: $(STAMP)
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"
-	@echo "make test            set up .venv, run make lint, then the whole test suite"
+	@echo "make test            set up .venv, run make lint, the fast lane, then the slow lane"
 	@echo "make test-fast       the tests not marked slow (daily work; under 2 minutes)"
+	@echo "make test-slow       only the tests marked slow (notebooks, reports, the wheel)"
 	@echo "make lint            only ruff (package, tests, benchmarks) and mypy (package)"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"
 	@echo "make benchmark       the speed measurements in benchmarks/"

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import browser
 import pytest
+from filelock import FileLock
 from openai_stub import OpenAIStub
 from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_qa_cli
 
@@ -87,3 +93,33 @@ def make_overrides(tmp_path):
         variables=[f"VENV={sys.prefix}", f"STAMP={stamp}", f"PYTHON={sys.executable}"],
         environment={"GIT_DIR": str(tmp_path / "no-repository")},
     )
+
+
+@dataclass(frozen=True)
+class SmokeReport:
+    """``evictlab report --smoke`` on the demo: its exit code, folder and what it printed."""
+
+    code: int
+    output: Path
+    printed: str
+
+
+@pytest.fixture(scope="session")
+def smoke_report(tmp_path_factory) -> SmokeReport:
+    """The smoke report, executed once per test session and shared by every test that reads it
+    (under xdist the workers share one, made by whichever asks first, under a lock). Read it,
+    never change it: a test that needs to change a report makes its own."""
+    from evictlab import cli
+
+    # Under xdist each worker's base folder sits in the session's own: the same for every worker.
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    output, done = shared / "smoke-report", shared / "smoke-report.json"
+    with FileLock(str(shared / "smoke-report.lock")):
+        if not done.exists():
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
+            done.write_text(json.dumps({"code": code, "printed": printed.getvalue()}), encoding="utf-8")
+    made = json.loads(done.read_text(encoding="utf-8"))
+    return SmokeReport(made["code"], output, made["printed"])

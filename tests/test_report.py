@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import io
 import json
 import re
 from pathlib import Path
@@ -17,13 +15,14 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from evictlab import cli, results
 from evictlab.analysis.qa.report import REFERENCE_DIR
+from evictlab.analysis.traces.inference import FINDING_CAPACITY, finding_sentences
 from evictlab.cli import report as report_command
 from evictlab.core.demo import DEMO_DIR
+from evictlab.core.runspec import parse_spec
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
 from evictlab.workbench import loaders, report
-from evictlab.workbench.report_document import render, table_view
-from evictlab.workbench.report_findings import Finding, Table, analyse
-from evictlab.workbench.report_kernels import KernelPlan, WarmKernels
+from evictlab.workbench.report_document import CAPTIONS, Finding, render, table_view
+from evictlab.workbench.tables import Table, read_table, read_tables
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
 
@@ -40,26 +39,15 @@ def links(path: Path) -> list[str]:
 # --------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def smoke_report(tmp_path_factory):
-    output = tmp_path_factory.mktemp("report") / "smoke"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = cli.main(["report", "--smoke", "--output-dir", str(output), "--no-progress"])
-    (output.parent / "stdout.txt").write_text(printed.getvalue(), encoding="utf-8")
-    return code, output
-
-
 def test_the_command_prints_the_retention_table(smoke_report):
-    _, output = smoke_report
-    printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
+    printed = smoke_report.printed
     assert "Support retention" in printed
     assert re.search(r"total\s+20/45 \[30\.9, 58\.8\]\s+35/45 \[63\.7, 87\.5\]"
                      r"\s+27/45 \[45\.5, 73\.0\]\s+45/45", printed)
 
 
 def test_report_succeeds_and_executes_every_notebook(smoke_report):
-    code, output = smoke_report
+    code, output = smoke_report.code, smoke_report.output
     assert code == 0
     for name in report.NOTEBOOKS:
         executed = nbformat.read(output / "notebooks" / name, as_version=4)
@@ -68,7 +56,7 @@ def test_report_succeeds_and_executes_every_notebook(smoke_report):
 
 
 def test_report_writes_png_and_svg_for_every_figure(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     pngs = {path.stem for path in (output / "figures").glob("*.png")}
     svgs = {path.stem for path in (output / "figures").glob("*.svg")}
     assert pngs and pngs == svgs
@@ -79,7 +67,7 @@ def test_report_writes_png_and_svg_for_every_figure(smoke_report):
 
 @pytest.mark.parametrize("document", ["report.md", "report.html"])
 def test_every_link_of_the_report_resolves(smoke_report, document):
-    _, output = smoke_report
+    output = smoke_report.output
     targets = links(output / document)
     figures = {f"figures/{path.name}" for path in (output / "figures").iterdir()}
     assert figures <= set(targets), "every figure file is linked"
@@ -94,7 +82,7 @@ def test_every_link_of_the_report_resolves(smoke_report, document):
 
 
 def test_report_shows_the_key_tables(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     markdown = (output / "report.md").read_text(encoding="utf-8")
     # Spec 2.10: the run-policy totals, confidence vs hybrid-v1 at capacities 5, 7 and 9.
     assert ("| total | 20/45 [30.9, 58.8] | 35/45 [63.7, 87.5] | 27/45 [45.5, 73.0] | 45/45 [92.1, 100.0]"
@@ -108,20 +96,22 @@ def test_report_shows_the_key_tables(smoke_report):
     assert markdown.count("Data: evictlab's embedded demo dataset: synthetic text and ids") >= 4
     assert "Data: DeerFlow's published run v3 (PR #4810): the real LongMemEval oracle file" in markdown
     html = (output / "report.html").read_text(encoding="utf-8")
-    assert html.count("<table") == 8 and "<td>20/45 [30.9, 58.8]</td>" in html  # the notebooks, then seven key tables
+    shown = [table for table in read_tables(output / "tables").values() if table.shown]
+    assert len(shown) == 9  # 02's retention, 05's cascade, 06's three... as the notebooks saved them
+    assert html.count("<table") == 1 + len(shown) and "<td>20/45 [30.9, 58.8]</td>" in html
     # Every registered policy at every capacity; the oracle bound keeps every support.
     for capacity in (5, 7, 9):
         assert f"## Policy zoo at capacity {capacity}" in markdown
     assert markdown.count("| oracle | 10/10 | 10/10 | 10/10 | 10/10 | 5/5 | 45/45 |") == 3
-    # Trace mode: both bounds in the capacity-curve table, and the computed largest gap.
+    # Trace mode: both bounds in the capacity-curve table; the paired table over the seeds.
     assert "## Memory over time: capacity curves on the default generated workload" in markdown
     assert "| optimum | " in markdown and "| keep-all | " in markdown and "| hybrid-v1 | " in markdown
-    assert ("Where hybrid-v1 and confidence differ most: answerable rate:"
-            " the largest difference is at capacity") in markdown
+    assert "## Memory over time: hybrid-v1 against confidence and the best other policy" in markdown
+    assert "largest" not in markdown.split("## Memory over time")[0].split("Memory over time.**")[-1]
 
 
 def test_the_report_opens_with_findings_and_the_headline_figure(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     markdown = (output / "report.md").read_text(encoding="utf-8")
     marks = ("## Findings", "* **Retention.**", "](figures/02_retention_by_scenario.png)",
              "## Contents", "## Notebooks", "## Support retention")
@@ -134,7 +124,7 @@ def test_the_report_opens_with_findings_and_the_headline_figure(smoke_report):
 
 
 def test_figures_have_captions_that_explain_them(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     markdown = (output / "report.md").read_text(encoding="utf-8")
     captions = re.findall(r"^\*Figure \d+\. (.+?)\.\* (.*) \(\[PNG\]", markdown, flags=re.M)
     assert len(captions) == len(list((output / "figures").glob("*.png")))
@@ -142,7 +132,7 @@ def test_figures_have_captions_that_explain_them(smoke_report):
 
 
 def test_notebooks_are_exported_to_html_and_no_local_path_leaks(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     for name in report.NOTEBOOKS:
         exported = (output / "notebooks" / name).with_suffix(".html")
         assert exported.is_file() and "<html" in exported.read_text(encoding="utf-8")[:2000]
@@ -154,16 +144,15 @@ def test_notebooks_are_exported_to_html_and_no_local_path_leaks(smoke_report):
 
 
 def test_no_progress_still_prints_each_notebook(smoke_report):
-    _, output = smoke_report
-    printed = (output.parent / "stdout.txt").read_text(encoding="utf-8")
-    # Two notebooks run at once, so they finish in any order; each line gives wall and CPU time.
-    success = re.compile(r"\S+\.ipynb: success \([\d.]+ s, [\d.]+ s CPU\)")
+    printed = smoke_report.printed
+    # Two notebooks run at once, so they finish in any order; each line gives its wall time.
+    success = re.compile(r"\S+\.ipynb: success \([\d.]+ s\)")
     lines = [line for line in printed.splitlines() if success.fullmatch(line)]
     assert sorted(line.split(":")[0] for line in lines) == report.NOTEBOOKS
 
 
 def test_report_manifest_records_provenance_and_status(smoke_report):
-    _, output = smoke_report
+    output = smoke_report.output
     manifest = json.loads((output / report.MANIFEST_FILE).read_text())
     assert manifest["kind"] == report.REPORT_KIND and manifest["status"] == "success" and manifest["error"] is None
     assert {"evictlab_version", "git", "python", "packages"} <= set(manifest["provenance"])
@@ -176,7 +165,7 @@ def test_report_manifest_records_provenance_and_status(smoke_report):
     assert [entry["name"] for entry in manifest["summary"]["notebooks"]] == report.NOTEBOOKS
     for entry in manifest["summary"]["notebooks"]:
         assert entry["status"] == "success" and entry["error"] is None
-        assert entry["duration_seconds"] > 0 and entry["cpu_seconds"] > 0
+        assert entry["duration_seconds"] > 0
         assert (output / entry["output"]).is_file()
     assert manifest["started_at"] <= manifest["finished_at"]
     assert manifest["summary"]["files"] == ["report.md", "report.html"]
@@ -200,7 +189,7 @@ def write_notebook(path: Path, *sources: str) -> None:
 def tiny_suite(tmp_path):
     folder = tmp_path / "suite"
     folder.mkdir()
-    parameters = "dataset = None  # d\npreset = 'pr4810-final'  # p\nsmoke = False  # s\nfigures_dir = None  # f"
+    parameters = "spec = 'pr4810-final'  # s\nsmoke = False  # s\nfigures_dir = None  # f\ntables_dir = None  # t"
     write_notebook(folder / "01_ok.ipynb", parameters, "answer = 42")
     write_notebook(folder / "02_fail.ipynb", parameters, "before = 1",
                    "raise RuntimeError('deliberate failure')", "after = 2")
@@ -237,7 +226,8 @@ def test_a_failing_notebook_is_kept_named_and_fails_the_command(tiny_suite, tmp_
     assert "02_fail.ipynb failed at In [4] (cell index 3): RuntimeError: deliberate failure" in markdown
 
     # The report is a regenerated artifact: a rerun into the same folder replaces it.
-    result = report.run_report(output, notebook_dir=folder, available=names, notebooks=["01"], progress=False)
+    result = report.run_report(output, notebook_dir=folder, available=names, notebooks=["01"], progress=False,
+                               replace=True)  # another notebook set: replaced only when asked
     assert result.ok
     assert not (output / "notebooks" / "02_fail.ipynb").exists()
     assert json.loads((output / report.MANIFEST_FILE).read_text())["status"] == "success"
@@ -279,9 +269,17 @@ def test_a_report_name_cannot_leave_the_results_folder(name, tmp_path, monkeypat
 # --------------------------------------------------------------------------- options and rendering
 
 
-def test_default_names_separate_demo_smoke_and_presets():
-    assert report.default_name("pr4810-final", None, False) == "report-pr4810-final-demo"
-    assert report.default_name("pr4810-run1", "/data/longmemeval_oracle.json", True) == "report-pr4810-run1-smoke"
+def test_default_names_separate_demo_smoke_presets_specs_and_subsets():
+    assert report.default_name(parse_spec("pr4810-final")) == "report-pr4810-final-demo"
+    on_file = parse_spec("pr4810-run1:dataset=/data/longmemeval_oracle.json")
+    assert report.default_name(on_file, True) == "report-pr4810-run1-smoke"
+    custom = parse_spec("pr4810-final:confidence_weight=0.55,confirmation_weight=0.35")
+    other = parse_spec("pr4810-final:confidence_weight=0.5,confirmation_weight=0.4")
+    named = report.default_name(custom)
+    assert named.startswith("report-pr4810-final-") and named.endswith("-demo")
+    assert len({report.default_name(spec) for spec in (custom, other, parse_spec("pr4810-final"))}) == 3
+    subset = report.default_name(parse_spec("pr4810-final"), False, ["05_variants.ipynb", "08_policy_zoo.ipynb"])
+    assert subset == "report-pr4810-final-demo-nb-05-08"
 
 
 def test_notebooks_are_selected_by_number_stem_or_file_name():
@@ -294,8 +292,10 @@ def test_notebooks_are_selected_by_number_stem_or_file_name():
 
 
 @pytest.mark.parametrize("text, value", [("None", None), ("true", True), ("False", False), ("7", 7),
-                                         ("0.25", 0.25), ("results/run", "results/run")])
-def test_parameter_values(text, value):
+                                         ("0.25", 0.25), ("results/run", "results/run"), ("[3,5]", [3, 5]),
+                                         ("[3, 5]", [3, 5]), ("{horizon_days: 90}", {"horizon_days": 90}),
+                                         ("a: b: c", "a: b: c")])
+def test_parameter_values_are_read_as_yaml(text, value):
     assert report.parse_parameter_value(text) == value
 
 
@@ -320,7 +320,7 @@ def test_markdown_and_html_escape_cell_text():
     context = {
         "title": "t", "status": "success", "error": None, "headline": None, "contents": [], "notebooks": [],
         "findings": [Finding("data", "1 < 2 [a]", "a & b")], "figure_number": {}, "run": [],
-        "tables": [table_view(Table("T", "note", frame), "table-1")], "manifest_file": "report.json",
+        "tables": [table_view(Table("t", "T", "note", frame), "table-1")], "manifest_file": "report.json",
     }
     markdown = render(context, "md")
     assert "| key | value |\n|---|---|\n| x | a\\|b |\n| y | <script> |" in markdown
@@ -332,7 +332,7 @@ def test_markdown_and_html_escape_cell_text():
 def test_multiindex_columns_give_one_header_row():
     columns = pd.MultiIndex.from_tuples([(5, "a"), (5, "b"), (7, "a")], names=["capacity", "scenario"])
     frame = pd.DataFrame([["1/2", "2/2", "0/2"]], index=pd.Index(["lru"], name="policy"), columns=columns)
-    view = table_view(Table("T", "", frame), "t")
+    view = table_view(Table("t", "T", "", frame), "t")
     assert view.header == ["policy", "5 / a", "5 / b", "7 / a"] and view.rows == [["lru", "1/2", "2/2", "0/2"]]
     page = render({"title": "t", "status": "success", "error": None, "headline": None, "contents": [],
                    "notebooks": [], "findings": [], "figure_number": {}, "run": [], "tables": [view],
@@ -343,43 +343,81 @@ def test_multiindex_columns_give_one_header_row():
     assert "<th>policy</th><th>5 / a</th>" in head
 
 
-def test_key_tables_follow_the_qa_parameters_of_notebook_06():
-    inputs = report.describe_inputs("pr4810-final")
+def test_key_tables_follow_the_qa_parameters_given_with_p(tmp_path):
+    """-p values reach notebook 06 (YAML read), and its saved tables, not a recomputation, make
+    the report's QA tables and finding."""
     v1 = REFERENCE_DIR / "v1"
-    analysis = analyse(inputs.pool_set, preset="pr4810-final", dataset=None, smoke=True,
-                       parameters={"qa_run_dir": str(v1), "interval_method": "clopper-pearson", "alpha": 0.1})
-    retention, stats, accuracy, *zoo_tables, traces = analysis.tables
-    assert list(traces.frame.columns) == ["capacity 10", "capacity 50"]
-    assert traces.frame.index[:2].tolist() == ["optimum", "keep-all"]
-    assert [table.title for table in zoo_tables] == [f"Policy zoo at capacity {k}" for k in (5, 7, 9)]
-    assert zoo_tables[1].frame.loc["hybrid-v1", "all cases"] == "45/45"
-    assert retention.frame.loc["total", "confidence @ 7"] == "27/45 [45.5, 73.0]"
+    output = tmp_path / "qa"
+    assert cli.main(["report", "--smoke", "--notebooks", "06", "--output-dir", str(output), "--no-progress",
+                     "-p", "qa_run_dir", str(v1), "-p", "interval_method", "clopper-pearson",
+                     "-p", "alpha", "0.1"]) == 0
+    tables = read_tables(output / "tables")
+    assert sorted(tables) == ["06_qa_accuracy", "06_qa_paired", "06_qa_stats"]
+    stats = tables["06_qa_paired"]
     assert "v1" in stats.note and str(v1) not in stats.note  # named, without a local path
     assert tuple(stats.frame.loc["official", ["only confidence", "only hybrid-v1"]]) == (2, 14)
-    assert accuracy.title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"
-    qa = next(finding for finding in analysis.findings if finding.topic == "qa")
-    assert "hybrid-v1 40/45, confidence 24/45" in qa.headline and "Source: DeerFlow's published run v1" in qa.headline
+    assert tables["06_qa_accuracy"].title == "Live QA: accuracy with 90% exact Clopper-Pearson intervals"
+    markdown = (output / "report.md").read_text(encoding="utf-8")
+    assert "hybrid-v1 40/45, confidence 24/45" in markdown and "Source: DeerFlow's published run v1" in markdown
+    assert "* **Retention.**" not in markdown  # notebook 02 did not run: no finding of its
 
 
-def test_findings_are_computed_from_the_run():
-    inputs = report.describe_inputs("pr4810-final")
-    findings = {finding.topic: finding for finding in analyse(inputs.pool_set, preset="pr4810-final",
-                                                               dataset=None).findings}
-    assert list(findings) == ["retention", "scenarios", "zoo", "variants", "qa", "traces", "data"]
-    # Spec 2.10 totals, with the paired difference and its bootstrap interval.
-    assert "35/45, 45/45, 45/45 cases and confidence in 20/45, 27/45, 35/45" in findings["retention"].headline
-    assert "+33.3 [+20.0, +46.7], +40.0 [+26.7, +53.3], +22.2 [+11.1, +35.6] percentage points" in (
-        findings["retention"].headline)
-    assert "confirmation_help at capacity 5: confidence 0/10, hybrid-v1 10/10" in findings["scenarios"].headline
-    assert "never keeps fewer" in findings["scenarios"].headline
-    assert "pr4810-run2 to pr4810-final changes 0/45 pools, 2/90 kept sets at capacity 7" in (
-        findings["variants"].headline)
-    assert "(+35.6 points, 95 % interval +20.0 to +51.1, exact McNemar p = 0.00014)" in findings["qa"].headline
-    assert "v3" in findings["qa"].headline and "not from this report's dataset" in findings["qa"].detail
-    assert "embedded demo dataset" in findings["data"].headline
-    # Trace mode on the default generated workload: where hybrid-v1 and confidence differ most.
-    assert "answerable rate: the largest difference is at capacity" in findings["traces"].headline
-    assert "where hybrid-v1 is" in findings["traces"].headline and "optimum" in findings["traces"].detail
+def test_findings_are_read_from_the_tables_the_notebooks_saved(smoke_report):
+    output = smoke_report.output
+    markdown = " ".join((output / "report.md").read_text(encoding="utf-8").split()).replace("\\[", "[")
+    markdown = markdown.replace("\\]", "]")
+    # Spec 2.10 totals, with the paired difference and its bootstrap interval (notebook 02's table).
+    assert "35/45, 45/45, 45/45 cases and confidence in 20/45, 27/45, 35/45" in markdown
+    assert "+33.3 [+20.0, +46.7], +40.0 [+26.7, +53.3], +22.2 [+11.1, +35.6] percentage points" in markdown
+    assert "confirmation_help at capacity 5: confidence 0/10, hybrid-v1 10/10" in markdown
+    assert "pr4810-run2 to pr4810-final changes 0/45 pools, 2/90 kept sets at capacity 7" in markdown
+    assert "(+35.6 points, 95 % interval +20.0 to +51.1, exact McNemar p = 0.00014)" in markdown
+    assert "random is its exact expectation" in markdown and "mean over 100 seeds" not in markdown
+    paired = read_table(output / "tables" / "10_trace_paired.csv")
+    assert (paired.frame["capacity"] == FINDING_CAPACITY).any()  # fixed in advance, also in smoke mode
+
+
+def trace_sentences(markdown: str) -> list[str]:
+    """The report's trace finding, one clause per metric: 'answerable rate: hybrid-v1 is lower than ...'."""
+    finding = markdown[markdown.index("**Memory over time.**"):].split(" * **")[0]
+    return re.findall(r"(\w[\w ]*?): hybrid-v1 is (higher|lower|level) (?:than|with) (.+?)(?: by [\d.]+)? \(", finding)
+
+
+def test_the_trace_finding_agrees_in_sign_with_the_table_it_cites(smoke_report):
+    output = smoke_report.output
+    markdown = " ".join((output / "report.md").read_text(encoding="utf-8").split())
+    paired = read_table(output / "tables" / "10_trace_paired.csv").frame
+    sentences = trace_sentences(markdown)
+    assert len(sentences) == 2 * paired["metric"].nunique()  # against confidence and the best other policy
+    at = paired[paired["capacity"] == FINDING_CAPACITY]
+    for metric, way, against in sentences:
+        comparison = "hybrid-v1 - confidence" if against == "confidence" else "hybrid-v1 - best other policy"
+        row = at[(at["metric"] == metric.replace(" ", "_")) & (at["comparison"] == comparison)].iloc[0]
+        expected = "level" if abs(row["mean"]) < 0.0005 else "higher" if row["mean"] > 0 else "lower"
+        assert way == expected, (metric, against, row["mean"])
+    assert f"over {int(at['seeds'].max())} seeds" in markdown and "tied in" in markdown
+
+
+def test_a_sign_check_that_can_fail():
+    """The check above fails when a sentence states the opposite sign of its table."""
+    table = pd.DataFrame([{"metric": "answerable_rate", "capacity": FINDING_CAPACITY,
+                           "comparison": "hybrid-v1 - confidence", "first": "hybrid-v1", "second": "confidence",
+                           "seeds": 20, "first_mean": 0.5,
+                           "second_mean": 0.6, "mean": -0.1, "low": -0.2, "high": -0.05, "higher": 0, "lower": 20,
+                           "tied": 0}])
+    headline, _ = finding_sentences(table)
+    sentences = trace_sentences(f"* **Memory over time.** {headline}")
+    assert sentences == [("answerable rate", "lower", "confidence")]
+    flipped = headline.replace("is lower than", "is higher than")
+    assert trace_sentences(f"* **Memory over time.** {flipped}")[0][1] != "lower"
+
+
+def test_every_caption_states_no_setting_its_figure_may_not_show():
+    """Captions explain how to read a figure; the settings and numbers are in the figure's own title
+    (drawn from its data), so a caption never names weights, seed counts or pool sizes that a
+    spec or a parameter can change."""
+    for pattern, caption in CAPTIONS.items():
+        assert not re.search(r"\b0\.\d|\b\d+ (?:seeds|facts|cases)\b|\b45\b", caption), (pattern, caption)
 
 
 def test_a_missing_dataset_leaves_no_folder_and_an_old_report_untouched(tmp_path, capsys):
@@ -416,24 +454,26 @@ def test_each_notebook_is_reported_as_soon_as_it_finishes(tmp_path, tiny_suite):
 
 
 def test_notebooks_running_at_once_each_list_only_their_own_figures(tmp_path):
-    """Two notebooks save figures into the same folder at the same time (one rewrites a file of
-    the other's name pattern): each run lists what its own kernel saved, in saving order."""
+    """Two notebooks save figures into the same folder at the same time: each run lists the
+    figures named with its number, in saving order."""
     folder = tmp_path / "suite"
     folder.mkdir()
-    parameters = "dataset = None  # d\npreset = 'pr4810-final'  # p\nsmoke = False  # s\nfigures_dir = None  # f"
+    parameters = "spec = 'pr4810-final'  # s\nsmoke = False  # s\nfigures_dir = None  # f\ntables_dir = None  # t"
     draw = ("import time\nfrom matplotlib.figure import Figure\nfrom evictlab.workbench import plots\n"
             "def draw(name):\n    fig = Figure()\n    fig.subplots().plot([1, 2])\n"
             "    plots.save(fig, f'{figures_dir}/{name}')\n    time.sleep(0.3)")
-    write_notebook(folder / "01_a.ipynb", parameters, draw, "for name in ('zeta', 'alpha', 'mid'):\n    draw(name)")
-    write_notebook(folder / "02_b.ipynb", parameters, draw, "for name in ('beta', 'omega'):\n    draw(name)")
+    write_notebook(folder / "01_a.ipynb", parameters, draw,
+                   "for name in ('01_zeta', '01_alpha', '01_mid'):\n    draw(name)")
+    write_notebook(folder / "02_b.ipynb", parameters, draw, "for name in ('02_beta', '02_omega'):\n    draw(name)")
     result = report.run_report(tmp_path / "out", notebook_dir=folder, available=["01_a.ipynb", "02_b.ipynb"],
                                progress=False)
     assert result.ok, result.error
     first, second = ([path.name for path in run.figures] for run in result.notebooks)
-    assert first == ["zeta.png", "zeta.svg", "alpha.png", "alpha.svg", "mid.png", "mid.svg"]
-    assert second == ["beta.png", "beta.svg", "omega.png", "omega.svg"]
+    assert first == ["01_zeta.png", "01_zeta.svg", "01_alpha.png", "01_alpha.svg", "01_mid.png", "01_mid.svg"]
+    assert second == ["02_beta.png", "02_beta.svg", "02_omega.png", "02_omega.svg"]
     markdown = (result.output_dir / "report.md").read_text(encoding="utf-8")
-    assert markdown.index("figures/zeta.png") < markdown.index("figures/alpha.png") < markdown.index("figures/beta.png")
+    assert (markdown.index("figures/01_zeta.png") < markdown.index("figures/01_alpha.png")
+            < markdown.index("figures/02_beta.png"))
 
 
 # --------------------------------------------------------------------------- unpinned datasets
@@ -469,7 +509,8 @@ def test_allow_unpinned_reaches_the_pin_check_of_the_key_tables(tmp_path):
 def test_allow_unpinned_is_a_reserved_parameter(tmp_path, capsys):
     output = tmp_path / "out"
     assert cli.main(["report", "-p", "allow_unpinned", "True", "--output-dir", str(output), "--no-progress"]) == 2
-    assert "allow_unpinned are set by the report itself; use --dataset, --allow-unpinned" in capsys.readouterr().err
+    assert "allow_unpinned are set by the report itself; use --spec, --dataset, --allow-unpinned" in (
+        capsys.readouterr().err)
     assert not output.exists()
 
 
@@ -483,51 +524,66 @@ def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
     assert executed.metadata["papermill"]["parameters"]["spec"] == "pr4810-final:allow_unpinned=true"
 
 
-def test_a_warm_kernel_has_imported_its_notebook_s_modules_before_it_runs():
-    """The imports reach the kernel (a request sent while it booted was dropped) and it still
-    answers the next client (one sent too early could leave it deaf), every time."""
-    plan = KernelPlan({"EVICTLAB_PROBE": "yes"}, ("evictlab.analysis.robustness", "no_such_module"))
-    with WarmKernels("python3", [plan] * 3) as kernels:
-        for index in range(3):
-            client = kernels.take(index).client()
-            client.start_channels()
-            try:
-                client.wait_for_ready(timeout=60)
-                outputs = []
-                code = ("import os, sys;"
-                        " print('evictlab.analysis.robustness' in sys.modules, os.environ['EVICTLAB_PROBE'])")
-                reply = client.execute_interactive(code, timeout=60, output_hook=outputs.append)
-            finally:
-                client.stop_channels()
-            kernels.release(index)
-            assert reply["content"]["status"] == "ok"
-            assert [m["content"]["text"] for m in outputs if m["msg_type"] == "stream"] == ["True yes\n"]
-
-
-def test_warm_kernels_serve_each_notebook_once_and_none_outlives_the_report(tmp_path, tiny_suite):
+def test_no_kernel_outlives_the_report(tmp_path, tiny_suite):
     import psutil
 
     folder, names = tiny_suite
-    started = []
-    original = WarmKernels._start
-
-    def recording(self, plan):
-        manager = original(self, plan)
-        started.append(manager)
-        return manager
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(WarmKernels, "_start", recording)
-        result = report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False)
+    result = report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False)
     assert [run.status for run in result.notebooks] == ["success", "error"]
-    assert len(started) == len(names)  # one fresh kernel per notebook, no spare one
-    assert not any(manager.is_alive() for manager in started)
-    # papermill's client of each kernel is closed too, or a session runs out of file descriptors.
-    assert all(manager.clients for manager in started)
-    assert not any(client.channels_running for manager in started for client in manager.clients)
     kernels = [child for child in psutil.Process().children(recursive=True)
                if "ipykernel" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
     assert not kernels
+
+
+def test_a_report_of_other_notebooks_or_another_spec_is_refused_unless_replaced(tmp_path, tiny_suite):
+    folder, names = tiny_suite
+    output = tmp_path / "out"
+    assert report.run_report(output, notebook_dir=folder, available=names, notebooks=["01"], progress=False).ok
+    before = (output / "report.md").read_bytes()
+    with pytest.raises(OutputExistsError) as refused:
+        report.run_report(output, notebook_dir=folder, available=names, progress=False)
+    message = str(refused.value)
+    assert "holds a report of notebooks 01 on spec 'pr4810-final'" in message
+    assert "this one is notebooks 01, 02 on spec 'pr4810-final'" in message and "--replace" in message
+    with pytest.raises(OutputExistsError, match="spec 'pr4810-run2'"):
+        report.run_report(output, notebook_dir=folder, available=names, notebooks=["01"], preset="pr4810-run2",
+                          progress=False)
+    assert (output / "report.md").read_bytes() == before  # refused before anything is touched
+    replaced = report.run_report(output, notebook_dir=folder, available=names, preset="pr4810-run2", replace=True,
+                                 progress=False)
+    assert [run.name for run in replaced.notebooks] == names
+
+
+def test_a_subset_goes_into_a_folder_of_its_own(tmp_path, tiny_suite, monkeypatch):
+    folder, names = tiny_suite
+    monkeypatch.chdir(tmp_path)
+    full = report.run_report(notebook_dir=folder, available=names, progress=False)
+    subset = report.run_report(notebook_dir=folder, available=names, notebooks=["01"], progress=False)
+    assert full.output_dir.name == "report-pr4810-final-demo"
+    assert subset.output_dir.name == "report-pr4810-final-demo-nb-01"
+    assert sorted(p.name for p in (full.output_dir / "notebooks").glob("*.ipynb")) == names  # the full one intact
+
+
+def test_spec_and_preset_exclude_each_other_and_a_bad_spec_writes_nothing(tmp_path, capsys):
+    output = tmp_path / "out"
+    assert cli.main(["report", "--spec", "pr4810-run2", "--preset", "pr4810-final", "--output-dir", str(output)]) == 2
+    assert "give --spec or --preset, not both" in capsys.readouterr().err
+    assert cli.main(["report", "--spec", "pr4810-final:confidence_weight=2", "--output-dir", str(output)]) == 2
+    assert "confidence_weight" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_the_readme_example_spec_gives_a_report_of_every_notebook(tmp_path):
+    """Custom weights: every notebook runs; the published totals are not checked, and notebook 02 says so."""
+    spec = "pr4810-final:confidence_weight=0.55,confirmation_weight=0.35"
+    output = tmp_path / "custom"
+    assert cli.main(["report", "--smoke", "--spec", spec, "--output-dir", str(output), "--no-progress"]) == 0
+    record = json.loads((output / report.MANIFEST_FILE).read_text())
+    assert [entry["status"] for entry in record["summary"]["notebooks"]] == ["success"] * len(report.NOTEBOOKS)
+    assert record["parameters"]["spec"] == spec
+    executed = nbformat.read(output / "notebooks" / "02_retention.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for cell in executed.cells if cell.cell_type == "code" for o in cell.outputs)
+    assert "is not a published preset: its totals are not checked against the published ones" in printed
 
 
 def test_the_notebooks_spec_names_the_reports_dataset_and_preset(tmp_path):
