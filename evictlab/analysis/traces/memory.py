@@ -142,15 +142,25 @@ class FactTable:
                 setattr(self, name, _grown(getattr(self, name), row + 1, None if name in ("ids", "stored") else 0))
             self.times = {name: _grown(column, row + 1, NO_TIME) for name, column in self.times.items()}
             self.counts = {name: _grown(column, row + 1, 0) for name, column in self.counts.items()}
-        name = category_name(category)
-        self.ids[row], self.stored[row], self.confidence[row] = fact_id, category, confidence
-        self.category[row] = self._codes.setdefault(name, len(self._codes))
-        if len(self._codes) > len(self.category_names):
-            self.category_names.append(name)
+        self.ids[row], self.confidence[row] = fact_id, confidence
+        self._categorise(row, category)
         self.times["created"][row] = now
         self.index[fact_id] = row
         self.size += 1
         return row
+
+    def _categorise(self, row: int, category: str) -> None:
+        name = category_name(category)
+        self.stored[row] = category
+        self.category[row] = self._codes.setdefault(name, len(self._codes))
+        if len(self._codes) > len(self.category_names):
+            self.category_names.append(name)
+
+    def recategorise(self, fact_id: str, category: str) -> None:
+        """Store ``fact_id`` under ``category`` from now on (storage's rewrite, spec 1.14)."""
+        row = self.index.get(fact_id)
+        if row is not None:
+            self._categorise(row, category)
 
     def stamp(self, fact_ids: set[str], now: int) -> None:
         """Spec 1.9's reinforcement: ``lastConfirmedAt`` = now, ``confirmationCount`` + 1."""

@@ -88,8 +88,12 @@ def curve_rows(
     *,
     progress: Callable[[str, int], None] | None = None,
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
+    lifecycle: frozenset[str] | None = None,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
+
+    ``lifecycle`` names the DeerMem stages every memory runs (:func:`.replay.replay_specs`;
+    the optimum knows nothing of them: it is the cap's bound).
 
     The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.
@@ -109,7 +113,8 @@ def curve_rows(
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
         seen: dict[str, list[Any]] = {"event": [], "time": [], "fact_id": []}
-        results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name))
+        results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name),
+                               lifecycle=lifecycle)
         optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
         uncapped_rows = [result.row() for result in results[: len(ceilings)]]
         for capacity in capacities:

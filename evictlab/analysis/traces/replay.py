@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +38,10 @@ from ...errors import ContractError
 from ...policies import DEERMEM_POLICIES, PolicyParams
 from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
+from .lifecycle import LOSSES
 from .memory import Lockstep, MemorySpec, ReferenceMemory
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk
+from .stages import Lifecycle
 
 Memories = Lockstep | ReferenceMemory
 #: Events between two calls of a replay's ``on_events`` (progress).
@@ -114,27 +116,14 @@ def returned_ids(fact_ids: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Write:
-    """One update of a trace (spec 1.5): its time, the ids reinforced, the facts added (id,
-    confidence, category) and its feed, the ``message`` rows (role, text) since the previous update."""
+    """One update of a trace (spec 1.5): its time, the ids reinforced, its ``add`` rows (every
+    field, in row order) and its feed (the ``message`` rows since the previous update)."""
 
     index: int
     now: int
     reinforced: frozenset[str]
-    added: tuple[tuple[str, float, str], ...]
-    messages: tuple[tuple[str, str], ...] = ()
-
-
-class Stage(Protocol):
-    """A lifecycle stage (#23) at each write; either hook may be absent.
-
-    ``before_selection`` runs after the update's stamps and adds, ``after_selection`` after the
-    capacity selection (``evicted``: each memory's evicted ids); a stage removes facts with
-    ``memories.remove(memory, ids)``.
-    """
-
-    def before_selection(self, write: Write, memories: Memories) -> None: ...
-
-    def after_selection(self, write: Write, memories: Memories, evicted: list[list[str]]) -> None: ...
+    rows: tuple[dict[str, Any], ...]
+    messages: tuple[tuple[str, str], ...]
 
 
 def replay(
@@ -143,14 +132,15 @@ def replay(
     *,
     on_write: Callable[[int, Memories], None] | None = None,
     on_events: Callable[[int], None] | None = None,
-    stages: Sequence[Stage] = (),
+    lifecycle: Lifecycle | None = None,
 ) -> list[ReplayCounts]:
     """Run every event of ``chunks`` (in order) through every memory of ``memories``; their counts.
 
     ``on_write(update_index, memories)`` is called after every update (a write), for checks;
-    ``on_events(n)`` every :data:`PROGRESS_EVERY` rows and at the end, with the rows done.
-    ``message`` rows are no events (no per-event rate counts them, none ends an update): they
-    are the next update's feed (:attr:`Write.messages`).
+    ``on_events(n)`` every :data:`PROGRESS_EVERY` events and at the end, with the events done.
+    ``lifecycle`` runs DeerMem's stages around each capacity selection and decides each ask
+    (:mod:`.stages`); without it, a question is answerable when memory holds the fact.
+    ``message`` rows are not events: they are the next update's feed.
     """
     count = len(memories)
     answerable, stale_kept, evictions, churn, occupancy, selections = (np.zeros(count, dtype=np.int64)
@@ -160,37 +150,38 @@ def replay(
     pending_time = 0  # the time of the pending rows (read only while there are some)
     feed: list[tuple[str, str]] = []  # the message rows since the last update
     idle = 0  # events since the sizes last changed, not yet counted in ``occupancy``
-    befores = [stage.before_selection for stage in stages if hasattr(stage, "before_selection")]
-    afters = [stage.after_selection for stage in stages if hasattr(stage, "after_selection")]
 
     def flush() -> None:
-        nonlocal pending, idle, feed
+        nonlocal pending, idle
         occupancy[:] += memories.sizes * idle
         idle = 0
+        messages = tuple(feed)
+        feed.clear()
+        signal = None if lifecycle is None else lifecycle.signal(messages)
         reinforced: set[str] = set()
         added = []
         for chunk, index in pending:
             if chunk["event"][index] == CONFIRM:
                 reinforced |= reinforced_ids(
-                    chunk["fact_ids"][index], chunk["scopes"][index], chunk["reinforcement"][index]
+                    chunk["fact_ids"][index], chunk["scopes"][index],
+                    chunk["reinforcement"][index] if signal is None else signal,
                 )
             else:
-                added.append((chunk["fact_id"][index], chunk["confidence"][index], chunk["category"][index]))
-        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added), tuple(feed))
-        feed = []
+                added.append({name: column[index] for name, column in chunk.items()})
+        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added), messages)
         if reinforced:
             memories.stamp(reinforced, pending_time)
-        for fact_id, confidence, category in added:
-            memories.add(fact_id, confidence, category, pending_time)
-            shared.corrections_added += category_name(category) == CORRECTION
+        for row in added:
+            memories.add(row["fact_id"], row["confidence"], row["category"], pending_time)
+            shared.corrections_added += category_name(row["category"]) == CORRECTION
         shared.facts_added += len(added)
-        for hook in befores:
-            hook(write, memories)
+        if lifecycle is not None:
+            lifecycle.before_selection(write)
         selections[:] += memories.capped & ((memories.sizes > memories.capacities) | memories.select_every_write)
         evicted = memories.select(pending_time)
-        for after in afters:
-            after(write, memories, evicted)
-        new_ids = {fact_id for fact_id, _, _ in added}
+        if lifecycle is not None:
+            lifecycle.after_selection(write, evicted)
+        new_ids = {row["fact_id"] for row in added}
         for memory, gone in enumerate(evicted):
             if gone:
                 evictions[memory] += len(gone)
@@ -206,6 +197,7 @@ def replay(
 
     asks = supersede_asks = other_events = done = 0
     contains = memories.contains
+    knows = contains if lifecycle is None else lifecycle.answerable
     for chunk in chunks:
         times, events = chunk["time"], chunk["event"]
         fact_id, supersedes, fact_ids = chunk["fact_id"], chunk["supersedes"], chunk["fact_ids"]
@@ -231,7 +223,7 @@ def replay(
                 memories.access(returned_ids(fact_ids[index]), moment)
             elif event == ASK:
                 asks += 1
-                needed = contains(fact_id[index])
+                needed = knows(fact_id[index])
                 answerable += needed
                 old = supersedes[index]
                 if old is not None:
@@ -284,13 +276,17 @@ class ReplayResult:
     capacity: int | None
     counts: ReplayCounts = field(repr=False)
     seed: int = 0
+    #: Unanswered questions by the stage that lost them (:data:`.lifecycle.LOSSES`), with a lifecycle.
+    losses: tuple[int, ...] | None = None
 
     def row(self) -> dict[str, Any]:
+        lost = {} if self.losses is None else {f"lost_{name}": value for name, value in zip(LOSSES, self.losses)}
         return {
             "policy": self.policy,
             "capacity": self.capacity,
             **self.counts.as_dict(),
             **self.counts.metrics(self.capacity),
+            **lost,
         }
 
 
@@ -300,11 +296,19 @@ def replay_specs(
     params: PolicyParams | None = None,
     *,
     on_events: Callable[[int], None] | None = None,
-    stages: Sequence[Stage] = (),
+    lifecycle: frozenset[str] | None = None,
 ) -> list[ReplayResult]:
-    """Replay every memory of ``specs`` through one pass over ``chunks``, in lockstep."""
-    counts = replay(chunks, Lockstep(specs, params), on_events=on_events, stages=stages)
-    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed) for spec, found in zip(specs, counts)]
+    """Replay every memory of ``specs`` through one pass over ``chunks``, in lockstep.
+
+    ``lifecycle`` names DeerMem's stages to run (:func:`.lifecycle.parse_stages`; ``None``: the
+    cap alone, and no loss attribution).
+    """
+    memories = Lockstep(specs, params)
+    stages = None if lifecycle is None else Lifecycle(lifecycle, memories)
+    counts = replay(chunks, memories, on_events=on_events, lifecycle=stages)
+    losses = [None] * len(specs) if stages is None else [tuple(row) for row in stages.losses.tolist()]
+    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed, lost)
+            for spec, found, lost in zip(specs, counts, losses)]
 
 
 def replay_policy(

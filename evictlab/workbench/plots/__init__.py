@@ -63,7 +63,7 @@ from .sweeps import (
     ternary_xy,
     weight_simplex_maps,
 )
-from .traces import loss_map_figure, study_advantage, trace_capacity_curves
+from .traces import loss_map_figure, stage_losses, study_advantage, trace_capacity_curves
 from .variants import (
     CASCADE_METRICS,
     cascade_changes,
@@ -116,6 +116,7 @@ __all__ = [
     "score_weights",
     "shadow_figure",
     "stability_maps",
+    "stage_losses",
     "study_advantage",
     "support_rank_distribution",
     "ternary_xy",

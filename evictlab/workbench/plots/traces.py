@@ -4,7 +4,8 @@
   per policy, the region between the offline optimum and the keep-all ceiling shaded;
 * :func:`study_advantage`: each policy's answerable-rate advantage over a baseline across a
   study's workloads (10th-90th percentile bar, median dot) per capacity;
-* :func:`loss_map_figure`: where ``hybrid-v1`` loses to ``confidence`` over two parameters.
+* :func:`loss_map_figure`: where ``hybrid-v1`` loses to ``confidence`` over two parameters;
+* :func:`stage_losses`: the lifecycle stage each unanswered question was lost to (stacked bars).
 """
 
 from __future__ import annotations
@@ -153,3 +154,31 @@ def loss_map_figure(losses: pd.DataFrame, *, policy: str = "hybrid-v1", baseline
 
 def _label(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@styled
+def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
+    """Stacked bars of :func:`evictlab.analysis.traces.stages.stage_table`: per capacity (one
+    panel each) and policy, the share of questions answered and lost to each lifecycle stage."""
+    require_columns(table, ["policy", "capacity", "answered"], "stage_losses")
+    parts = [column for column in table.columns if column not in ("policy", "capacity")]
+    capacities = sorted(table["capacity"].unique())
+    policies = policy_order(table["policy"].unique())
+    fig = Figure(figsize=(max(6.0, 2.6 * len(capacities)), 4.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(capacities), sharey=True, squeeze=False)[0])
+    hues = ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion", "reddish_purple")
+    colors = ["#d9d9d9", *(OKABE_ITO[hue] for hue in hues)]
+    for ax, capacity in zip(axes, capacities):
+        cells = table[table["capacity"] == capacity].set_index("policy").reindex(policies).fillna(0.0)
+        bottom = np.zeros(len(policies))
+        for part, color in zip(parts, colors):
+            ax.bar(range(len(policies)), cells[part], bottom=bottom, color=color, label=part, width=0.75)
+            bottom += cells[part].to_numpy()
+        ax.set_xticks(range(len(policies)), policies, rotation=60, ha="right", fontsize=8)
+        ax.set_title(f"capacity {capacity}", fontsize=9)
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("share of questions")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles[::-1], labels[::-1], loc="outside right center", frameon=False, fontsize=8)
+    title_with_source(fig, "Where the unanswered questions were lost, by lifecycle stage", source)
+    return fig
