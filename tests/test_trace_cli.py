@@ -36,7 +36,8 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert "paired differences over seeds" in printed and "hybrid-v1 - best other policy" in printed
     manifest, tables = load_run(out, "trace-replay")
     assert manifest["status"] == "success" and manifest["parameters"]["capacities"] == [3, 10]
-    assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "audit.jsonl"}
+    assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "audit.jsonl",
+                                        "stages.csv"}
     rows = tables["curve.rows.parquet"]
     assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
     assert set(rows.loc[rows["role"] == "bound", "policy"]) == {"optimum", "keep-all"}
