@@ -59,6 +59,7 @@ import numpy as np
 
 from ...core.tokens import token_counter
 from ...errors import ContractError
+from ...times import read_iso
 from .lifecycle import content_key, fact_line, line_tokens, stored_category
 from .patterns import read_labelled
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, TICK, Chunk, chunk_from_rows, time_us
@@ -222,10 +223,9 @@ def start_us(text: str = WorkloadParams.start) -> int:
 
 
 def _parse_start(text: str) -> _dt.datetime:
-    try:
-        moment = _dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ContractError(f"workload parameter start must be an ISO-8601 time, got {text!r}") from None
+    moment = read_iso(str(text))
+    if moment is None:
+        raise ContractError(f"workload parameter start must be an ISO-8601 time, got {text!r}")
     return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
 
 

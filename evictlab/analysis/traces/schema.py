@@ -65,6 +65,7 @@ import pyarrow.parquet as pq
 from ...errors import EvictlabError
 from ...readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES, MAX_TRACE_ROW_GROUP_BYTES, check_size, parse_json
 from ...results import atomic_write_bytes, json_line
+from ...times import iso_z, read_iso
 
 EVENTS = ("add", "search", "confirm", "ask", "tick", "message")
 ADD, SEARCH, CONFIRM, ASK, TICK, MESSAGE = EVENTS
@@ -140,7 +141,7 @@ def from_us(value: int) -> _dt.datetime:
 
 def iso(value: int) -> str:
     """A time in microseconds as UTC ISO-8601 with ``Z`` (microseconds only when non-zero)."""
-    return from_us(value).replace(tzinfo=None).isoformat() + "Z"
+    return iso_z(from_us(value))
 
 
 # --------------------------------------------------------------------------- checking rows
@@ -366,10 +367,9 @@ def _jsonl_chunks(path: Path, checker: RowChecker, chunk_rows: int) -> Iterator[
 def _read_time(value: Any, checker: RowChecker) -> int:
     if not isinstance(value, str) or not value.strip():
         raise checker.error("time", f"must be an ISO-8601 timestamp string, got {value!r}")
-    try:
-        moment = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise checker.error("time", f"not an ISO-8601 timestamp: {value!r}") from None
+    moment = read_iso(value)
+    if moment is None:
+        raise checker.error("time", f"not an ISO-8601 timestamp: {value!r}")
     return time_us(moment)
 
 
