@@ -12,9 +12,11 @@ import pytest
 from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.lifecycle import LOSSES, MIDDLEWARE, parse_stages
 from evictlab.analysis.traces.memory import Lockstep, MemorySpec
+from evictlab.analysis.traces.output import load_run
 from evictlab.analysis.traces.replay import replay, replay_specs
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.analysis.traces.stages import Lifecycle, stage_table
+from evictlab.cli import main
 from evictlab.workbench.plots import stage_losses
 
 POLICIES = ("confidence", "hybrid-v1", "lru", "fifo", "lfu-aging")
@@ -135,3 +137,15 @@ def test_stage_table_shares_sum_to_one_and_the_figure_draws_them():
     assert (table["never admitted"] > 0).all()
     figure = stage_losses(table)
     assert len(figure.axes) == 2 and figure.axes[0].get_ylabel() == "share of questions"
+
+
+def test_replay_command_names_its_stages_and_refuses_an_unknown_one(tmp_path, capsys):
+    tiny = ["--seeds", "1", "--horizon-days", "5", "--policies", "confidence", "--capacities", "5", "--no-progress"]
+    assert main(["trace", "replay", *tiny, "--lifecycle", "middleware,-injection", "--output-dir",
+                 str(tmp_path / "run")]) == 0
+    manifest, tables = load_run(tmp_path / "run", "trace-replay")
+    assert manifest["parameters"]["lifecycle"] == sorted(set(MIDDLEWARE) - {"injection"})
+    assert (tables["stages.csv"]["stored but not injected"] == 0).all()
+    capsys.readouterr()
+    assert main(["trace", "replay", *tiny, "--lifecycle", "cache", "--output-dir", str(tmp_path / "no")]) == 2
+    assert "unknown stage 'cache'" in capsys.readouterr().err and not (tmp_path / "no").exists()
