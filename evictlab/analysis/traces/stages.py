@@ -165,6 +165,9 @@ class Lifecycle:
         if len(rows) < self.config.staleness_min_candidates:
             return
         ids = table.ids[rows].tolist()
+        superseded = np.array([fact_id in self.superseded for fact_id in ids], dtype=bool)
+        if not superseded.any():
+            return  # the reviewer proposes superseded candidates only
         created = table.times["created"][rows]
         if self.stamps[memory]:
             confirmed = table.times["confirmed"][rows]
@@ -177,7 +180,6 @@ class Lifecycle:
             at_apply = in_prompt = created
         valid = np.array([self.facts[fact_id].valid_days for fact_id in ids], dtype=np.int64)
         categories = table.stored[rows].tolist()
-        superseded = np.array([fact_id in self.superseded for fact_id in ids], dtype=bool)
         proposed = review_proposals(staleness_candidates(in_prompt, valid, categories, write.now, self.config),
                                     superseded, self.config)
         if proposed.any():
