@@ -19,7 +19,9 @@ from evictlab.analysis.qa import report as qa_report
 from evictlab.analysis.store_audit import check_events, shadow_facts, shadow_summary
 from evictlab.analysis.sweep import make_grid, run_sweep
 from evictlab.analysis.traces.generate import WorkloadParams, generate
+from evictlab.analysis.traces.lifecycle import MIDDLEWARE
 from evictlab.analysis.traces.metrics import curve_rows, curve_summary
+from evictlab.analysis.traces.stages import stage_table
 from evictlab.analysis.traces.study import loss_map, run_study, study_summary, study_tasks
 from evictlab.core.runspec import RunSpec
 from evictlab.core.stores.deermem import read_store
@@ -57,8 +59,9 @@ def figure_builders(tmp: Path) -> dict[str, Builder]:
     workload = WorkloadParams().replace(horizon_days=10.0)
     traces = [(f"seed-{seed}", generate(workload, seed)) for seed in range(2)]
     policies = ["confidence", "hybrid-v1", "fifo", "lru"]
-    trace_summary = curve_summary(curve_rows([(name, lambda chunk=chunk: [chunk]) for name, chunk in traces],
-                                             policies, [10, 50]))
+    trace_rows = curve_rows([(name, lambda chunk=chunk: [chunk]) for name, chunk in traces], policies, [10, 50],
+                            lifecycle=frozenset(MIDDLEWARE))
+    trace_summary = curve_summary(trace_rows)
     grid = {"confidence_noise": [0.1, 0.3], "question_delay_days": [3.0, 14.0]}
     study_rows = run_study(study_tasks(grid, 1, base=workload, policies=policies, capacities=[20]),
                            Placement(workers=0), progress=False)
@@ -89,6 +92,8 @@ def figure_builders(tmp: Path) -> dict[str, Builder]:
         "capacity_curves": lambda **o: plots.capacity_curves(zoo_summary, **o),
         "robustness_curves": lambda **o: plots.robustness_curves(curves, 7, **o),
         "trace_capacity_curves": lambda **o: plots.trace_capacity_curves(trace_summary, **o),
+        "stage_losses": lambda **o: plots.stage_losses(stage_table(trace_rows[trace_rows["lost_evicted"].notna()]),
+                                                       **o),
         "study_advantage": lambda **o: plots.study_advantage(study_summary(study_rows), **o),
         "loss_map_figure": lambda **o: plots.loss_map_figure(loss_map(study_rows, *grid), **o),
         "shadow_figure": lambda **o: plots.shadow_figure(shadow, store_facts, **o),

@@ -164,8 +164,8 @@ def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
     parts = [column for column in table.columns if column not in ("policy", "capacity")]
     capacities = sorted(table["capacity"].unique())
     policies = policy_order(table["policy"].unique())
-    fig = Figure(figsize=(max(6.0, 2.6 * len(capacities)), 4.6), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(capacities), sharey=True, squeeze=False)[0])
+    fig = paper_figure(3.4, 2.4 * len(capacities) + 1.2)
+    axes = np.atleast_1d(side_by_side(fig, len(capacities), sharey=True, squeeze=False)).ravel()
     hues = ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion", "reddish_purple")
     colors = ["#d9d9d9", *(OKABE_ITO[hue] for hue in hues)]
     for ax, capacity in zip(axes, capacities):
@@ -174,11 +174,11 @@ def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
         for part, color in zip(parts, colors):
             ax.bar(range(len(policies)), cells[part], bottom=bottom, color=color, label=part, width=0.75)
             bottom += cells[part].to_numpy()
-        ax.set_xticks(range(len(policies)), policies, rotation=60, ha="right", fontsize=8)
-        ax.set_title(f"capacity {capacity}", fontsize=9)
+        ax.set_xticks(range(len(policies)), policies, rotation=60, ha="right")
+        ax.set_title(f"capacity {capacity}")
         ax.set_ylim(0, 1)
-    axes[0].set_ylabel("share of questions")
+        ax.set_ylabel("share of questions")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles[::-1], labels[::-1], loc="outside right center", frameon=False, fontsize=8)
+    bottom_legend(fig, handles, labels)
     title_with_source(fig, "Where the unanswered questions were lost, by lifecycle stage", source)
     return fig
