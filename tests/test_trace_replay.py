@@ -19,6 +19,7 @@ from evictlab.analysis.traces.replay import (
     replay_policy,
 )
 from evictlab.analysis.traces.schema import chunk_from_rows, rows, time_us
+from evictlab.analysis.traces.stages import Lifecycle
 from evictlab.errors import ContractError
 from evictlab.policies import BOUND, PolicyParams, known_policies, policy_class, register, registry
 from evictlab.policies.fifo import FifoPolicy
@@ -299,12 +300,11 @@ def test_message_rows_are_the_next_updates_feed_not_events():
         {"time": at("2026-01-03T00:00:00"), "event": "tick"},
     ])
     writes = []
-
-    class Feed:
-        def before_selection(self, write, memories):
-            writes.append(write)
-
-    (counts,) = replay([chunk], make_memory("fifo", 5), stages=[Feed()])
+    memories = make_memory("fifo", 5)
+    lifecycle = Lifecycle(frozenset(), memories)  # no stage: watch the writes
+    apply = lifecycle.before_selection
+    lifecycle.before_selection = lambda write: (writes.append(write), apply(write))  # type: ignore[method-assign]
+    (counts,) = replay([chunk], memories, lifecycle=lifecycle)
     assert counts.events == 4 and counts.updates == 2  # the message row is no event and ends no update
     assert [write.messages for write in writes] == [(), (("human", "yes, exactly"),)]
-    assert writes[1].reinforced == {"a"} and [fact for fact, _, _ in writes[1].added] == ["b"]
+    assert writes[1].reinforced == {"a"} and [row["fact_id"] for row in writes[1].rows] == ["b"]

@@ -2,8 +2,8 @@
 
 The event loop (:func:`replay`) drives a collection of memories (:mod:`.memory`: every
 (policy, capacity, seed) memory of a run in lockstep, or the scalar reference) through a
-trace's events once and counts what happened in each. Lifecycle stages (:class:`Stage`) run
-at each write before and after the capacity selection.
+trace's events once and counts what happened in each. DeerMem's lifecycle stages
+(:class:`.stages.Lifecycle`) run at each write before and after the capacity selection.
 
 Rules, from the spec:
 
