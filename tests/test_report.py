@@ -168,7 +168,15 @@ def test_report_manifest_records_provenance_and_status(smoke_report):
         assert entry["duration_seconds"] > 0
         assert (output / entry["output"]).is_file()
     assert manifest["started_at"] <= manifest["finished_at"]
-    assert manifest["summary"]["files"] == ["report.md", "report.html"]
+    assert manifest["summary"]["files"] == ["report.md", "report.html", "report.pdf"]
+
+
+def test_the_report_is_also_a_pdf_with_a_page_per_figure(smoke_report):
+    pdf = (smoke_report.output / "report.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF")
+    pages = pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages")
+    figures = len(list((smoke_report.output / "figures").glob("*.png")))
+    assert figures < pages <= figures + 3  # the findings' pages, then one page per figure
 
 
 # --------------------------------------------------------------------------- failures and reruns

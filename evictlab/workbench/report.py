@@ -10,7 +10,7 @@ A report folder (``results/<name>/`` by default) holds::
     notebooks/<notebook>.ipynb|.html   the executed copies (a failed one kept up to its error)
     figures/<figure>.png|.svg          every figure the notebooks saved
     tables/<table>.csv|.json           every key table the notebooks saved
-    report.md, report.html             findings (read from the tables), key tables, figures
+    report.md, report.html, .pdf       findings (read from the tables), key tables, figures
     report.run.json                    the run record: provenance, parameters, hashes,
                                        per-notebook status and duration, every file's SHA-256
 
@@ -57,6 +57,7 @@ from .report_folder import (
     remove_previous_report,
     select_notebooks,
 )
+from .report_pdf import report_pdf
 from .tables import Table, read_tables
 
 #: The report's notebooks, in execution order (file names inside ``notebooks/``).
@@ -78,6 +79,7 @@ KERNEL_NAME = "python3"
 JOBS = 2
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
+PDF_FILE = "report.pdf"
 NOTEBOOKS_SUBDIR = "notebooks"
 FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
@@ -265,7 +267,9 @@ def run_report(
         )
         run.write_text(MARKDOWN_FILE, render(context, "md"))
         run.write_text(HTML_FILE, render(context, "html"))
-        run.record.summary["files"] = [MARKDOWN_FILE, HTML_FILE]
+        shown = [figure for notebook in context["notebooks"] for figure in notebook.figures]
+        run.write_bytes(PDF_FILE, report_pdf(context["title"], found, shown, context["figure_number"], root))
+        run.record.summary["files"] = [MARKDOWN_FILE, HTML_FILE, PDF_FILE]
         if error:
             run.fail(error)
     return ReportResult(root, status, runs, error, list(saved.values()), found)

@@ -31,7 +31,7 @@ KIND = REPORT_KIND = "report"
 MANIFEST_FILE = f"{KIND}{results.RECORD_SUFFIX}"  # the run record
 LEGACY_MANIFEST, LEGACY_KIND = "report.json", "evictlab-report"  # before the run record
 TABLES_SUBDIR = "tables"
-REPLACED = ("notebooks", "figures", TABLES_SUBDIR, "report.md", "report.html")  # what a rerun may remove
+REPLACED = ("notebooks", "figures", TABLES_SUBDIR, "report.md", "report.html", "report.pdf")  # what a rerun may remove
 #: What makes two reports the same report: a rerun with other values is refused unless replaced.
 IDENTITY = ("spec", "notebooks", "smoke")
 
