@@ -230,6 +230,16 @@ def test_an_unreadable_sidecar_reads_as_empty_with_a_note(tmp_path, capsys):
     assert any("fact-usage.json" in note and "not a JSON object" in note for note in store.notes)
 
 
+def test_a_store_mid_commit_or_due_for_migration_reads_with_a_note(tmp_path):
+    write_fact(tmp_path, stored_fact("fact_a", 0.9, START), "x", agent="lead-agent")
+    write_fact(tmp_path, stored_fact("fact_b", 0.9, START), "x", agent="coder")
+    (bucket_dir(tmp_path, "demo-user", "coder") / "memory.json").write_text("{}")
+    (tmp_path / "users" / "demo-user" / ".memory.journal.json").write_text("{}")
+    notes = read_store(tmp_path).notes
+    assert any("unfinished commit" in note for note in notes)
+    assert sum("migrates this bucket" in note for note in notes) == 2
+
+
 def test_an_edited_snapshot_is_refused(tmp_path):
     write_fact(tmp_path / "store", stored_fact("fact_a", 0.9, START), "x")
     out = tmp_path / "out"

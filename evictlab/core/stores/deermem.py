@@ -158,6 +158,9 @@ def _read_bucket(root: Path, bucket: Bucket, count: Any, problems: list[str], no
     if (folder.parents[1] / JOURNAL).exists():
         notes.append(f"{folder.parents[1] / JOURNAL}: an unfinished commit (DeerMem rolls it back on its next"
                      " access); the fact files may be mid-commit")
+    if (folder / "memory.json").exists() or (bucket.agent == "lead-agent" and not (folder / "config.yaml").exists()):
+        notes.append(f"{folder}: DeerMem migrates this bucket on its next read (a legacy per-agent memory.json, or"
+                     " lead-agent without config.yaml, which moves to __default__); evictlab reads it as it is")
     if not AGENT.fullmatch(bucket.agent):
         problems.append(f"{folder}: agent folder name {bucket.agent!r} is not [A-Za-z0-9-]+ or __default__")
         return bucket
