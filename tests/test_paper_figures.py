@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
-from evictlab.analysis import robustness, validation
+from evictlab.analysis import robustness, validation, zoo
 from evictlab.analysis.sweep import make_grid, run_sweep
 from evictlab.workbench import loaders, plots
 from evictlab.workbench.plots.style import MIN_TEXT_PT, PAPER_SIZES
@@ -106,3 +106,17 @@ def test_robustness_levels_sit_at_their_values_in_their_units_on_one_percent_axi
     assert all(list(line.get_xdata()) == list(levels) for line in jitter.get_lines())
     legend = [text.get_text() for text in fig.legends[0].get_texts()]
     assert legend[-2:] == ["support retained (mean)", "decision churn"]
+
+
+def test_titles_state_the_numbers_and_settings_of_their_data():
+    pool_set = loaders.load_pool_set()
+    cases = loaders.cases_frame(pool_set)
+    assert plots.figure_title(plots.pool_overview(cases.iloc[:30])) == "The 30 prepared cases"
+    rows = zoo.zoo_rows(pool_set, capacities=(5,), seeds=range(2))
+    title = plots.figure_title(plots.zoo_heatmap(zoo.zoo_summary(rows)))
+    by_order = list(dict.fromkeys(rows.loc[rows["tie_break"] == "input-order", "policy"]))
+    assert by_order and f"({', '.join(by_order)} break ties by input order; the others" in title
+    for name in ("confidence", "hybrid-v1"):  # without DeerMem's policies the sentence changes with the data
+        rows = rows[rows["policy"] != name]
+    title = plots.figure_title(plots.zoo_heatmap(zoo.zoo_summary(rows)))
+    assert "(every policy reports the expectation over tie orders)" in title

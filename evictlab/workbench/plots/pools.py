@@ -69,7 +69,7 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
     right.set_title("Loss rank: the support's rank under the confidence policy")
     right.legend(frameon=False, loc="upper right")
     right.set_ylim(0, rank_counts.to_numpy().max() * 1.55)
-    title_with_source(fig, "The 45 prepared cases", source)
+    title_with_source(fig, f"The {len(cases)} prepared cases", source)
     return fig
 
 
@@ -132,8 +132,8 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
         key("o", 9, role_colors["support"], "support fact"),
         key("o", 6, role_colors["distractor"], "distractor"),
         key("o", 7, "white", "no signal"),
-        key("^", 7, "white", "confirmed 7 days ago"),
-        key("s", 7, "white", "access heat 8 at the clock"),
+        key("^", 7, "white", "confirmed (lastConfirmedAt set)"),
+        key("s", 7, "white", "access heat above 0 at the clock"),
     ]
     legend_ax.legend(handles=handles, loc="center", frameon=False, title="(L8) = the case's loss rank")
     hide_unused(axes, len(scenarios) + 1)

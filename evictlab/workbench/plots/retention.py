@@ -64,7 +64,7 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
         ax.set_title(f"{name} ({cases} cases)")
         ax.set_ylim(0, 125 if vertical else 115)
         ax.set_yticks([0, 25, 50, 75, 100])
-    label_panels(axes, len(groups), "capacity (facts kept of 10)", "support retained (% of cases)")
+    label_panels(axes, len(groups), "capacity (facts kept)", "support retained (% of cases)")
     hide_unused(axes, len(groups))
     policy_legend(fig, policies)
     title_with_source(fig, "Support fact retained after eviction, per scenario and capacity", source)

@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...policies import policy_class
 from .style import (
     ALL_CASES,
     MARKERS,
@@ -89,7 +92,7 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
         ax.text((block + 0.5) * len(groups) - 0.5, -0.75, f"capacity {capacity}", ha="center", va="bottom",
                 fontweight="bold")
     ax.set_ylim(len(policies) - 0.5, -1.3)
-    ax.set_xlabel("scenario, per capacity (facts kept of 10)")
+    ax.set_xlabel("scenario, per capacity (facts kept)")
     ax.set_ylabel("policy (role)")
     colorbar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.01)
     colorbar.set_label("support retained (% of cases)")
@@ -97,10 +100,20 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     title_with_source(
         fig,
         f"Every policy on the same pools: support retained per scenario and capacity{note}\n"
-        "(DeerMem's two policies break ties by input order; the others report the expectation over tie orders)",
+        f"({tie_sentence(policies)})",
         source,
     )
     return fig
+
+
+def tie_sentence(policies: Sequence[str]) -> str:
+    """Which of ``policies`` count a tie at the cut line by input order and which by the expectation
+    over tie orders, from each policy's declared default (as the zoo counts them)."""
+    by_order = [p for p in policies if policy_class(p).default_tie_break == "input-order"]
+    if not by_order:
+        return "every policy reports the expectation over tie orders"
+    others = "the others report" if len(by_order) < len(policies) else "none reports"
+    return f"{', '.join(by_order)} break ties by input order; {others} the expectation over tie orders"
 
 
 # --------------------------------------------------------------------------- capacity curves (04, 08)
@@ -153,7 +166,7 @@ def capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figu
     used = len(groups)
     for index, ax in enumerate(axes.flat[:used]):
         if index + cols >= used:  # the lowest panel of its column: its x axis carries the label
-            ax.set_xlabel("capacity (facts kept of 10)")
+            ax.set_xlabel("capacity (facts kept)")
             ax.xaxis.set_tick_params(labelbottom=True)
     hide_unused(axes, used)
     bottom_legend(fig, *axes.flat[0].get_legend_handles_labels(), most=3)
