@@ -21,7 +21,7 @@ from evictlab.analysis.traces.replay import (
 from evictlab.analysis.traces.schema import chunk_from_rows, rows, time_us
 from evictlab.analysis.traces.stages import Lifecycle
 from evictlab.errors import ContractError
-from evictlab.policies import BOUND, PolicyParams, known_policies, policy_class, register, registry
+from evictlab.policies import BOUND, PolicyParams, known_policies, policy_class, register, registry, resolve_policy
 from evictlab.policies.fifo import FifoPolicy
 from evictlab.policies.keep_all import KeepAllPolicy
 
@@ -308,3 +308,25 @@ def test_message_rows_are_the_next_updates_feed_not_events():
     assert counts.events == 4 and counts.updates == 2  # the message row is no event and ends no update
     assert [write.messages for write in writes] == [(), (("human", "yes, exactly"),)]
     assert writes[1].reinforced == {"a"} and [row["fact_id"] for row in writes[1].rows] == ["b"]
+
+
+def test_admission_rule_per_policy():
+    # A searched resident and a newcomer at capacity 1: a cache admits the newcomer (lfu-aging
+    # would otherwise keep the resident forever); DeerMem's rule lets the newcomer compete.
+    chunk = chunk_from_rows([
+        add("2026-01-01T00:00:00", "old", 0.9),
+        {"time": at("2026-01-02T00:00:00"), "event": "search", "fact_ids": ["old"]},
+        add("2026-01-03T00:00:00", "new", 0.5),
+        add("2026-01-04T00:00:00", "a", 0.5),
+        add("2026-01-04T00:00:00", "b", 0.5),
+    ])
+    assert policy_class("lfu-aging").admission == "admit" and policy_class("confidence").admission == "compete"
+    assert resolve_policy("lru+reserve(correction)").admission == "admit"
+    for policy, expected in (("lfu-aging", [("old",), ("new",), ("a",)]), ("confidence", [("old",)] * 3)):
+        assert steps(make_memory(policy, 1), chunk) == expected
+        assert steps(ReferenceMemory(policy, 1), chunk) == expected
+    (cache,) = replay([chunk], make_memory("lfu-aging", 1))
+    (deermem,) = replay([chunk], make_memory("confidence", 1))
+    # Two facts arrive at once over a cap of 1: one of them is evicted on arrival even when admitted.
+    assert cache.evicted_on_arrival == 1 and cache.metrics(1)["arrival_eviction_rate"] == 1 / 4
+    assert deermem.evicted_on_arrival == 3

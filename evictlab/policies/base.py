@@ -249,6 +249,10 @@ class Policy:
     reads_params: bool = False
     #: Which of :meth:`rank_keys` is minus the score (margins are in score units).
     value_key: int = 0
+    #: How trace replay treats a write's new facts over the cap: ``compete`` (DeerMem's rule:
+    #: they are ranked with the residents and may be evicted on arrival) or ``admit`` (cache
+    #: semantics: they are stored and residents are evicted to make room).
+    admission: str = "compete"
 
     def __init__(self, **values: Any) -> None:
         """A policy with its declared parameters at their defaults, except those in ``values``.

@@ -23,6 +23,7 @@ from .signals import fact_fields
 @register
 class FifoPolicy(Policy):
     name = "fifo"
+    admission = "admit"  # a cache admits the newcomer and evicts a resident (trace replay)
     summary = "Oldest-first: evict the facts created longest ago."
     color = OKABE_ITO["sky_blue"]
     component_names = ("createdAgeDays",)

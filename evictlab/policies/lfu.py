@@ -27,6 +27,7 @@ AGING_HALF_LIFE_DAYS = 30
 @register
 class LfuAgingPolicy(KeyedPolicy):
     name = "lfu-aging"
+    admission = "admit"  # a cache admits the newcomer and evicts a resident (trace replay)
     summary = (
         "Least frequently used, counts halved every 30 days since the last access; ties by LRU."
     )

@@ -23,6 +23,7 @@ from .registry import register
 @register
 class LruPolicy(Policy):
     name = "lru"
+    admission = "admit"  # a cache admits the newcomer and evicts a resident (trace replay)
     summary = "Least recently used: evict the facts whose last search hit is oldest."
     color = OKABE_ITO["bluish_green"]
     component_names = ("accessAgeDays",)

@@ -30,6 +30,7 @@ RECENCY_TIME_CONSTANT_HOURS = 24
 @register
 class MemoryOsHeatPolicy(Policy):
     name = "memoryos-heat"
+    admission = "admit"  # a cache admits the newcomer and evicts a resident (trace replay)
     summary = "MemoryOS heat: visits + confirmations + exp(-hours since last access / 24)."
     color = OKABE_ITO["orange"]
     component_names = ("visits", "confirmations", "recency")

@@ -76,6 +76,7 @@ class ModifiedPolicy(KeyedPolicy):
         self.reads_params = base.reads_params
         self.seeded = base.seeded
         self.value_key = base.value_key
+        self.admission = base.admission
 
     @property
     def vectorised(self) -> bool:

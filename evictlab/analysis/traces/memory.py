@@ -234,6 +234,28 @@ class FactTable:
         return remap
 
 
+ADMIT, COMPETE = "admit", "compete"
+
+
+def admission_split(policy: Policy, stored: Any, arrivals: int, capacity: int) -> tuple[Any, int, Any, Any]:
+    """How one selection is made under ``policy.admission``: (pool, room, held, dropped).
+
+    The pool is selected down to ``room`` by the policy; ``held`` is stored after the pool's
+    kept facts without being ranked; ``dropped`` is evicted unranked. ``compete`` (DeerMem):
+    every fact is in the pool. ``admit`` (a cache): the update's ``arrivals`` new facts (the
+    last stored) are held and the residents are trimmed to the room left; when more facts
+    arrive than the cap holds, every resident is dropped and the new facts are the pool.
+    ``stored`` is a list or array in stored order; the parts are of the same kind.
+    """
+    arrivals = min(arrivals, len(stored))
+    residents, new = stored[: len(stored) - arrivals], stored[len(stored) - arrivals :]
+    if policy.admission != ADMIT or arrivals == 0:
+        return stored, capacity, stored[:0], stored[:0]
+    if arrivals <= capacity:
+        return residents, capacity - arrivals, new, stored[:0]
+    return new, capacity, stored[:0], residents[::-1]
+
+
 class Lockstep:
     """M memories (:class:`MemorySpec`) of one replay over one :class:`FactTable`, decided together.
 
@@ -256,6 +278,7 @@ class Lockstep:
         self.present = np.zeros((count, 1024), dtype=bool)
         self.order = np.zeros((count, 1024), dtype=np.int64)
         self.sizes = np.zeros(count, dtype=np.int64)
+        self.arrivals = np.zeros(count, dtype=np.int64)  # facts added since the last selection
         self.policies = {spec.policy: resolve_policy(spec.policy) for spec in self.specs}
         self.groups: dict[str, list[int]] = {}
         for position, spec in enumerate(self.specs):
@@ -298,6 +321,7 @@ class Lockstep:
         self.present[:, row] = True
         self.order[np.arange(len(self)), self.sizes] = row
         self.sizes += 1
+        self.arrivals += 1
 
     def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
         """Remove facts from one memory (a lifecycle stage's removal); the ids it held."""
@@ -305,26 +329,42 @@ class Lockstep:
         rows = [row for row in rows if self.present[memory, row]]
         if rows:
             stored = self.order[memory, : self.sizes[memory]]
+            arrived = stored[len(stored) - int(self.arrivals[memory]) :]
+            self.arrivals[memory] -= int(np.isin(arrived, rows).sum())  # a new fact removed arrives no more
             kept = stored[~np.isin(stored, rows)]
             self._set(memory, kept, np.array(rows))
         return self.table.ids[rows].tolist()
 
     def select(self, now: int) -> list[list[str]]:
-        """Trim every memory over its cap; each memory's evicted ids, lowest rank first."""
+        """Trim every memory over its cap; each memory's evicted ids, lowest rank first.
+
+        A policy whose ``admission`` is ``admit`` keeps the update's new facts and trims the
+        residents to the room left (:func:`admission_split`); ``compete`` ranks them all.
+        """
         evicted: list[list[str]] = [[] for _ in self.specs]
         over = self.capped & ((self.sizes > self.capacities) | self.select_every_write)
         for policy, members in self.groups.items():
-            rows = [memory for memory in members if over[memory]]
-            if rows:
-                self._select_group(self.policies[policy], rows, now, evicted)
+            chosen = [memory for memory in members if over[memory]]
+            if chosen:
+                self._select_group(self.policies[policy], chosen, now, evicted)
+        self.arrivals[:] = 0
         return evicted
 
     def _select_group(self, policy: Policy, members: list[int], now: int, evicted: list[list[str]]) -> None:
-        sizes = self.sizes[members]
+        splits = [
+            admission_split(policy, self.order[memory, : self.sizes[memory]], int(self.arrivals[memory]),
+                            int(self.capacities[memory]))
+            for memory in members
+        ]
+        sizes = np.array([len(pool) for pool, _, _, _ in splits])
+        caps = np.array([room for _, room, _, _ in splits])
         width = int(sizes.max())
+        if width == 0:
+            return
         valid = np.arange(width) < sizes[:, None]
-        rows = np.where(valid, self.order[members, :width], 0)
-        caps = self.capacities[members]
+        rows = np.zeros(valid.shape, dtype=np.int64)
+        rows[valid] = np.concatenate([pool for pool, _, _, _ in splits])
+        kept_of, gone_of = [], []
         if not policy.vectorised:  # no rank keys: its scalar select, on the same facts
             moment = from_us(now)
             for position, memory in enumerate(members):
@@ -332,17 +372,17 @@ class Lockstep:
                 context = SelectionContext(now=moment, usage=usage, params=self.params, seed=self.specs[memory].seed)
                 decision = policy.select(facts, int(caps[position]), context)
                 index = dict(zip(self.table.ids[rows[position]].tolist(), rows[position]))
-                kept = np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64)
-                gone = np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64)
-                evicted[memory] = self._set(memory, kept, gone)
-            return
-        signals = self.table.signals(now, rows, valid)
-        seeds = [self.specs[memory].seed for memory in members]
-        decisions = select_rows(policy, signals, caps, self.params, seeds)
-        for position, memory in enumerate(members):
-            stored = rows[position]
-            evicted[memory] = self._set(memory, stored[decisions.kept_order(position)],
-                                        stored[decisions.evicted(position)])
+                kept_of.append(np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64))
+                gone_of.append(np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64))
+        else:
+            signals = self.table.signals(now, rows, valid)
+            seeds = [self.specs[memory].seed for memory in members]
+            decisions = select_rows(policy, signals, caps, self.params, seeds)
+            for position in range(len(members)):
+                kept_of.append(rows[position][decisions.kept_order(position)])
+                gone_of.append(rows[position][decisions.evicted(position)])
+        for memory, kept, gone, (_, _, held, dropped) in zip(members, kept_of, gone_of, splits):
+            evicted[memory] = self._set(memory, np.concatenate((kept, held)), np.concatenate((gone, dropped)))
 
     def _set(self, memory: int, kept: np.ndarray, gone: np.ndarray) -> list[str]:
         """Memory ``memory`` becomes ``kept`` (rows, stored order); ``gone`` leave it. Their ids."""
@@ -386,6 +426,7 @@ class ReferenceMemory:
         self.facts: list[dict[str, Any]] = []
         self.ids: set[str] = set()
         self.usage: dict[str, Any] = {}
+        self.arrivals = 0  # facts added since the last selection
 
     def __len__(self) -> int:
         return 1
@@ -413,10 +454,13 @@ class ReferenceMemory:
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> None:
         self.facts.append({"id": fact_id, "confidence": confidence, "category": category, "createdAt": iso(now)})
         self.ids.add(fact_id)
+        self.arrivals += 1
 
     def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
         gone = [fact_id for fact_id in fact_ids if fact_id in self.ids]
         removed = set(gone)
+        arrived = self.facts[len(self.facts) - self.arrivals :]
+        self.arrivals -= sum(fact["id"] in removed for fact in arrived)
         self.facts = [fact for fact in self.facts if fact["id"] not in removed]
         self._forget(gone)
         return gone
@@ -436,21 +480,26 @@ class ReferenceMemory:
 
     def select(self, now: int) -> list[list[str]]:
         if self.capacity is None or not (len(self.facts) > self.capacity or self.select_every_write):
+            self.arrivals = 0
             return [[]]
         moment = from_us(now)
+        arrivals, self.arrivals = self.arrivals, 0
+        held: list[dict[str, Any]] = []
+        dropped: list[dict[str, Any]] = []
         if self.selector is None:
             decision = self._deermem_decision(self.policy, moment)
         else:
+            pool, room, held, dropped = admission_split(self.selector, self.facts, arrivals, self.capacity)
             context = SelectionContext(now=moment, usage=self.usage, params=self.params, seed=self.seed)
-            decision = self.selector.select(self.facts, self.capacity, context)
+            decision = self.selector.select(pool, room, context)
         if self.audit is not None:
             # Shadow mode (spec 1.5): under confidence, hybrid-v1's decision feeds the audit only.
             shadow = self._deermem_decision("hybrid-v1", moment) if self.policy == "confidence" else None
             event = audit_event(decision, max_facts=self.capacity, occurred_at=moment, shadow=shadow)
             if event is not None:
                 self.audit.append(event)
-        evicted = [item.fact_id for item in decision.evicted]
-        self.facts = list(decision.kept)
+        evicted = [item.fact_id for item in decision.evicted] + [fact["id"] for fact in dropped]
+        self.facts = [*decision.kept, *held]
         self._forget(evicted)
         return [evicted]
 

@@ -35,6 +35,7 @@ METRICS = (
     "stale_kept_rate",
     "correction_survival",
     "evictions_per_event",
+    "arrival_eviction_rate",
     "churn_per_event",
     "mean_occupancy",
     "occupancy_fraction",

@@ -14,13 +14,15 @@ Rules, from the spec:
   reinforced fact gets ``lastConfirmedAt`` = the update's time and ``confirmationCount`` + 1),
   then the new facts are appended in row order, then, only when memory holds more than the
   capacity, one capacity selection. Memory becomes the kept list, in rank order, as DeerMem
-  stores it (so later ties break by that order).
+  stores it (so later ties break by that order). Under a policy whose ``admission`` is
+  ``admit`` (the cache-derived ones) the new facts are kept after the residents, which are
+  trimmed to the room left (:func:`.memory.admission_split`); DeerMem's ``compete`` ranks all.
 * ``search`` updates usage heat for the returned ids (spec 1.7: de-duplicated in order, empty
   ids dropped, ids not in memory skipped; heat decayed since the last access, plus 1).
   DeerMem writes usage and stamps confirmations only under ``hybrid-v1`` or shadow mode; the
   replay always records both, which changes nothing for ``confidence`` (it reads neither) and
   gives the other policies the signals they read.
-* An evicted fact never returns: memory is not a cache and there is no re-admission.
+* An evicted fact never returns: there is no re-admission.
 * ``ask`` is answerable when the fact it needs is in memory; it is *stale-kept* when it names
   a superseded fact that is in memory while the needed fact is not.
 """
@@ -63,6 +65,7 @@ class ReplayCounts:
     supersede_asks: int = 0
     stale_kept: int = 0
     evictions: int = 0
+    evicted_on_arrival: int = 0  # new facts evicted in the update that added them
     churn: int = 0
     occupancy_sum: int = 0
     corrections_added: int = 0
@@ -76,6 +79,7 @@ class ReplayCounts:
             "stale_kept_rate": _ratio(self.stale_kept, self.supersede_asks),
             "correction_survival": _ratio(self.corrections_kept, self.corrections_added),
             "evictions_per_event": _ratio(self.evictions, self.events),
+            "arrival_eviction_rate": _ratio(self.evicted_on_arrival, self.facts_added),
             "churn_per_event": _ratio(self.churn, self.events),
             "mean_occupancy": _ratio(self.occupancy_sum, self.events),
             "occupancy_fraction": (
@@ -143,8 +147,9 @@ def replay(
     ``message`` rows are not events: they are the next update's feed.
     """
     count = len(memories)
-    answerable, stale_kept, evictions, churn, occupancy, selections = (np.zeros(count, dtype=np.int64)
-                                                                      for _ in range(6))
+    answerable, stale_kept, evictions, on_arrival, churn, occupancy, selections = (
+        np.zeros(count, dtype=np.int64) for _ in range(7)
+    )
     shared = ReplayCounts()
     pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
     pending_time = 0  # the time of the pending rows (read only while there are some)
@@ -184,9 +189,11 @@ def replay(
         new_ids = {row["fact_id"] for row in added}
         for memory, gone in enumerate(evicted):
             if gone:
+                arrived = sum(fact_id in new_ids for fact_id in gone)
                 evictions[memory] += len(gone)
+                on_arrival[memory] += arrived
                 # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
-                churn[memory] -= 2 * sum(fact_id in new_ids for fact_id in gone) - len(gone)
+                churn[memory] += len(gone) - 2 * arrived
         churn[:] += len(added)
         shared.events += len(pending)
         occupancy[:] += memories.sizes * len(pending)
@@ -242,6 +249,7 @@ def replay(
             events=shared.events + other_events, updates=shared.updates, selections=int(selections[memory]),
             facts_added=shared.facts_added, asks=asks, answerable=int(answerable[memory]),
             supersede_asks=supersede_asks, stale_kept=int(stale_kept[memory]), evictions=int(evictions[memory]),
+            evicted_on_arrival=int(on_arrival[memory]),
             churn=int(churn[memory]), occupancy_sum=int(occupancy[memory]),
             corrections_added=shared.corrections_added, corrections_kept=int(corrections[memory]),
             final_size=int(sizes[memory]),
