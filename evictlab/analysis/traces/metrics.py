@@ -169,40 +169,6 @@ def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
     return (float(values.mean()), *bootstrap_interval(values))
 
 
-def largest_gap(summary: pd.DataFrame, first: str = "hybrid-v1", second: str = "confidence") -> dict[str, Any]:
-    """Where ``first`` and ``second`` differ most, per metric: capacity and both values."""
-    table = summary.set_index(["policy", "capacity"])
-    found = {}
-    for metric in ("answerable_rate", "stale_kept_rate", "correction_survival", "churn_per_event"):
-        try:
-            gap = (table.loc[first, metric] - table.loc[second, metric]).dropna()
-        except KeyError:
-            continue
-        if gap.empty:
-            continue
-        capacity = int(gap.abs().idxmax())
-        found[metric] = {
-            "capacity": capacity,
-            first: float(table.loc[(first, capacity), metric]),
-            second: float(table.loc[(second, capacity), metric]),
-            "difference": float(gap.loc[capacity]),
-        }
-    return found
-
-
-def describe_gap(gaps: dict[str, Any], first: str = "hybrid-v1", second: str = "confidence") -> list[str]:
-    """One sentence per metric for the report, from :func:`largest_gap`."""
-    lines = []
-    for metric, found in gaps.items():
-        direction = "higher" if found["difference"] > 0 else "lower" if found["difference"] < 0 else "equal"
-        lines.append(
-            f"{metric.replace('_', ' ')}: the largest difference is at capacity {found['capacity']}, where"
-            f" {first} is {found[first]:.3f} and {second} {found[second]:.3f} ({first} {direction} by"
-            f" {abs(found['difference']):.3f})."
-        )
-    return lines
-
-
 def curve_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Answerable rate and regret as text, ``"0.412 (+0.120)"``, per policy (rows) and capacity."""
     cells = summary.assign(
@@ -213,19 +179,3 @@ def curve_table(summary: pd.DataFrame) -> pd.DataFrame:
     table.index.name, table.columns.name = None, None
     table.columns = [f"capacity {capacity}" for capacity in table.columns]
     return table
-
-
-def default_workload_summary(*, smoke: bool = False, seeds: int = 1) -> pd.DataFrame:
-    """Capacity curves of the default generated workload (seeds 0..seeds-1) for the report.
-
-    Every default policy at every default capacity; ``smoke``: a 10-day workload, capacities
-    10 and 50 and DeerMem's two policies with fifo and lru, for the tests.
-    """
-    from .generate import WorkloadParams, generate
-
-    params = WorkloadParams(horizon_days=10.0) if smoke else WorkloadParams()
-    policies = ["confidence", "hybrid-v1", "fifo", "lru"] if smoke else default_policies()
-    capacities = (10, 50) if smoke else DEFAULT_CAPACITIES
-    traces = [(f"seed-{seed}", generate(params, seed)) for seed in range(seeds)]
-    rows = curve_rows([(name, partial(iter, [chunk])) for name, chunk in traces], policies, capacities)
-    return curve_summary(rows)
