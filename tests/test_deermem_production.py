@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import time
-from collections.abc import Mapping
-from types import SimpleNamespace
+from collections import OrderedDict, defaultdict
+from types import MappingProxyType, SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -198,6 +198,47 @@ def test_a_usage_that_is_not_a_mapping_raises_attribute_error(policy):
     assert run([], 10, policy, usage=["x"]).kept == []
 
 
+# --- the edges of 2026-12-02 (spec 1.4, end of the section) --------------------------------------
+
+
+@pytest.mark.parametrize("max_facts", [0, 1, 5])
+def test_an_unknown_policy_reads_the_first_confidence_before_the_name(max_facts):
+    with pytest.raises(OverflowError):
+        run([plain("a", 10**400), plain("b", 0.5)], max_facts, "hybrid-v2")
+    # A later fact is never scored: the name is refused at the first one.
+    with pytest.raises(UnknownPolicyError, match="Unknown fact eviction policy: 'hybrid-v2'"):
+        run([plain("a", 0.5), plain("b", 10**400)], max_facts, "hybrid-v2")
+    # Only the confidence is converted before the name: a timestamp out of the UTC range is not.
+    with pytest.raises(UnknownPolicyError):
+        run([plain("a", 0.5, createdAt=OUT_OF_RANGE)], max_facts, "hybrid-v2")
+
+
+def test_an_integer_access_heat_beyond_doubles_overflows_under_hybrid():
+    facts = [plain("a", 0.5)]
+    entry = {"accessHeat": 10**400, "lastAccessedAt": "2026-08-12T00:00:00Z"}
+    with pytest.raises(OverflowError):
+        run(facts, 1, usage={"a": entry})
+    # Not read without a parseable lastAccessedAt, nor under confidence, nor by evictlab's own API.
+    assert run(facts, 1, usage={"a": {**entry, "lastAccessedAt": "never"}}).scores["a"].components["accessHeat"] == 0.0
+    assert run(facts, 0, "confidence", usage={"a": entry}).evicted[0].fact_id == "a"
+    assert select("hybrid-v1", facts, 1, usage={"a": entry}, now=CLOCK).scores["a"].components["accessHeat"] == 0.0
+
+
+def test_a_usage_entry_is_read_only_when_it_is_a_dict():
+    entry = {"accessHeat": 8.0, "lastAccessedAt": "2026-08-13T00:00:00Z"}
+    heat = [
+        run([plain("a", 0.5)], 1, usage={"a": wrapped}).scores["a"].components["accessHeat"]
+        for wrapped in (entry, OrderedDict(entry), defaultdict(int, entry), MappingProxyType(entry))
+    ]
+    assert heat == [1.0, 1.0, 1.0, 0.0]
+    # Nothing of a non-dict entry is read: not its out-of-range time, not its huge heat.
+    odd = MappingProxyType({"accessHeat": 10**400, "lastAccessedAt": OUT_OF_RANGE})
+    assert run([plain("a", 0.5)], 1, usage={"a": odd}).scores["a"].components["accessHeat"] == 0.0
+    # A usage that is itself a read-only mapping is looked up as usual, and a fact may be one.
+    fact = MappingProxyType(plain("a", 0.5))
+    assert run([fact], 1, usage=MappingProxyType({"a": entry})).scores["a"].components["accessHeat"] == 1.0
+
+
 # --- the property: production's rules restated, compared on random malformed input ---------------
 
 
@@ -230,15 +271,12 @@ def spec_decay(since, now, half_life):
 
 
 def spec_heat(entry, now, half_life):
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, dict):  # spec 1.4's edges: exactly a dict
         return 0.0
     accessed = spec_time(entry.get("lastAccessedAt"))
     if accessed is None:
         return 0.0
-    try:
-        heat = spec_float(entry.get("accessHeat"))
-    except OverflowError:
-        heat = None  # spec 1.3 lists only confidence and timestamps as raising
+    heat = spec_float(entry.get("accessHeat"))  # OverflowError for 10**400 (spec 1.4's edges)
     if heat is None or heat <= 0:
         return 0.0
     return min(1.0, math.log1p(heat * spec_decay(accessed, now, half_life)) / math.log(9))
@@ -270,6 +308,7 @@ def spec_decide(facts, max_facts, policy, usage, now, args):
         raw = fact.get("id")
         keys.append(str(raw) if raw else f"__missing_{index}")
         entry = usage.get(keys[-1])
+        spec_float(fact.get("confidence"))  # converted before the name is checked
         if policy not in ("confidence", "hybrid-v1"):
             raise ValueError("Unknown fact eviction policy")
         scores[keys[-1]] = spec_score(policy, fact, entry, now, args)
@@ -305,6 +344,11 @@ def production_inputs(draw):
     if facts and draw(st.integers(0, 9)) == 0:
         facts.insert(draw(st.integers(0, len(facts))), draw(st.sampled_from([None, "fact", ["id"], 3])))
     usage = draw(st.one_of(st.just(usage), st.just(usage), st.sampled_from([None, [], [usage], "usage", {}])))
+    if isinstance(usage, dict) and usage and draw(st.integers(0, 3)) == 0:
+        key = draw(st.sampled_from(sorted(usage, key=str)))
+        entry = usage[key] if isinstance(usage[key], dict) else {}
+        odd = draw(st.sampled_from(["heat", "proxy"]))
+        usage = {**usage, key: {**entry, "accessHeat": 10**400} if odd == "heat" else MappingProxyType(entry)}
     if draw(st.integers(0, 4)) == 0:
         position = draw(st.integers(0, max(0, len(facts) - 1)))
         field = draw(st.sampled_from(["confidence", "createdAt", "lastConfirmedAt"]))

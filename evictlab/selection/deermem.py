@@ -12,11 +12,14 @@ validates its input:
 * duplicate ids share one score slot; facts without ids are scored as ``__missing_{index}``;
 * an unknown policy raises while scoring, so under the cap too, but an empty snapshot
   scores nothing and gets an empty decision;
+* a usage entry is read only when it is a ``dict`` (any other mapping scores no heat);
 * production's exceptions, where production raises them, fact by fact in input order:
   ``AttributeError`` for a fact that is not a mapping and for a non-empty ``usage`` that is
   not one (under both policies); ``OverflowError`` for an integer confidence beyond the
-  double range and, under ``hybrid-v1``, for a timestamp it reads whose conversion to UTC
-  leaves the representable range.
+  double range (under any policy name: the confidence is read before the name is checked)
+  and, under ``hybrid-v1``, for a timestamp it reads whose conversion to UTC leaves the
+  representable range and for an integer ``accessHeat`` beyond the double range in an entry
+  whose ``lastAccessedAt`` parses.
 """
 
 from __future__ import annotations
@@ -54,14 +57,16 @@ def select_facts_for_capacity(
     scores = []
     for index, fact in enumerate(facts):
         # Both look-ups use .get, as production does: AttributeError for a fact or a usage
-        # that is not a mapping, whatever the policy.
+        # that is not a mapping, whatever the policy. Production reads only a dict entry.
         entry = entries.get(_production_key(fact, index))
+        entry = entry if isinstance(entry, dict) else None
+        # Production converts confidence with float() before it looks at the policy name:
+        # OverflowError for an integer such as 10**400, under an unknown policy too.
+        to_float(fact.get("confidence"))
         if policy == "confidence":
-            _read_confidence_as_production(fact)
             scores.append(confidence_score(fact))
         elif policy == "hybrid-v1":
-            _read_confidence_as_production(fact)
-            _read_timestamps_as_production(fact, entry)
+            _read_usage_as_production(fact, entry)
             scores.append(
                 hybrid_score(fact, entry, moment, weights, confirmation_half_life_days, access_half_life_days)
             )
@@ -80,21 +85,17 @@ def _production_key(fact: Any, index: int) -> str:
     return str(raw) if raw else f"__missing_{index}"
 
 
-def _read_confidence_as_production(fact: Mapping[str, Any]) -> None:
-    """Production converts confidence with ``float()``: OverflowError for an integer such as 10**400."""
-    to_float(fact.get("confidence"))
+def _read_usage_as_production(fact: Mapping[str, Any], entry: dict[str, Any] | None) -> None:
+    """Convert what production converts unguarded, letting OverflowError through.
 
-
-def _read_timestamps_as_production(fact: Mapping[str, Any], entry: Any) -> None:
-    """Convert to UTC every timestamp production reads, letting OverflowError through.
-
-    ``createdAt`` is read only when ``lastConfirmedAt`` does not parse, and ``lastAccessedAt``
-    only from a usage entry that is a mapping (spec 1.3).
+    Every timestamp it reads goes to UTC: ``createdAt`` only when ``lastConfirmedAt`` does not
+    parse, ``lastAccessedAt`` only from a usage entry that is a ``dict`` (spec 1.3, 1.4); when
+    that parses, ``accessHeat`` goes through ``float()`` (an integer such as 10**400 overflows).
     """
     if _to_utc(fact.get("lastConfirmedAt")) is None:
         _to_utc(fact.get("createdAt"))
-    if isinstance(entry, Mapping):
-        _to_utc(entry.get("lastAccessedAt"))
+    if entry is not None and _to_utc(entry.get("lastAccessedAt")) is not None:
+        to_float(entry.get("accessHeat"))
 
 
 def _to_utc(value: Any) -> _dt.datetime | None:
