@@ -260,3 +260,45 @@ def test_the_files_hold_the_printed_table_for_every_registered_policy(tmp_path, 
     assert {r["tie_break"] for r in rows if r["policy"] in ("confidence", "hybrid-v1")} == {"input-order"}
     differ = [r for r in rows if r["support_retained"] != r["support_expected"]]
     assert differ  # ties the two numbers disagree on exist, and both are written
+
+
+# The SHA-256 of DeerFlow's files as the scalar select() pass wrote them (main at 407e24b),
+# before run-policy wrote them from its one decided table (#22 item 3): byte for byte the same.
+PINNED_POLICIES = ("confidence,hybrid-v1,dory,fifo,generative-agents,generative-agents-code,keep-all,lfu-aging,lru,"
+                   "memorybank,memorybank-seeded,memoryos-heat,oracle,random,lru+reserve(correction,0.1,10),"
+                   "confidence+mmr(0.5),hybrid-v1+mmr(0.25)+reserve(correction)")  # fmt: skip
+PINNED_FILES = [
+    ([], "b1d8faf5e75fdaa5f7bb1df4cdbfc5ba6827f0afd3a4ec2c41e574c7992a7246",
+     "48ed21e82604af889b2fea65b3ca1c13df5f17082094070029562d2002229538"),
+    (["--policies", PINNED_POLICIES], "c1b0d023a4a2ab204bafe3c29f30fc82b4b63750d3cc73942a62fd58e2b3c388",
+     "707c284936e0c7fbcc4de715795c03f41f9a91f2ac79d065ce279748767ea5b3"),
+    (["--policies", "hybrid-v1,lfu-aging(half_life_days=7)", "--capacities", "1,4,9",
+      "--param", "confidence_weight=0.55", "--param", "confirmation_weight=0.35"],
+     "ac617caa31d5fe5f9091778f6ebdedfc0b5a3ac8e55cc4c76ed0543543b6c0e9",
+     "08525111fe67028cbb0e9bad8d2d5bc85b48eaadbcefa787cffc5d0ed0d6d428"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "raw", "summary"), PINNED_FILES)
+def test_deerflow_files_are_byte_identical_to_the_scalar_pass(tmp_path, args, raw, summary):
+    import hashlib
+
+    assert main(["run-policy", "--output-dir", str(tmp_path), *args]) == 0
+    files = ("policy.raw.jsonl", "summary.json")
+    assert [hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in files] == [raw, summary]
+
+
+def test_raw_rows_from_the_decided_table_equal_the_scalar_rows_for_every_policy():
+    """Every registered policy (one added later too) and modified specs: decide_run's rows are the
+    scalar selector's (evaluate), field for field."""
+    from evictlab.analysis.evaluate import decide_run, evaluate
+    from evictlab.core.pools import open_pools
+    from evictlab.core.runspec import RunSpec
+    from evictlab.policies import known_policies
+
+    pool_set = open_pools(RunSpec())
+    policies = (*known_policies(), "lru+reserve(correction,0.1,10)", "confidence+mmr(0.5)")
+    params = pool_set.protocol.config.hybrid
+    decisions, rows = decide_run(pool_set, policies, (3, 7), params)
+    assert rows == evaluate(pool_set, policies, (3, 7), params)
+    assert len(decisions) == len(rows)

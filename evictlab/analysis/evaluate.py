@@ -32,7 +32,7 @@ from .. import results
 from ..core.pools import Case, PoolSet, check_capacities
 from ..policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
 from ..results import git_state
-from ..selection.decisions import decide_grid, distinct, retention_counts
+from ..selection.decisions import DecisionPlan, distinct, retention_counts
 from ..times import utc_now_iso
 
 KIND = "run-policy"
@@ -81,13 +81,35 @@ def policy_row(case: Case, policy: str, capacity: int, decision: Decision) -> di
     }
 
 
+def decide_run(
+    pool_set: PoolSet,
+    policies: Sequence[str],
+    capacities: Sequence[int],
+    params: PolicyParams,
+    tie_break: str | None = None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The run decided once: :func:`~evictlab.selection.decisions.decide_grid`'s frame and the
+    rows of ``policy.raw.jsonl`` (nested case x capacity x policy), both from the same batches."""
+    plan = DecisionPlan.build(pool_set, policies, [params], capacities, details=True, tie_break=tie_break)
+    batches = {chunk.policy: plan.batch(chunk) for chunk in plan.chunks}  # one setting: one chunk per policy
+    decisions = pd.concat([plan.frame(chunk, batches[chunk.policy]) for chunk in plan.chunks], ignore_index=True)
+    rows = [
+        policy_row(case, policy, capacity, batches[policy].decision(0, c, k))
+        for c, case in enumerate(pool_set.cases)
+        for k, capacity in enumerate(plan.capacities)
+        for policy in plan.policies
+    ]
+    return decisions, rows
+
+
 def evaluate(
     pool_set: PoolSet,
     policies: Sequence[str] = DEERMEM_POLICIES,
     capacities: Sequence[int] | None = None,
     params: PolicyParams | None = None,
 ) -> list[dict[str, Any]]:
-    """All rows, nested case x capacity x policy."""
+    """All rows, nested case x capacity x policy, through the scalar selector: the rows of an
+    imported store's buckets (which hold no support fact) and the reference of :func:`decide_run`."""
     for name in policies:
         resolve_policy(name)  # fail on an unknown name before any work
     protocol = pool_set.protocol
@@ -207,26 +229,26 @@ def write_run(
         policies, capacities or protocol.config.pool.capacities, sizes, f"{len(pool_set.cases)} pools"
     )
     params = params or protocol.config.hybrid
-    decisions = decide_grid(pool_set, policies, [params], capacities)
+    decisions, rows = decide_run(pool_set, policies, capacities, params)
     parameters = run_parameters(policies, capacities, preset, params)
     with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
-        return write_run_files(run, pool_set, decisions, preset=preset, params=params)
+        return write_run_files(run, pool_set, decisions, rows, preset=preset, params=params)
 
 
 def write_run_files(
     run: results.Run,
     pool_set: PoolSet,
     decisions: pd.DataFrame,
+    rows: list[dict[str, Any]],
     *,
     preset: str | None,
     params: PolicyParams,
 ) -> list[dict[str, Any]]:
-    """The files of an open ``run-policy`` run (``run.json`` last), from ``decisions``:
-    :func:`~evictlab.selection.decisions.decide_grid`'s frame of the run (one setting, one seed)."""
+    """The files of an open ``run-policy`` run (``run.json`` last), from :func:`decide_run`'s
+    frame and rows of the run (one setting, one seed)."""
     policies = list(decisions["policy"].cat.categories)
     capacities = list(dict.fromkeys(int(capacity) for capacity in decisions["capacity"]))
     run.record.dataset = pool_set.dataset.record()
-    rows = evaluate(pool_set, policies, capacities, params)
     protocol_id = pool_set.protocol.protocol_id
     ordered = in_row_order(decisions, len(pool_set.cases), len(capacities), len(policies))
     run.write_jsonl("policy.raw.jsonl", rows)

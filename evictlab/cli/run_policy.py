@@ -11,6 +11,7 @@ from ..analysis.evaluate import (
     OUTPUT_FILES,
     RUN_FILES,
     check_run_lists,
+    decide_run,
     evaluate,
     run_parameters,
     run_record,
@@ -23,7 +24,7 @@ from ..core.stores.imported import is_import
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, known_policies
 from ..policies.ties import TIE_BREAKS
-from ..selection.decisions import decide_grid, distinct, scenario_table
+from ..selection.decisions import distinct, scenario_table
 from . import summary
 from ._common import (
     POLICY_HELP,
@@ -109,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     load = lambda: loaded.append(pool_set_from(args))  # noqa: E731
     with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=load) as current:
         pool_set = loaded[0]
-        decisions = decide_grid(pool_set, policies, [params], capacities, tie_break=args.tie_break)
-        rows = write_run_files(current, pool_set, decisions, preset=preset_name(args), params=params)
+        decisions, rows = decide_run(pool_set, policies, capacities, params, args.tie_break)
+        write_run_files(current, pool_set, decisions, rows, preset=preset_name(args), params=params)
     print(scenario_table(decisions).to_string())
     ties = decisions.groupby("policy", sort=False, observed=True)["support_tied"].sum()
     print("decisions settled by a tie at the cut line: " + ", ".join(f"{p} {int(n)}" for p, n in ties.items()))

@@ -82,7 +82,7 @@ from ..core.protocol import PRESETS
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, Policy, PolicyParams, resolve_policy
 from ..policies.ties import EXPECTED, TIE_BREAKS, check_tie_break
-from .engine import OUTPUTS, PreparedCases
+from .engine import OUTPUTS, BatchResult, PreparedCases
 from .engine_settings import SettingColumns
 from .tables import retention_cell, retention_counts, retention_table, scenario_table, tie_counts
 
@@ -200,9 +200,22 @@ class DecisionPlan:
 
     def decide(self, chunk: DecisionChunk) -> pd.DataFrame:
         """The tidy frame of one chunk (the module docstring's columns, in its nesting order)."""
-        cases, settings = self.prepared[chunk.label], SettingColumns.of(self.settings[chunk.start : chunk.stop])
-        outputs, kept = _decide(cases, chunk.policy, chunk.seed, settings, self.capacities, self.details)
-        n_settings, n_cases, n_capacities = np.shape(outputs["support_retained"])
+        return self.frame(chunk, self.batch(chunk))
+
+    def batch(self, chunk: DecisionChunk) -> BatchResult:
+        """One chunk decided by the one selector (a policy without rank keys, ``mmr``, on the
+        scalar selector inside it); with ``details``, each decision is :meth:`BatchResult.decision`."""
+        settings = SettingColumns.of(self.settings[chunk.start : chunk.stop])
+        return self.prepared[chunk.label].select(
+            chunk.policy, settings, self.capacities, details=self.details, seed=chunk.seed
+        )
+
+    def frame(self, chunk: DecisionChunk, batch: BatchResult) -> pd.DataFrame:
+        """The tidy frame of ``chunk`` from its :meth:`batch`."""
+        outputs = batch.outputs()
+        kept = [batch.kept_fact_ids(*index) for index in np.ndindex(*batch.shape)] if self.details else None
+        settings = batch.settings
+        n_settings, n_cases, n_capacities = batch.shape
         size, per_setting = n_settings * n_cases * n_capacities, n_cases * n_capacities
         categories, codes = self._case_codes
         tie_break = self.tie_breaks[chunk.policy]
@@ -285,16 +298,6 @@ def decide_grid(
         details=details, progress=progress, progress_label=progress_label, tie_break=tie_break,
     )  # fmt: skip
     return pd.concat(list(frames), ignore_index=True)
-
-
-def _decide(
-    cases: PreparedCases, policy: str, seed: int, settings: SettingColumns, capacities: tuple[int, ...], details: bool
-) -> tuple[dict[str, np.ndarray], list[tuple[str, ...]] | None]:
-    """Outputs shaped (settings, cases, capacities) and, with ``details``, each row's kept ids,
-    from the one selector (a policy without rank keys, ``mmr``, on the scalar selector inside it)."""
-    batch = cases.select(policy, settings, capacities, details=details, seed=seed)
-    kept = [batch.kept_fact_ids(*index) for index in np.ndindex(*batch.shape)] if details else None
-    return batch.outputs(), kept
 
 
 def _constant(categories: list[str], value: str, size: int) -> pd.Categorical:

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContractError
-from ..policies import Policy, PolicyParams, SelectionContext, resolve_policy
+from ..policies import Decision, EvictedFact, Policy, PolicyParams, SelectionContext, resolve_policy
 from ..policies.arrays import Params, Signals
-from ..policies.signals import fact_key, resolve_now
+from ..policies.signals import fact_key, reported_category, resolve_now
 from ..policies.ties import CutLine, tie_outcome
 from .engine_settings import FIELDS, SettingColumns
 from .selector import kept_masks, ranked_keys, reservation_of, support_outputs
@@ -192,7 +192,7 @@ class PreparedCases:
                 for start in range(0, len(columns), step)
             ]
             arrays = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-        return BatchResult(self, selector.name, columns, capacities, **arrays)
+        return BatchResult(self, selector.name, columns, capacities, **arrays, selector=selector, seed=seed)
 
     def _decide(
         self, selector: Policy, settings: SettingColumns, caps: np.ndarray, details: bool, seed: int
@@ -288,6 +288,8 @@ class BatchResult:
     kept: np.ndarray | None = field(default=None, repr=False)
     ranking: np.ndarray | None = field(default=None, repr=False)
     scores: np.ndarray | None = field(default=None, repr=False)
+    selector: Policy | None = field(default=None, repr=False)
+    seed: int = 0
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -301,6 +303,30 @@ class BatchResult:
         mask = self.kept[setting, case, capacity]
         order = range(len(ids)) if len(ids) <= self.capacities[capacity] else self.ranking[setting, case]
         return tuple(ids[p] for p in order if p < len(ids) and mask[p])
+
+    def decision(self, setting: int, case: int, capacity: int) -> Decision:
+        """One decision as the scalar selector returns it (needs ``details``): the kept facts and
+        the evicted records (lowest rank first) from this batch's mask and ranking, each fact's
+        score and components from the policy's ``score``, the reserved count from the batch."""
+        kept_ids = self.kept_fact_ids(setting, case, capacity)
+        assert self.kept is not None and self.ranking is not None and self.selector is not None
+        source, ids = self.cases.cases[case], self.cases.fact_ids[case]
+        facts = list(source.facts)
+        usage = source.usage if isinstance(source.usage, Mapping) else {}
+        context = SelectionContext(self.cases.now, usage, self.settings[setting], frozenset(source.support_fact_ids),
+                                   self.seed)  # fmt: skip
+        scores = dict(zip(ids, self.selector.score(facts, context)))
+        ranking = tuple(self.ranking[setting, case, : len(ids)].tolist())
+        mask = self.kept[setting, case, capacity]
+        position = {key: index for index, key in enumerate(ids)}
+        kept = tuple(position[key] for key in kept_ids)
+        evicted = [
+            EvictedFact(ids[p], reported_category(facts[p]), scores[ids[p]].value, dict(scores[ids[p]].components))
+            for p in reversed(ranking)
+            if not mask[p]
+        ]
+        reserved = int(self.reserved_correction_slots[setting, case, capacity])
+        return Decision([facts[p] for p in kept], evicted, scores, self.policy, reserved, ranking, kept)
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The output arrays by name (see :data:`OUTPUTS`)."""
