@@ -20,7 +20,8 @@ OKABE_ITO: dict[str, str] = {
 }
 
 #: Darker and lighter Okabe-Ito hues for the policies beyond the palette's eight colours: the
-#: hue mixed in sRGB with black (dark 30-40 %, darker 60 %) or white (light 70 %). Chosen so
+#: hue mixed in sRGB with black (dark 30-40 %, darker 60 %), white (light 70 %) or, for the
+#: fifteenth (no shade toward black or white kept apart from the fourteen), another hue. Chosen so
 #: that every pair of policy colours stays apart under simulated protanopia, deuteranopia and
 #: tritanopia at least as well as the base palette's own closest pair.
 OKABE_ITO_SHADES: dict[str, str] = {
@@ -29,4 +30,5 @@ OKABE_ITO_SHADES: dict[str, str] = {
     "bluish_green_darker": "#003F2E",  # 60 % black
     "bluish_green_light": "#B2E2D5",  # 70 % white
     "reddish_purple_dark": "#7A4964",  # 40 % black
+    "yellow_sky_blue": "#C2D674",  # yellow with 30 % sky blue
 }
