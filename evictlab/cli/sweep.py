@@ -267,7 +267,7 @@ def report_lines(written: WrittenSweep) -> list[str]:
         for index in sorted(set(mine["setting"])):
             setting = grid.setting(index)
             lines += ["", f"DeerMem default, {describe(setting, index)}, preset {preset}:"]
-            lines += retention_lines(mine[mine["setting"] == index])
+            lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
         lines += [
             "",
             f"best and worst setting per scenario, preset {preset} (support retained summed over"
@@ -316,34 +316,6 @@ def retention_table(summary: pd.DataFrame) -> pd.DataFrame:
     table.columns = [f"{policy}/{capacity}" for policy, capacity in table.columns]
     table.index.name = None
     return table
-
-
-def retention_lines(summary: pd.DataFrame) -> list[str]:
-    """:func:`retention_table` as text, the lines of its ``to_string()``, built without pandas'
-    pivot and formatter (they took 7 of the 10 ms the command spends on its report).
-
-    Scenarios are rows and policy/capacity pairs columns, in order of first appearance; cells
-    are right-aligned in their column, the scenarios left-aligned, columns one space apart.
-    """
-    counted = "retention" if "retention" in summary else "support_retained"
-    cells: dict[str, dict[str, tuple[float, int]]] = {}
-    totals: dict[str, tuple[float, int]] = {}
-    keys = zip(summary["scenario"].astype(str), summary["policy"].astype(str), summary["capacity"])
-    for (scenario, policy, capacity), retained, cases in zip(keys, summary[counted], summary["cases"]):
-        column = f"{policy}/{capacity}"
-        cells.setdefault(scenario, {})[column] = (retained, cases)
-        total = totals.get(column, (0, 0))
-        totals[column] = (total[0] + retained, total[1] + cases)
-    cells["total"] = totals
-    text = {row: {column: decisions.retention_cell(*count) for column, count in columns.items()}
-            for row, columns in cells.items()}  # fmt: skip
-    # pandas gives a column of text a leading space: width = the longer of header and 1 + cell.
-    widths = {column: max(len(column), 1 + max(len(row[column]) for row in text.values())) for column in totals}
-    label = max(len(row) for row in text)
-    lines = [" " * label + "".join(f" {column:>{widths[column]}}" for column in totals)]
-    for row, values in text.items():
-        lines.append(f"{row:<{label}}" + "".join(f" {values[column]:>{widths[column]}}" for column in totals))
-    return lines
 
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:

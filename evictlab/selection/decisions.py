@@ -144,6 +144,7 @@ class DecisionPlan:
     details: bool
     chunk_rows: int
     chunks: tuple[DecisionChunk, ...] = field(repr=False)
+    resolved: Mapping[str, Policy] = field(repr=False)  # each policy spec, parsed once
 
     @classmethod
     def build(
@@ -188,7 +189,9 @@ class DecisionPlan:
                     stop = min(start + step, len(settings))
                     rows = (stop - start) * per_setting
                     chunks.append(DecisionChunk(len(chunks), label, policy, seed, start, stop, rows))
-        return cls(prepared, names, seeds, settings, capacities, tie_breaks, details, chunk_rows, tuple(chunks))
+        return cls(
+            prepared, names, seeds, settings, capacities, tie_breaks, details, chunk_rows, tuple(chunks), resolved
+        )
 
     @property
     def rows(self) -> int:
@@ -206,9 +209,9 @@ class DecisionPlan:
         """One chunk decided by the one selector (a policy without rank keys, ``mmr``, on the
         scalar selector inside it); with ``details``, each decision is :meth:`BatchResult.decision`."""
         settings = SettingColumns.of(self.settings[chunk.start : chunk.stop])
-        return self.prepared[chunk.label].select(
-            chunk.policy, settings, self.capacities, details=self.details, seed=chunk.seed
-        )
+        policy = self.resolved[chunk.policy]
+        return self.prepared[chunk.label].select(policy, settings, self.capacities, details=self.details,
+                                                 seed=chunk.seed)  # fmt: skip
 
     def frame(self, chunk: DecisionChunk, batch: BatchResult) -> pd.DataFrame:
         """The tidy frame of ``chunk`` from its :meth:`batch`."""

@@ -317,13 +317,16 @@ class _OpenFacts:
         self.n_others = others.sum(axis=-1)[None, :, None]
         self.n_members = members.sum(axis=-1)[None, :, None]
 
-    @staticmethod
-    def _get(array: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """``array[s, r, index]`` for (S, R, K) indices; NaN outside [0, width)."""
+    def _get(self, array: np.ndarray, index: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """``array[s, r, index]`` for (S, R, K) indices, or for flat ``index`` of the rows
+        ``rows`` (flat offsets of (s, r)); NaN outside [0, width)."""
         width = array.shape[-1]
-        index = np.broadcast_to(index, (*array.shape[:2], index.shape[-1]))
-        found = np.take_along_axis(array, np.clip(index, 0, width - 1), axis=-1)
-        return np.where((index >= 0) & (index < width), found, np.nan)
+        if rows is None:
+            index = np.broadcast_to(index, (*array.shape[:2], index.shape[-1]))
+            rows = np.arange(0, array.size, width).reshape(*array.shape[:2], 1)  # each row's first element
+        inside = (index >= 0) & (index < width)
+        found = array.reshape(-1).take(rows + np.where(inside, index, 0))
+        return np.where(inside, found, np.nan)
 
     def member_at(self, rank: np.ndarray) -> np.ndarray:
         """Key of the ``rank``-th best fact of the category (NaN where there is none)."""
@@ -342,15 +345,26 @@ class _OpenFacts:
         if self.members is None:
             return np.where(exists, self._get(self.others, rank), np.nan)
         # t = members among the first rank + 1 open facts: the largest t in [low, high] whose
-        # last member does not come after the other fact it would displace.
+        # last member does not come after the other fact it would displace; searched only
+        # where low < high, on those elements alone.
         low = np.maximum(0, rank + 1 - n_others)
         high = np.minimum(rank + 1, rest)
-        while np.any(low < high):
-            middle = (low + high + 1) // 2
-            member = self._get(self.members, reserved + middle - 1)
-            other = self._get(self.others, rank + 1 - middle)
-            fits = (middle <= low) | ~(member > other)
-            low, high = np.where(fits, middle, low), np.where(fits, high, middle - 1)
+        width = self.others.shape[-1]
+        rows = np.broadcast_to(np.arange(0, self.others.size, width).reshape(*shape[:2], 1), shape)
+        open_ = np.flatnonzero(low < high)
+        found, top = low.reshape(-1)[open_], high.reshape(-1)[open_]
+        at_row, at_rank, at_reserved = (array.reshape(-1)[open_] for array in (rows, rank, reserved))
+        while len(open_):
+            middle = (found + top + 1) // 2
+            member = self._get(self.members, at_reserved + middle - 1, at_row)
+            other = self._get(self.others, at_rank + 1 - middle, at_row)
+            fits = ~(member > other)
+            found, top = np.where(fits, middle, found), np.where(fits, top, middle - 1)
+            left = found < top
+            low.reshape(-1)[open_[~left]] = found[~left]
+            open_, found, top, at_row, at_rank, at_reserved = (
+                array[left] for array in (open_, found, top, at_row, at_rank, at_reserved)
+            )
         last_member = np.where(low > 0, self._get(self.members, reserved + low - 1), -np.inf)
         last_other = np.where(rank - low >= 0, self._get(self.others, rank - low), -np.inf)
         return np.where(exists, np.fmax(last_member, last_other), np.nan)
