@@ -20,8 +20,8 @@ from evictlab.resources import NOTEBOOK_DIR
 SPINE = (
     "open_pools",  # evictlab.core.pools: the one way from a spec to pools
     "resolve",  # evictlab.core.runspec: the spec's files read and checked
-    "decide_grid",  # evictlab.selection.decisions: one decisions frame
-    "DecisionPlan.build",  # the grid checked once and cut into chunks
+    "DecisionPlan.build",  # evictlab.selection.decisions: the grid checked once and cut into chunks
+    "DecisionPlan.batch",  # one chunk decided (run-policy's decide_run and decide_grid both)
     "PreparedCases.select",  # evictlab.selection.engine: the selector of confidence and hybrid-v1
 )
 
@@ -70,10 +70,10 @@ def test_a_capacity_reaches_the_selector_through_the_same_functions_from_the_cli
     for calls in (from_cli, from_notebook):
         names = [name for name, _ in calls]
         assert set(names) == set(SPINE), names
-        # Pools first (resolved once per spec), then one decisions frame, then the engine.
-        assert names.index("open_pools") < names.index("decide_grid") < names.index("PreparedCases.select")
+        # Pools first (resolved once per spec), then one decisions plan, then the engine.
+        assert names.index("open_pools") < names.index("DecisionPlan.build") < names.index("PreparedCases.select")
         assert names.count("resolve") == 1
-        for name in ("decide_grid", "DecisionPlan.build", "PreparedCases.select"):
+        for name in ("DecisionPlan.build", "PreparedCases.select"):
             assert capacities_seen(calls, name) and set(capacities_seen(calls, name)) == {(4,)}, name
 
 
