@@ -4,7 +4,7 @@ libCacheSim and an OrderedDict loop, a study, streaming.
 1. **The one path vs. the scalar loop, identical kept lists.** Every default policy at capacity
    100 on the first ``--reference-events`` events of a 100,000-event generated trace, all in one
    :class:`~evictlab.analysis.traces.memory.Lockstep`, against
-   :class:`~evictlab.analysis.traces.memory.ReferenceMemory` set to call its selector (DeerMem's
+   :class:`~evictlab.analysis.traces.reference.ReferenceMemory` set to call its selector (DeerMem's
    ``select_facts_for_capacity`` or the policy's ``select``) on every write. The kept list after
    every write is compared (a digest per write); any difference exits with status 1.
 2. **A full capacity curve through the CLI**: ``evictlab trace replay --trace FILE`` on the
@@ -52,8 +52,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
-from evictlab.analysis.traces.memory import Lockstep, MemorySpec, ReferenceMemory
+from evictlab.analysis.traces.memory import Lockstep, MemorySpec
 from evictlab.analysis.traces.metrics import default_policies
+from evictlab.analysis.traces.reference import ReferenceMemory
 from evictlab.analysis.traces.replay import make_memory, replay, returned_ids
 from evictlab.analysis.traces.schema import chunk_table, iter_chunks, write_trace
 from evictlab.analysis.traces.study import run_study, run_task, study_tasks

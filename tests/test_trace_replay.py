@@ -9,8 +9,9 @@ import random
 import pytest
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
-from evictlab.analysis.traces.memory import Lockstep, MemorySpec, ReferenceMemory, replayable, uncapped
+from evictlab.analysis.traces.memory import Lockstep, MemorySpec, replayable, uncapped
 from evictlab.analysis.traces.metrics import default_policies, role_of, uncapped_bounds
+from evictlab.analysis.traces.reference import ReferenceMemory
 from evictlab.analysis.traces.replay import (
     audit_trail,
     make_memory,

@@ -41,7 +41,8 @@ from ...policies import DEERMEM_POLICIES, PolicyParams
 from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
 from .lifecycle import LOSSES
-from .memory import Lockstep, MemorySpec, ReferenceMemory
+from .memory import Lockstep, MemorySpec
+from .reference import ReferenceMemory
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk
 from .stages import Lifecycle
 
