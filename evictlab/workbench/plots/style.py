@@ -273,13 +273,19 @@ def identical_lines(frame: pd.DataFrame, key: str, values: Sequence[str]) -> dic
 
 
 def merged_label(members: Sequence[str]) -> str:
-    """``lru = lfu-aging``: the names of the policies one line stands for."""
-    return " = ".join(members)
+    """``lru = lfu-aging``: the names of the policies one line stands for, on as many lines as the
+    paper width needs (any number of tied policies fits a legend column)."""
+    return wrap_text(" = ".join(members), MIN_TEXT_PT, 0.96 * 72 * paper_width() - LEGEND_PADDING)
+
+
+#: A legend entry's width beyond its text, in points: the handle, the pads and the spacing.
+LEGEND_PADDING = 4.5 * MIN_TEXT_PT
 
 
 def legend_columns(labels: Sequence[str], most: int | None = None) -> int:
     """How many legend columns of ``labels`` fit the paper width (at most ``most``)."""
-    column = max(text_width(label, MIN_TEXT_PT) for label in labels) + 4.5 * MIN_TEXT_PT  # handle, pads, spacing
+    column = max(text_width(line, MIN_TEXT_PT) for label in labels for line in label.splitlines() or [""])
+    column += LEGEND_PADDING
     return max(1, min(most or len(labels), int(0.96 * 72 * paper_width() // column)))
 
 
