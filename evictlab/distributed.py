@@ -182,6 +182,7 @@ def dask_client(placement: Placement) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_log_levels_restored())  # exits last: after the client and the cluster
         if placement.scheduler is not None:
             _check_answers(placement.scheduler, placement.connect_timeout_seconds)
             try:
@@ -235,6 +236,21 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
+_QUIET_LOGGERS = ("distributed", "asyncio", "tornado")
+
+
+@contextlib.contextmanager
+def _log_levels_restored() -> Iterator[None]:
+    """The levels of the loggers :func:`_silent_when_ending` silences, put back on exit, so a
+    failed run leaves later runs in the same process (a notebook, a test session) their logs."""
+    before = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    try:
+        yield
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)
+
+
 @contextlib.contextmanager
 def _silent_when_ending() -> Iterator[None]:
     """Once a run ends on an error or an interruption, Dask says nothing more while it closes
@@ -242,7 +258,7 @@ def _silent_when_ending() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        for name in ("distributed", "asyncio", "tornado"):
+        for name in _QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
         raise
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 import pandas as pd
 import pytest
@@ -77,3 +78,11 @@ def test_local_cluster_and_scheduler_address_match_in_process():
     pd.testing.assert_frame_equal(on_cluster, expected)
     pd.testing.assert_frame_equal(streamed, expected)
     pd.testing.assert_frame_equal(remote, expected)
+
+
+def test_a_failed_run_leaves_the_log_levels_as_they_were():
+    names = ("distributed", "asyncio", "tornado")
+    before = [logging.getLogger(name).level for name in names]
+    with pytest.raises(ValueError, match="task three failed"):
+        map_tasks(fail_on_three, [1, 3], Placement(workers=1, processes=False), progress=False)
+    assert [logging.getLogger(name).level for name in names] == before

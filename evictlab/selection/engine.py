@@ -309,16 +309,10 @@ class BatchResult:
         the evicted records (lowest rank first) from this batch's mask and ranking, each fact's
         score and components from the policy's ``score``, the reserved count from the batch."""
         kept_ids = self.kept_fact_ids(setting, case, capacity)
-        assert self.kept is not None and self.ranking is not None and self.selector is not None
-        source, ids = self.cases.cases[case], self.cases.fact_ids[case]
-        facts = list(source.facts)
-        usage = source.usage if isinstance(source.usage, Mapping) else {}
-        context = SelectionContext(self.cases.now, usage, self.settings[setting], frozenset(source.support_fact_ids),
-                                   self.seed)  # fmt: skip
-        scores = dict(zip(ids, self.selector.score(facts, context)))
-        ranking = tuple(self.ranking[setting, case, : len(ids)].tolist())
+        assert self.kept is not None
+        facts, scores, ranking, position = self._scored(setting, case)
+        ids = self.cases.fact_ids[case]
         mask = self.kept[setting, case, capacity]
-        position = {key: index for index, key in enumerate(ids)}
         kept = tuple(position[key] for key in kept_ids)
         evicted = [
             EvictedFact(ids[p], reported_category(facts[p]), scores[ids[p]].value, dict(scores[ids[p]].components))
@@ -327,6 +321,23 @@ class BatchResult:
         ]
         reserved = int(self.reserved_correction_slots[setting, case, capacity])
         return Decision([facts[p] for p in kept], evicted, scores, self.policy, reserved, ranking, kept)
+
+    def _scored(self, setting: int, case: int) -> tuple[list[Any], dict[str, Any], tuple[int, ...], dict[str, int]]:
+        """The capacity-independent half of :meth:`decision` (the facts, the scalar scores, the
+        ranking and the positions by id), scored once per (setting, case) however many
+        capacities are asked for."""
+        cache: dict[tuple[int, int], Any] = self.__dict__.setdefault("_scored_cache", {})
+        if (setting, case) not in cache:
+            assert self.ranking is not None and self.selector is not None
+            source, ids = self.cases.cases[case], self.cases.fact_ids[case]
+            facts = list(source.facts)
+            usage = source.usage if isinstance(source.usage, Mapping) else {}
+            context = SelectionContext(self.cases.now, usage, self.settings[setting],
+                                       frozenset(source.support_fact_ids), self.seed)  # fmt: skip
+            scores = dict(zip(ids, self.selector.score(facts, context)))
+            ranking = tuple(self.ranking[setting, case, : len(ids)].tolist())
+            cache[setting, case] = facts, scores, ranking, {key: index for index, key in enumerate(ids)}
+        return cache[setting, case]
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The output arrays by name (see :data:`OUTPUTS`)."""

@@ -14,8 +14,8 @@ A report folder (``results/<name>/`` by default) holds::
     report.run.json                    the run record: provenance, parameters, hashes,
                                        per-notebook status and duration, every file's SHA-256
 
-The report computes no number itself: its findings are sentences over the saved tables
-(:func:`evictlab.workbench.report_document.findings`). A rerun of the same report replaces it,
+The report decides, replays and samples nothing itself: its findings are sentences over the
+saved tables (:func:`evictlab.workbench.report_document.findings`). A rerun of the same report replaces it,
 deleting only files its record lists unchanged; a folder holding a report of another notebook
 set or spec is refused unless ``replace`` (:mod:`evictlab.workbench.report_folder` holds these
 rules). A failing notebook does not stop the others; the report names it, its failing cell and

@@ -4,12 +4,12 @@
 headline figure, a table of contents, the notebooks (executed copy and its HTML export), the
 key tables, every figure with a caption that says what it shows and how to read it, and the
 run's provenance. The findings and key tables are the tables the notebooks saved
-(:mod:`evictlab.workbench.tables`); :func:`findings` puts their numbers into sentences and
-computes nothing of its own. Every link is relative to the report folder, so the folder can be
-moved or published as it is. :func:`render` fills the jinja2 templates in
-``evictlab/workbench/templates/`` (``report.md.j2``, ``report.html.j2``; the HTML page has inline
-CSS for screen and print, and no scripts). :func:`export_notebook_html` writes an executed
-notebook's HTML twin with nbconvert.
+(:mod:`evictlab.workbench.tables`); :func:`findings` puts their numbers into sentences, with no
+arithmetic beyond phrasing them (a count as a share, the widest of the listed cells, a rank).
+Every link is relative to the report folder, so the folder can be moved or published as it is.
+:func:`render` fills the jinja2 templates in ``evictlab/workbench/templates/`` (``report.md.j2``,
+``report.html.j2``; the HTML page has inline CSS for screen and print, and no scripts).
+:func:`export_notebook_html` writes an executed notebook's HTML twin with nbconvert.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...policies import policy_class
+from ...policies.ties import INPUT_ORDER
 from .style import (
     ALL_CASES,
     MARKERS,
@@ -109,7 +110,7 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
 def tie_sentence(policies: Sequence[str]) -> str:
     """Which of ``policies`` count a tie at the cut line by input order and which by the expectation
     over tie orders, from each policy's declared default (as the zoo counts them)."""
-    by_order = [p for p in policies if policy_class(p).default_tie_break == "input-order"]
+    by_order = [p for p in policies if policy_class(p).default_tie_break == INPUT_ORDER]
     if not by_order:
         return "every policy reports the expectation over tie orders"
     others = "the others report" if len(by_order) < len(policies) else "none reports"
