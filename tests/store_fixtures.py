@@ -25,11 +25,11 @@ from evictlab.selection.audit import (
     audit_event,
     clear_audit_metadata,
     clear_usage_metadata,
-    format_timestamp,
     update_usage,
     write_usage,
 )
 from evictlab.selection.deermem import select_facts_for_capacity
+from evictlab.times import iso_z
 
 UTC = _dt.UTC
 START = _dt.datetime(2026, 3, 1, tzinfo=UTC)
@@ -61,7 +61,7 @@ def write_fact(root: Path, fact: dict[str, Any], content: str, user_id: str | No
 
 def stored_fact(fact_id: str, confidence: float, created: _dt.datetime, **extra: Any) -> dict[str, Any]:
     """The keys in the order storage writes them (spec 1.14's example)."""
-    stamp = format_timestamp(created)
+    stamp = iso_z(created)
     return {"id": fact_id, "category": extra.pop("category", "preference"), "confidence": confidence,
             "createdAt": stamp, "source": {"type": "conversation", "threadId": "thread-0001"}, **extra,
             "schemaVersion": 2, "status": "active", "topics": [], "consolidatedFrom": [],
@@ -89,7 +89,7 @@ def replayed_store(root: Path, policy: str, *, shadow: bool = False, seed: int =
                                  access_half_life_days=params.access_half_life_days)  # fmt: skip
         if facts and rng.random() < 0.4:
             confirmed = facts[rng.choice(sorted(facts))]
-            confirmed["lastConfirmedAt"] = confirmed["updatedAt"] = format_timestamp(now)
+            confirmed["lastConfirmedAt"] = confirmed["updatedAt"] = iso_z(now)
             confirmed["confirmationCount"] = confirmed.get("confirmationCount", 0) + 1
         new = []
         for _ in range(rng.randint(1, 4)):

@@ -21,7 +21,6 @@ from evictlab.selection.audit import (
     audit_path,
     clear_audit_metadata,
     clear_usage_metadata,
-    format_timestamp,
     read_audit_events,
     read_usage,
     shadow_comparison,
@@ -30,6 +29,7 @@ from evictlab.selection.audit import (
     write_usage,
 )
 from evictlab.selection.deermem import select_facts_for_capacity
+from evictlab.times import iso_z
 
 UTC = _dt.UTC
 CLOCK = _dt.datetime(2026, 8, 13, tzinfo=UTC)
@@ -71,8 +71,8 @@ def sample_decision(policy="hybrid-v1"):
         (_dt.datetime(2026, 8, 13, 1, 2, 3, 4500, tzinfo=UTC), "2026-08-13T01:02:03.004500Z"),
     ],
 )
-def test_format_timestamp(moment, text):
-    assert format_timestamp(moment) == text
+def test_audit_timestamp(moment, text):
+    assert iso_z(moment) == text
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -352,7 +352,7 @@ def test_update_usage_properties(usage, returned, accessed_at):
         entry = updated[fact_id]
         assert entry["accessHeat"] >= 1.0 and math.isfinite(entry["accessHeat"])
         assert type(entry["accessCount"]) is int and entry["accessCount"] >= 1
-        assert entry["lastAccessedAt"] == format_timestamp(accessed_at)
+        assert entry["lastAccessedAt"] == iso_z(accessed_at)
 
 
 def test_usage_file_round_trip(tmp_path):

@@ -228,19 +228,6 @@ def test_a_figure_is_laid_out_once_for_both_files(builders, tmp_path, monkeypatc
     assert svg.read_text(encoding="utf-8").startswith("<?xml")
 
 
-def test_saved_paths_are_logged_when_asked(builders, tmp_path, monkeypatch):
-    log = tmp_path / "figures.log"
-    monkeypatch.setenv(plots.saving.FIGURE_LOG_VARIABLE, str(log))
-    first = plots.save(builders["qa_tokens"](), tmp_path / "b")
-    second = plots.save(builders["qa_tokens"](), tmp_path / "a")
-    assert log.read_text(encoding="utf-8").splitlines() == [str(path.resolve()) for path in (*first, *second)]
-    monkeypatch.delenv(plots.saving.FIGURE_LOG_VARIABLE)
-    untitled = Figure()
-    untitled.subplots().plot([1, 2])
-    plots.save(untitled, tmp_path / "c")  # a figure without a title saves too
-    assert len(log.read_text(encoding="utf-8").splitlines()) == 4
-
-
 def test_save_wants_a_path_without_suffix(builders, tmp_path):
     with pytest.raises(ValueError, match="without a suffix"):
         plots.save(builders["qa_tokens"](), tmp_path / "tokens.png")

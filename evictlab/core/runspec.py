@@ -466,9 +466,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-iso_utc = iso_z  # the name core/stores imports; to be replaced there by evictlab.times.iso_z
-
-
 def _json_value(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ContractError
+from ..times import as_utc, read_iso
 
 UTC = _dt.UTC
 SECONDS_PER_DAY = 86400
@@ -53,23 +54,6 @@ def read_confidence(value: Any) -> float:
     return min(1.0, max(0.0, number))
 
 
-def read_iso(value: Any) -> _dt.datetime | None:
-    """The datetime an ISO-8601 string names (naive when it has no offset), or ``None``.
-
-    Surrounding whitespace is stripped, a literal ``Z`` becomes ``+00:00`` and the rest is
-    read by ``datetime.fromisoformat``.
-    """
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if not text:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def parse_timestamp(value: Any) -> _dt.datetime | None:
     """An aware UTC datetime, or ``None`` when the value is not a parseable ISO-8601 string.
 
@@ -84,13 +68,6 @@ def parse_timestamp(value: Any) -> _dt.datetime | None:
         # An offset that moves a year-1 or year-9999 value out of range in UTC. Such a value
         # cannot be compared with the clock, so it reads as absent.
         return None
-
-
-def as_utc(moment: _dt.datetime) -> _dt.datetime:
-    """Attach UTC to a naive datetime, convert an aware one to UTC."""
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def resolve_now(now: _dt.datetime | None) -> _dt.datetime:

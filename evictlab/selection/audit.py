@@ -21,8 +21,9 @@ from typing import Any
 
 from ..errors import ContractError
 from ..policies.base import Decision
-from ..policies.signals import as_utc, decay, elapsed_days, parse_timestamp, read_count, read_number
+from ..policies.signals import decay, elapsed_days, parse_timestamp, read_count, read_number
 from ..results import atomic_write_text
+from ..times import as_utc, iso_z
 
 METADATA_DIR = ".metadata"
 AUDIT_FILE = "eviction-audit.json"
@@ -30,14 +31,6 @@ USAGE_FILE = "fact-usage.json"
 AUDIT_REASON = "capacity"
 DEFAULT_AUDIT_MAX_ENTRIES = 200
 DEFAULT_ACCESS_HALF_LIFE_DAYS = 30
-
-
-def format_timestamp(moment: _dt.datetime) -> str:
-    """UTC ISO-8601 with a trailing ``Z``; microseconds appear only when non-zero.
-
-    A naive ``moment`` is taken as UTC; an aware one is converted.
-    """
-    return as_utc(moment).replace(tzinfo=None).isoformat() + "Z"
 
 
 def metadata_dir(user_memory_dir: str | os.PathLike, agent_name: str) -> Path:
@@ -92,7 +85,7 @@ def audit_event(
         return None
     moment = occurred_at if occurred_at is not None else _dt.datetime.now(_dt.UTC)
     event: dict[str, Any] = {
-        "occurredAt": format_timestamp(moment),
+        "occurredAt": iso_z(moment),
         "reason": AUDIT_REASON,
         "policyVersion": decision.policy,
         "maxFacts": max_facts,
@@ -174,7 +167,7 @@ def update_usage(
     """
     updated = copy.deepcopy(dict(usage)) if isinstance(usage, Mapping) else {}
     allowed = None if existing_ids is None else {str(fact_id) for fact_id in existing_ids}
-    stamp = format_timestamp(accessed_at)
+    stamp = iso_z(accessed_at)
     moment = as_utc(accessed_at)
     seen: set[str] = set()
     for raw_id in returned_ids:

@@ -46,6 +46,7 @@ from ..policies import Policy, PolicyParams, SelectionContext, check_snapshot, s
 from ..policies.modifiers import resolve_policy
 from ..policies.signals import UTC, fact_fields, fact_key, parse_timestamp, read_confidence, resolve_now
 from ..policies.ties import CutLine
+from ..times import iso_z
 
 CONFIDENCE = "confidence"
 CONFIRMATION = "confirmation"
@@ -361,10 +362,10 @@ class _Change:
         return self._with_fact(confidence=value)
 
     def confirmation(self, days: int) -> Changed:
-        return self._with_fact(lastConfirmedAt=_iso(self.context.now - _dt.timedelta(days=days)))
+        return self._with_fact(lastConfirmedAt=iso_z(self.context.now - _dt.timedelta(days=days)))
 
     def heat(self, heat: int) -> Changed:
-        entry = {"accessHeat": heat, "lastAccessedAt": _iso(self.context.now)}
+        entry = {"accessHeat": heat, "lastAccessedAt": iso_z(self.context.now)}
         usage = {**_usage_of(self.context), self.key: entry}
         return list(self.facts), replace(self.context, usage=usage)
 
@@ -403,10 +404,6 @@ class _Change:
 
 def _usage_of(context: SelectionContext) -> Mapping[str, Any]:
     return context.usage if isinstance(context.usage, Mapping) else {}
-
-
-def _iso(moment: _dt.datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 # --- searches over ordered domains -------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 from ...errors import ContractError
 from ...policies.signals import parse_timestamp
 from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_ROWS_FILE_BYTES, parse_json, parse_yaml, read_bounded
-from ..runspec import iso_utc
+from ...times import iso_z
 from ..tokens import token_counter
 
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "constraint", "decision", "other")
@@ -130,7 +130,7 @@ def read_store(
     moment = clock or _latest(buckets)
     for bucket in buckets:
         for fact in bucket.facts:
-            fact.setdefault("createdAt", iso_utc(moment))
+            fact.setdefault("createdAt", iso_z(moment))
             fact.setdefault("updatedAt", fact["createdAt"])
     return Store(root, buckets, moment, counter.method, problems, list(dict.fromkeys(notes)))
 

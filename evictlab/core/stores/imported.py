@@ -29,10 +29,11 @@ from ...errors import ContractError
 from ...policies.signals import parse_timestamp, read_number
 from ...readers import MAX_ROWS_FILE_BYTES, parse_json, read_bounded
 from ...results import SUCCESS, file_digest, read_record
+from ...times import iso_z
 from ..dataset import Dataset
 from ..pools import Case, PoolSet
 from ..protocol import DatasetPin
-from ..runspec import CLOCK_KEY, RunSpec, iso_utc
+from ..runspec import CLOCK_KEY, RunSpec
 from .deermem import Bucket, Store
 
 KIND = "import-deermem"
@@ -49,7 +50,7 @@ def store_document(store: Store) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "format": "deermem-file-storage-v2",
         "store": str(store.root),
-        "clock": iso_utc(store.clock),
+        "clock": iso_z(store.clock),
         "token_counting": store.token_counting,
         "buckets": [
             {"case_id": bucket.key, "user_dir": bucket.user_dir, "user_id": bucket.user_id, "agent": bucket.agent,

@@ -6,8 +6,6 @@ only part of :mod:`evictlab.workbench.plots` that touches the file system.
 
 A figure is laid out and drawn once: the PNG is encoded from that raster, the SVG is written
 from the same layout (only the vector renderer runs again) and a notebook displays the PNG.
-When :data:`FIGURE_LOG_VARIABLE` names a file, every saved path is appended to it: that is how
-``evictlab report`` learns which figures each notebook saved while several run at once.
 """
 
 from __future__ import annotations
@@ -28,8 +26,6 @@ from ...results import atomic_write_bytes
 # A 12-inch figure at 150 dpi is 1800 px wide: still sharp when a report page scales it to ~900 px.
 FIGURE_DPI = 150
 SVG_HASH_SALT = "evictlab"
-#: The environment variable naming the file that :func:`save` appends each written path to.
-FIGURE_LOG_VARIABLE = "EVICTLAB_FIGURE_LOG"
 
 
 def save_into(fig: Figure, figures_dir: str | os.PathLike | None, name: str) -> Figure | SavedFigure:
@@ -113,10 +109,8 @@ def save(fig: Figure, path_without_suffix: str | os.PathLike, *, dpi: int = FIGU
         fig.set_layout_engine(engine)
         fig.dpi = original_dpi
         fig.set_canvas(original_canvas)
-    written = [atomic_write_bytes(base.with_name(base.name + suffix), buffer.getvalue())
+    return [atomic_write_bytes(base.with_name(base.name + suffix), buffer.getvalue())
                for suffix, buffer in ((".png", png), (".svg", svg))]
-    _log(written)
-    return written
 
 
 def _png_info(entries: dict[str, str]) -> PngInfo:
@@ -125,10 +119,3 @@ def _png_info(entries: dict[str, str]) -> PngInfo:
         info.add_text(key, value)
     return info
 
-
-def _log(paths: list[Path]) -> None:
-    """Append ``paths`` to the file named by :data:`FIGURE_LOG_VARIABLE`, when it is set."""
-    log = os.environ.get(FIGURE_LOG_VARIABLE)
-    if log:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.writelines(f"{path.resolve()}\n" for path in paths)
