@@ -36,7 +36,7 @@ import io
 import shutil
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -49,7 +49,10 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import results
-from ..core.pools import PoolSet, check_capacities
+from ..core.dataset import Dataset
+from ..core.pools import PoolSet, check_capacities, open_pools
+from ..core.protocol import Protocol
+from ..core.runspec import RunSpec
 from ..distributed import Placement, dask_client, iter_tasks
 from ..errors import ContractError
 from ..policies.ties import EXPECTED, TIE_BREAKS
@@ -186,24 +189,35 @@ def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]
 
 def write_sweep(
     output_dir: str | Path,
-    pools: Mapping[str, PoolSet | PreparedCases],
+    pools: Mapping[str, PoolSet | PreparedCases | RunSpec],
     grid: SweepGrid,
     *,
     progress: bool | None = None,
     arguments: Mapping[str, Any] | None = None,
     chunk_rows: int = CHUNK_ROWS,
     placement: Placement | None = None,
+    notice: Callable[[Dataset, Protocol], None] | None = None,
 ) -> WrittenSweep:
     """Run the sweep into ``output_dir`` (see the module docstring).
 
+    ``pools`` maps each preset to its pools, or to the run spec that opens them
+    (:func:`~evictlab.core.pools.open_pools`, ``notice`` for the first). They are opened and the
+    grid is planned under the folder's lock, before the record: bad input leaves no folder.
     Runs inside :func:`evictlab.results.run` (kind ``sweep``): ``sweep.run.json`` records the
     grid, presets, inputs, chunking and ``arguments`` (e.g. the command line's options, as
     given), the status and every file's SHA-256. ``placement`` says where the chunks are
     decided (default: in this process).
     """
-    plan = sweep_plan(pools, grid, chunk_rows)  # a bad grid fails before the folder is made
-    with open_sweep(output_dir, grid, arguments) as run:
-        return write_sweep_files(run, pools, grid, plan, progress=progress, placement=placement)
+    planned: list[tuple[dict[str, PoolSet | PreparedCases], DecisionPlan]] = []
+
+    def inputs() -> None:
+        opened = {name: open_pools(item, notice=None if n else notice) if isinstance(item, RunSpec) else item
+                  for n, (name, item) in enumerate(pools.items())}  # fmt: skip
+        planned.append((opened, sweep_plan(opened, grid, chunk_rows)))
+
+    with open_sweep(output_dir, grid, arguments, precheck=inputs) as run:
+        opened, plan = planned[0]
+        return write_sweep_files(run, opened, grid, plan, progress=progress, placement=placement)
 
 
 def sweep_plan(pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int) -> DecisionPlan:

@@ -17,13 +17,9 @@ from ..analysis.sweep_output import (
     SETTINGS_FILE,
     SUMMARY_FILE,
     WrittenSweep,
-    open_sweep,
-    sweep_plan,
-    write_sweep_files,
+    write_sweep,
 )
-from ..core.pools import PoolSet, open_pools
 from ..core.protocol import DEFAULT_PRESET, PRESETS, Config
-from ..core.runspec import RunSpec
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
@@ -158,40 +154,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``evictlab sweep``: check the options, then, under the folder's lock, the
-    folder and the inputs (bad input leaves no folder), then sweep."""
+    """Handler of ``evictlab sweep``: check the options, then sweep (the pools of each preset's
+    run spec are opened under the folder's lock: bad input leaves no folder)."""
     recorded = _recorded(args)
-    presets = presets_from(args)
-    specs = {preset: spec_from(args, preset) for preset in presets}
-    protocol = specs[presets[0]].resolved.protocol  # read once: the pools below use it too
+    specs = {preset: spec_from(args, preset) for preset in presets_from(args)}
+    protocol = next(iter(specs.values())).resolved.protocol  # read once: the pools use it too
     grid = grid_from(args, protocol.config)
     check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
-    placement = placement_from(args)
-    opened: list[tuple[dict[str, PoolSet], Any]] = []
-
-    def inputs() -> None:  # under the lock, before the record: bad input leaves no folder
-        pools = pools_from(specs)
-        opened.append((pools, sweep_plan(pools, grid, args.chunk_rows)))
-
-    # The folder is locked from here on: a second run into it is refused at once.
-    with open_sweep(args.output_dir, grid, recorded, precheck=inputs) as current:
-        pools, plan = opened[0]
-        progress = False if args.no_progress else None
-        written = write_sweep_files(current, pools, grid, plan, progress=progress, placement=placement)
+    written = write_sweep(
+        args.output_dir, specs, grid, progress=False if args.no_progress else None, arguments=recorded,
+        chunk_rows=args.chunk_rows, placement=placement_from(args), notice=report_dataset,
+    )  # fmt: skip
     for line in report_lines(written):
         print(line)
     print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/, {SETTINGS_FILE} and {EXTREMES_FILE}"
           f" to {args.output_dir}")  # fmt: skip
     return 0
-
-
-def pools_from(specs: dict[str, RunSpec]) -> dict[str, PoolSet]:
-    """Each preset's pools through :func:`evictlab.core.pools.open_pools`, from the run spec of the
-    options with that preset (``--variant`` overrides apply to every preset)."""
-    pools: dict[str, PoolSet] = {}
-    for preset, spec in specs.items():
-        pools[preset] = open_pools(spec, notice=None if pools else report_dataset)
-    return pools
 
 
 def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:

@@ -30,6 +30,7 @@ parentheses, so ``lru+reserve(correction,0.1,10),fifo`` is two policies.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -280,12 +281,18 @@ def _split_top_level(text: str, separator: str) -> list[str]:
     return items
 
 
-def resolve_policy(spec: str) -> Policy:
-    """The policy a spec string names (grammar in the module docstring).
+def resolve_policy(spec: str | Policy) -> Policy:
+    """The policy a spec string names (grammar in the module docstring); a policy is its own.
 
-    Raises :class:`~evictlab.errors.UnknownPolicyError` for an unknown base name and
-    :class:`ContractError` for parameters or a modifier it cannot read, naming the spec.
+    A spec is parsed once per process (policies do not change once built, so one object serves
+    every caller). Raises :class:`~evictlab.errors.UnknownPolicyError` for an unknown base name
+    and :class:`ContractError` for parameters or a modifier it cannot read, naming the spec.
     """
+    return spec if isinstance(spec, Policy) else _parsed(spec)
+
+
+@functools.cache
+def _parsed(spec: str) -> Policy:
     base, *modifiers = _split_top_level(spec, "+")
     policy = _base_policy(base, spec)
     for text in modifiers:

@@ -164,7 +164,7 @@ class DecisionPlan:
             raise ContractError(f"chunk rows must be an integer >= 1, got {chunk_rows!r}")
         named = _named_pools(pools)
         names = distinct("policies", tuple(p if isinstance(p, str) else p.name for p in policies))
-        resolved = {name: resolve_policy(name) for name in names}  # an unknown name fails here
+        resolved = dict(zip(names, map(resolve_policy, policies)))  # an unknown name fails here
         first = next(iter(named.values()))
         if settings is None:
             settings = (first.protocol.config.hybrid,) if isinstance(first, PoolSet) else (PolicyParams(),)

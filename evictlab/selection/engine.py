@@ -55,13 +55,9 @@ _DTYPES = {"support_rank": np.int64, "reserved_correction_slots": np.int64}
 CHUNK_ELEMENTS = 1 << 19
 
 
-def as_policy(policy: str | Policy) -> Policy:
-    return policy if isinstance(policy, Policy) else resolve_policy(policy)
-
-
 def vectorised(policy: str | Policy) -> bool:
     """Whether a policy spec is decided by the selector on rank keys (all but ``mmr``)."""
-    return as_policy(policy).vectorised
+    return resolve_policy(policy).vectorised
 
 
 def check_settings(settings: Sequence[PolicyParams]) -> SettingColumns:
@@ -147,7 +143,7 @@ class PreparedCases:
 
     def scores(self, policy: str | Policy, settings: Sequence[PolicyParams], *, seed: int = 0) -> np.ndarray:
         """Scores of every fact under every setting, shape (settings, cases, width); padding ``-inf``."""
-        selector = as_policy(policy)
+        selector = resolve_policy(policy)
         columns = check_settings(settings)
         keys = ranked_keys(selector, self.signals, self._params(selector, columns, seed))
         return np.broadcast_to(np.where(self.valid, keys.value, -np.inf), (len(columns), *self.valid.shape))
@@ -174,7 +170,7 @@ class PreparedCases:
         kept masks, rankings and scores (memory grows with settings x cases x capacities x
         facts); without, only the outputs.
         """
-        selector = as_policy(policy)
+        selector = resolve_policy(policy)
         columns = check_settings(settings)
         capacities = check_capacities(capacities)
         caps = np.broadcast_to(np.asarray(capacities, dtype=np.int64), (len(self), len(capacities)))
@@ -368,7 +364,7 @@ def reference_outcome(
     spec 1.4 selects them; the margin follows :mod:`evictlab.selection.explain`.
     """
     facts = list(case.facts)
-    selector = as_policy(policy)
+    selector = resolve_policy(policy)
     keys = [fact_key(fact, index) for index, fact in enumerate(facts)]
     support = _support_position(case, keys)
     usage = case.usage if isinstance(case.usage, Mapping) else {}

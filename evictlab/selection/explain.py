@@ -244,7 +244,7 @@ def explain(
     modifiers (:func:`~evictlab.policies.modifiers.resolve_policy`). Raises
     :class:`ContractError` for duplicate fact ids or a negative capacity.
     """
-    selector = resolve_policy(policy) if isinstance(policy, str) else policy
+    selector = resolve_policy(policy)
     check_snapshot(facts, capacity)
     context = selection_context(
         now=now, usage=usage, params=params, support_fact_ids=support_fact_ids, seed=seed
