@@ -1,32 +1,15 @@
 """Sweep run folders: every chunk of decisions written as it comes, each part vouched for by the record.
 
-A sweep is the frames of :func:`evictlab.selection.decisions.iter_decisions` (one chunk: a
-preset x policy x run of consecutive settings, every case and capacity, about ``chunk_rows``
-rows). Each chunk's rows and their scenario summary are written as one Parquet file each, and
-dropped, so memory is bounded by a chunk whatever the grid. The folder holds
-
-* ``rows.parquet/``: one file per chunk (``part-000000.parquet``, ... in row order), the rows
-  of :data:`~evictlab.analysis.sweep.ROW_COLUMNS` without the setting's parameters
-  (:data:`STORED_ROW_COLUMNS`);
-* ``scenario_summary.parquet/``: each chunk's :func:`~evictlab.analysis.sweep.scenario_summary`,
-  one file per chunk: together, the summary of all rows;
-* ``settings.parquet``: ``setting`` and the seven parameters of every setting, which
-  :func:`load_sweep` joins back onto the rows;
-* ``extreme_settings.csv`` (small): :func:`~evictlab.analysis.sweep.extreme_settings` of the
-  whole summary, merged chunk by chunk;
-* ``sweep.run.json``: the run record (:func:`evictlab.results.run`), with every file's size and
-  SHA-256. It is saved after each chunk, so it lists every part that is finished.
-
-Resuming: a finished sweep is never overwritten. Rerun into the folder of an unfinished one
-(interrupted, killed, failed, or stopped by a full disk) with the same grid, presets, inputs and
-chunk size, and a chunk is kept only when both its parts are regular files with the size and
-SHA-256 the record lists; every other part (truncated, emptied, swapped, a symlink, left by
-another plan) is removed and decided again, so the finished folder holds a clean run's bytes.
-:func:`load_sweep` reads only parts the record lists, and refuses one that does not match it.
-
-Chunks are decided in this process or on Dask workers (:mod:`evictlab.distributed`;
-``--workers``, ``--scheduler``): a task returns its chunk's files as bytes, written here, so
-every placement writes the same bytes.
+A sweep is the frames of :func:`evictlab.selection.decisions.iter_decisions`. Each chunk's rows
+(:data:`STORED_ROW_COLUMNS`, in ``rows.parquet/``) and its scenario summary (in
+``scenario_summary.parquet/``) are written as one Parquet part each, and dropped, so memory is
+bounded by a chunk; ``settings.parquet``, ``extreme_settings.csv`` (merged chunk by chunk) and
+``sweep.run.json`` (saved after each chunk, every part's size and SHA-256) complete the folder.
+What each file holds, how an unfinished sweep resumes (a chunk is kept only when both its parts
+are the regular files the record lists) and how :func:`load_sweep` checks the parts it reads:
+docs/sweeps.md. Chunks are decided in this process or on Dask workers
+(:mod:`evictlab.distributed`), whose tasks return the files as bytes: every placement writes
+the same bytes.
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
 """``evictlab view``: one self-contained HTML file for one run folder, or an A/B comparison of two.
 
-:func:`load_run` reads a folder that evictlab wrote and tells its kind by its files:
-
-* ``policy`` (``evictlab run-policy``: ``run.json``, ``policy.raw.jsonl``): one *case* per
-  policy x capacity x pool, with every fact's score, components, kept or evicted, support or
-  not, its margin to the cut line and a one-line explanation;
-* ``qa`` (``evictlab grade-qa``: ``qa.rows.jsonl``): one case per graded row, with the grade,
-  the grader's rule, the request fingerprint, the model and the token counts;
-* ``diff`` (``evictlab diff``: ``diff.cases.jsonl``), ``sweep`` (``evictlab sweep``:
-  ``sweep.run.json`` and ``extreme_settings.csv``; the Parquet tables can hold millions of rows
-  and are summarised, not embedded) and ``trace replay`` / ``trace study`` (``trace-replay.run.json`` or
-  ``trace-study.run.json`` and the tables they name; a row table is embedded up to 5,000 rows): their
-  rows as they are.
-
-Every file is read through :class:`~evictlab.workbench.viewer_files.RunFolder`: only files
-inside the folder, bounded and strict, every field the page uses checked for its type; a
-tampered folder is one error naming the file, the line and the field.
-
-Private text never enters the page unless asked for: the questions, reference answers and
-memory text are not in any run file, and a QA row's model answer (``prediction``, which can
-quote memory) is left out unless ``include_private_text`` is set, for a page kept locally.
-:func:`add_private_text` then adds each case's question, reference answer and every fact's
-text from the pools the run was made on.
-
-:func:`compare` pairs the cases of two runs (same policy, capacity and case; or, when each run
-holds one policy and the two differ, same capacity and case) and lists those that disagree:
-different kept sets or a different support outcome (policy runs), a different grade (QA); its
-``summary`` puts the two side by side per scenario and capacity, with the flips counted.
-:func:`render` writes the page through the ``templates/view.html.j2`` template: data as
-embedded JSON, CSS and JavaScript inline, no network access.
+What a page shows for each kind of folder, how two runs are paired and what private text it
+may hold: docs/viewer.md. :func:`load_run` tells a folder's kind by its files (``policy``,
+``qa``, ``diff``, ``sweep``, ``trace replay`` / ``trace study``, ``audit``) and reads every file
+through :class:`~evictlab.workbench.viewer_files.RunFolder` (only files inside the folder,
+bounded and strict, every field the page uses checked: a tampered folder is one error naming the
+file, the line and the field). :func:`add_private_text` adds questions, answers and fact text
+from the run's pools; :func:`compare` pairs two runs' cases; :func:`render` fills
+``templates/view.html.j2`` (data as embedded JSON, no network access).
 
 Margins here are computed from the scores stored in the run: a kept fact's score minus the
 highest evicted score, an evicted fact's score minus the lowest score kept without a reserved

@@ -1,51 +1,10 @@
 """The trace format: a time-ordered stream of memory events, one row per event.
 
-A trace holds ids and metadata only, never the text of a fact, a search or a question. It is
-a Parquet file (one row per event, the columns below) or a JSONL file (one JSON object per
-line, the same field names, ``null`` or absent for an empty field, ``time`` as ISO-8601).
-
-=================== =============== ============================================================
-column              type            meaning
-=================== =============== ============================================================
-time                timestamp (UTC) when the event happened; rows are in non-decreasing time order
-event               string          ``add``, ``search``, ``confirm``, ``ask``, ``message`` or ``tick``
-fact_id             string          ``add``: the new fact's id; ``ask``: the fact the question needs
-content_length      int             ``add``: the fact's content length in characters (>= 0)
-confidence          float           ``add``: the extractor's confidence (finite; DeerMem clamps it)
-category            string          ``add``: the fact's category (``correction`` gets reserved slots)
-supersedes          string          ``add``: the fact this one updates or corrects (the update's
-                                    ``factsToRemove`` pairs it as the replacement); ``ask``: the
-                                    older fact the needed one superseded (optional for both)
-fact_ids            list of strings ``search``: the ids the memory search returned (spec 1.7);
-                                    ``confirm``: the ``factsToReinforce`` ids (spec 1.9)
-scopes              list of strings ``confirm``: the scope of each ``factsToReinforce`` entry (optional;
-                                    every entry is ``user`` when absent)
-reinforcement       bool            ``confirm``: whether the reinforcement signal was detected (with
-                                    the lifecycle's ``reinforcement`` stage on, the update's
-                                    ``message`` rows decide instead, when it has any)
-tokens              int             ``add`` (optional): the fact's injection line ``\n- [category |
-                                    conf] content`` in tokens (spec 1.13); absent: the character
-                                    rule on an ASCII line of ``content_length`` characters
-content_key         string          ``add`` (optional): the duplicate key (spec 1.12 C5.4) or a
-                                    digest of it; equal keys are duplicate content. Absent: the id
-scope, durability,  string          ``add`` (optional): the extractor's labels (spec 1.12 B7);
-authority                           ``""`` is a missing label, absent means not recorded (the
-                                    fact passes the scope gate)
-expected_valid_days int             ``add`` (optional): the extractor's validity in days (>= 1)
-role                string          ``message``: ``human`` or ``ai``
-text                string          ``message``: the message text, the one text a trace may hold
-                                    (for the reinforcement patterns of spec 1.15)
-=================== =============== ============================================================
-
-The ``message`` rows since the previous update are the next update's feed (spec 1.12 B1).
-
-A field that does not belong to the row's event must be empty. Reading is strict: an unknown
-column, a wrong type, a missing required field, a field set on the wrong event, a fact added
-twice or a time earlier than the row before it stops the read with a :class:`TraceError`
-naming the file, the row (0-based, counted over the whole file) and the field.
-
-The reason text of a ``factsToReinforce`` entry is free text and is not recorded: a trace's
-entries are the ones whose reason was non-empty (the gate's reason test has already passed).
+A Parquet file, or a JSONL file with the same field names (``time`` as ISO-8601); ids and
+metadata only. The columns, their events and meanings, and the reading limits are in
+docs/traces.md ("Trace schema"), the one description. A field that does not belong to the
+row's event must be empty; reading is strict, and a :class:`TraceError` names the file, the
+row (0-based, counted over the whole file) and the field.
 """
 
 from __future__ import annotations
