@@ -149,3 +149,22 @@ def test_replay_command_names_its_stages_and_refuses_an_unknown_one(tmp_path, ca
     capsys.readouterr()
     assert main(["trace", "replay", *tiny, "--lifecycle", "cache", "--output-dir", str(tmp_path / "no")]) == 2
     assert "unknown stage 'cache'" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+def test_middleware_is_the_default_of_the_library_and_the_study():
+    from evictlab.analysis.traces.metrics import curve_rows
+    from evictlab.analysis.traces.study import run_task, study_tasks
+
+    base = WorkloadParams(horizon_days=4, label_failure_rate=0.3)
+    chunk = generate(base, 0)
+    traces = [("s0", lambda: [chunk])]
+    default = curve_rows(traces, ["confidence"], [3])
+    pd.testing.assert_frame_equal(default, curve_rows(traces, ["confidence"], [3], lifecycle=frozenset(MIDDLEWARE)))
+    assert not default.equals(curve_rows(traces, ["confidence"], [3], lifecycle=frozenset()))
+    (task,) = study_tasks({}, 1, base=base, policies=["confidence"], capacities=[3])
+    assert task.lifecycle == frozenset(MIDDLEWARE)
+    kept_all = run_task(task).query("policy == 'keep-all'").iloc[0]
+    assert kept_all["final_size"] < kept_all["facts_added"]  # the admission gate refused some
+    (alone,) = study_tasks({}, 1, base=base, policies=["confidence"], capacities=[3], lifecycle=frozenset())
+    kept_all = run_task(alone).query("policy == 'keep-all'").iloc[0]
+    assert kept_all["final_size"] == kept_all["facts_added"]

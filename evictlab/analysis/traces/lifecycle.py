@@ -59,6 +59,8 @@ from .patterns import detect_signals, is_trivial
 STAGES = ("reinforcement", "staleness", "admission", "dedup", "contradiction", "consolidation", "storage", "injection")
 #: DeerMem's middleware mode, as production ships it: every stage but consolidation.
 MIDDLEWARE = tuple(stage for stage in STAGES if stage != "consolidation")
+#: The stages every replay, study, notebook and report runs unless told otherwise (``none``: the cap alone).
+DEFAULT_STAGES = frozenset(MIDDLEWARE)
 #: Where an unanswerable question's needed fact was lost, one stage each (see :func:`attribute`).
 LOSSES = ("rejected", "duplicate", "stale", "contradicted", "evicted", "not_injected")
 LOSS_NAMES = {

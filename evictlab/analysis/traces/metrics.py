@@ -22,6 +22,7 @@ import pandas as pd
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
+from .lifecycle import DEFAULT_STAGES
 from .memory import MemorySpec, check_capacity, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
 from .replay import replay_specs
@@ -40,6 +41,8 @@ METRICS = (
     "mean_occupancy",
     "occupancy_fraction",
     "regret",
+    "tied_selection_rate",
+    "answerable_expected",
 )
 
 TraceSource = Callable[[], Iterable[Chunk]]
@@ -89,12 +92,13 @@ def curve_rows(
     *,
     progress: Callable[[str, int], None] | None = None,
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
-    lifecycle: frozenset[str] | None = None,
+    lifecycle: frozenset[str] = DEFAULT_STAGES,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
 
-    ``lifecycle`` names the DeerMem stages every memory runs (:func:`.replay.replay_specs`;
-    the optimum knows nothing of them: it is the cap's bound).
+    ``lifecycle`` names the DeerMem stages every memory runs (:func:`.replay.replay_specs`:
+    DeerMem's middleware mode by default, ``frozenset()`` the cap alone; the optimum knows
+    nothing of them: it is the cap's bound).
 
     The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.

@@ -37,10 +37,11 @@ from typing import Any
 import numpy as np
 
 from ...errors import ContractError
-from ...policies import DEERMEM_POLICIES, PolicyParams
+from ...policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
 from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
-from .lifecycle import LOSSES
+from .expectation import TieNeutral
+from .lifecycle import DEFAULT_STAGES, LOSSES
 from .memory import Lockstep, MemorySpec
 from .reference import ReferenceMemory
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk
@@ -287,16 +288,19 @@ class ReplayResult:
     seed: int = 0
     #: Unanswered questions by the stage that lost them (:data:`.lifecycle.LOSSES`), with a lifecycle.
     losses: tuple[int, ...] | None = None
+    #: Ties at the cut and the tie-neutral expectations (:data:`.expectation.TIE_COLUMNS`).
+    ties: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         lost = {} if self.losses is None else {f"lost_{name}": value for name, value in zip(LOSSES, self.losses)}
-        return {
-            "policy": self.policy,
-            "capacity": self.capacity,
-            **self.counts.as_dict(),
-            **self.counts.metrics(self.capacity),
-            **lost,
-        }
+        metrics = self.counts.metrics(self.capacity)
+        if resolve_policy(self.policy).uniform_order and not math.isnan(self.ties.get("answerable_expected", math.nan)):
+            # ``random`` is reported as its exact expectation; the seeded draw stays beside it.
+            metrics["answerable_draw"] = metrics["answerable_rate"]
+            metrics["answerable_rate"] = self.ties["answerable_expected"]
+            metrics["correction_survival"] = self.ties["correction_survival_expected"]
+        return {"policy": self.policy, "capacity": self.capacity, **self.counts.as_dict(), **metrics, **lost,
+                **self.ties}
 
 
 def replay_specs(
@@ -305,19 +309,19 @@ def replay_specs(
     params: PolicyParams | None = None,
     *,
     on_events: Callable[[int], None] | None = None,
-    lifecycle: frozenset[str] | None = None,
+    lifecycle: frozenset[str] = DEFAULT_STAGES,
 ) -> list[ReplayResult]:
     """Replay every memory of ``specs`` through one pass over ``chunks``, in lockstep.
 
-    ``lifecycle`` names DeerMem's stages to run (:func:`.lifecycle.parse_stages`; ``None``: the
-    cap alone, and no loss attribution).
+    ``lifecycle`` names DeerMem's stages to run (:func:`.lifecycle.parse_stages`; DeerMem's
+    middleware mode by default, ``frozenset()`` the cap alone); each row says which stage lost
+    each unanswered question.
     """
     memories = Lockstep(specs, params)
-    stages = None if lifecycle is None else Lifecycle(lifecycle, memories)
+    stages = TieNeutral(lifecycle, memories)
     counts = replay(chunks, memories, on_events=on_events, lifecycle=stages)
-    losses = [None] * len(specs) if stages is None else [tuple(row) for row in stages.losses.tolist()]
-    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed, lost)
-            for spec, found, lost in zip(specs, counts, losses)]
+    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed, tuple(lost), stages.columns(memory, found.asks))
+            for memory, (spec, found, lost) in enumerate(zip(specs, counts, stages.losses.tolist()))]
 
 
 def replay_policy(
@@ -327,7 +331,8 @@ def replay_policy(
     params: PolicyParams | None = None,
     *,
     seed: int = 0,
+    lifecycle: frozenset[str] = DEFAULT_STAGES,
 ) -> ReplayResult:
     """Replay one policy at one capacity (an ``unlimited`` policy, ``keep-all``, without a cap)."""
-    (result,) = replay_specs(chunks, [MemorySpec.of(policy, capacity, seed)], params)
-    return ReplayResult(policy, capacity, result.counts, seed)
+    (result,) = replay_specs(chunks, [MemorySpec.of(policy, capacity, seed)], params, lifecycle=lifecycle)
+    return result

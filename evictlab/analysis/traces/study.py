@@ -2,7 +2,8 @@
 
 A study is a grid over generator parameters (every combination of the listed values, the
 other parameters at their defaults) times ``seeds`` seeds. Each (grid point, seed) is one
-task: generate the trace, replay every policy at every capacity, solve the optimum, and
+task: generate the trace, replay every policy at every capacity (with DeerMem's lifecycle
+stages, middleware mode unless ``lifecycle`` says otherwise), solve the optimum, and
 return the rows of :func:`.metrics.curve_rows` with the workload's parameters attached. Tasks
 are pure functions of their inputs and results are gathered in task order
 (:mod:`evictlab.distributed`), so in-process, a local cluster and a remote scheduler give
@@ -29,6 +30,7 @@ from ...distributed import Placement, gather_frame
 from ...errors import ContractError
 from ...policies import BOUND, DEERMEM_POLICIES
 from .generate import MAX_TRACE_EVENTS, WorkloadParams, generate
+from .lifecycle import DEFAULT_STAGES
 from .memory import check_policy_spec
 from .metrics import DEFAULT_CAPACITIES, MAX_EVENT_REPLAYS, check_capacities, check_replay_work, curve_rows
 from .optimum import MAX_OPTIMUM_ARCS
@@ -51,6 +53,7 @@ class StudyTask:
     capacities: tuple[int, ...]
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS
     max_events: int = MAX_TRACE_EVENTS
+    lifecycle: frozenset[str] = DEFAULT_STAGES  # DeerMem's stages each replay runs
 
 
 def study_tasks(
@@ -64,6 +67,7 @@ def study_tasks(
     max_tasks: int = MAX_STUDY_TASKS,
     max_events: int = MAX_TRACE_EVENTS,
     max_event_replays: int = MAX_EVENT_REPLAYS,
+    lifecycle: frozenset[str] = DEFAULT_STAGES,
 ) -> list[StudyTask]:
     """Every combination of ``grid``'s values x seeds 0..``seeds``-1, in a fixed order.
 
@@ -96,7 +100,8 @@ def study_tasks(
     tasks = []
     for workload, params in enumerate(points):
         for seed in range(seeds):
-            tasks.append(StudyTask(workload, seed, params, names, policies, capacities, max_optimum_arcs, max_events))
+            tasks.append(StudyTask(workload, seed, params, names, policies, capacities, max_optimum_arcs, max_events,
+                                   frozenset(lifecycle)))
     return tasks
 
 
@@ -104,7 +109,7 @@ def run_task(task: StudyTask) -> pd.DataFrame:
     """One workload and seed: generate, replay every policy and capacity, add the bounds."""
     chunk = generate(task.params, task.seed, max_events=task.max_events)
     rows = curve_rows([(f"w{task.workload}-s{task.seed}", lambda: [chunk])], task.policies, task.capacities,
-                      max_optimum_arcs=task.max_optimum_arcs)
+                      max_optimum_arcs=task.max_optimum_arcs, lifecycle=task.lifecycle)
     rows.insert(0, "seed", task.seed)
     rows.insert(0, "workload", task.workload)
     values = task.params.as_dict()
