@@ -94,7 +94,7 @@ def test_parse_weights():
         ({"reserved_fractions": (1.5,)}, r"reserved fractions must be numbers in \[0, 1\]"),
         ({"reserved_maxima": (-1,)}, "reserved maxima must be integers >= 0"),
         ({"reserved_maxima": (2.0,)}, "reserved maxima must be integers >= 0"),
-        ({"capacities": (0, 5)}, "capacities must be integers >= 1, got 0"),
+        ({"capacities": (0, 5)}, "capacity must be an integer >= 1, got 0"),
         ({"capacities": (5, 5)}, "capacities: 5 listed more than once"),
         ({"policies": ("hybrid-v1", "hybrid-v1")}, "policies: 'hybrid-v1' listed more than once"),
     ],

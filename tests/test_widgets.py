@@ -215,7 +215,7 @@ def test_a_weight_corner_is_left_by_splitting_the_rest(explorer):
         ({"confidence_weight": 0.5, "confirmation_weight": 0.5, "access_weight": 0.5}, "sum to 1.5"),
         ({"confidence_weight": 0.8, "confirmation_weight": 0.4}, "exceeds 1"),
         ({"confidence_weight": -0.1}, "in \\[0, 1\\]"),
-        ({"capacity": 10}, "capacity must be an integer in \\[1, 9\\]"),
+        ({"capacity": 10}, "capacity 10 is outside \\[1, 9\\]"),
         ({"capacity": True}, "capacity must be an integer"),
         ({"access_half_life_days": 0.5}, "in \\[1, 3650\\]"),
         ({"policy": "nope"}, "unknown policy 'nope'"),

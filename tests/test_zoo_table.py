@@ -140,7 +140,7 @@ def test_bad_arguments_are_rejected(pool_set):
         zoo.zoo_rows(pool_set, ["nope"])
     with pytest.raises(ContractError, match="no seeds"):
         zoo.zoo_rows(pool_set, ["random"], seeds=[])
-    with pytest.raises(ContractError, match="capacities must be integers >= 1"):
+    with pytest.raises(ContractError, match="capacity must be an integer >= 1"):
         zoo.zoo_rows(pool_set, ["fifo"], [0])
     with pytest.raises(ContractError, match="more than once"):
         zoo.zoo_rows(pool_set, ["fifo"], [5, 5])

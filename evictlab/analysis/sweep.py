@@ -27,7 +27,7 @@ import pandas as pd
 from ..core.pools import PoolSet, check_capacities
 from ..core.protocol import preset_variant
 from ..errors import ContractError
-from ..policies import DEERMEM_POLICIES, PolicyParams, resolve_policy
+from ..policies import DEERMEM_POLICIES, PolicyParams, check_capacity_range, resolve_policy
 from ..policies.base import WEIGHT_TOLERANCE
 from ..selection.decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
 from ..selection.engine import PreparedCases
@@ -298,7 +298,7 @@ def make_grid(
         "access half-lives": _positive_numbers("access half-lives", access_half_lives),
         "reserved fractions": _numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
         "reserved maxima": _counts("reserved maxima", reserved_maxima, 0),
-        "capacities": _counts("capacities", capacities, 1),
+        "capacities": check_capacity_range(capacities, low=1) if capacities else (),
         "policies": tuple(policies),
     }
     for name, values in lists.items():  # none empty, none repeating a value

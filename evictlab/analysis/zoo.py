@@ -36,9 +36,17 @@ from ..core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
 from ..core.pools import Case, PoolSet
 from ..errors import ContractError
 from ..intervals import wilson_interval
-from ..policies import BASELINE, BOUND, DEERMEM_POLICIES, PolicyParams, known_policies, policy_class
+from ..policies import (
+    BASELINE,
+    BOUND,
+    DEERMEM_POLICIES,
+    PolicyParams,
+    check_capacity_range,
+    known_policies,
+    policy_class,
+)
 from ..policies.random_policy import RETENTION_SEEDS
-from ..selection.decisions import decide_grid, retention_counts, retention_table
+from ..selection.decisions import decide_grid, distinct, retention_counts, retention_table
 from ..selection.engine import PreparedCases
 
 ZOO_CAPACITIES = (5, 7, 9)
@@ -109,7 +117,7 @@ def zoo_rows(
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ContractError(f"unknown policy {unknown[0]!r}; known policies: {', '.join(sorted(known))}")
-    capacities = _check_capacities(capacities)
+    capacities = distinct("capacities", check_capacity_range(capacities, low=1))
     seed_list = list(seeds)
     if not seed_list:
         raise ContractError("no seeds to average the seeded policies over")
@@ -152,18 +160,6 @@ def zoo_rows(
         kind="stable",
     )
     return rows[list(ROW_COLUMNS)].reset_index(drop=True)
-
-
-def _check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
-    values = tuple(capacities)
-    if not values:
-        raise ContractError("no capacities to evaluate")
-    for capacity in values:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ContractError(f"capacities must be integers >= 1, got {capacity!r}")
-    if len(set(values)) != len(values):
-        raise ContractError(f"capacities listed more than once: {list(values)}")
-    return values
 
 
 def first_evicted_case(
@@ -262,7 +258,7 @@ def seeded_distribution(
     Columns ``policy``, ``capacity``, ``seed``, ``retained``, ``cases``. The tables report a
     seeded policy's expectation; this is the spread one draw of it has around that value.
     """
-    capacities = _check_capacities(capacities)
+    capacities = distinct("capacities", check_capacity_range(capacities, low=1))
     params = params or pool_set.protocol.config.hybrid
     decisions = decide_grid(pool_set, [policy], [params], capacities, list(seeds))
     counts = decisions.groupby(["capacity", "seed"], sort=True, observed=True)["support_retained"].agg(["sum", "size"])

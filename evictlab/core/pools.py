@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ContractError, DatasetError
+from ..policies import check_capacity_range
 from ..times import iso_z
 from .dataset import BankRecord, Dataset, answer_text, build_bank, check_selection, render_evidence, select_official
 from .demo import open_dataset
@@ -219,11 +220,7 @@ class PoolSet:
 
 def check_capacities(capacities: Sequence[int], pool_size: int, where: str) -> None:
     """Every capacity must leave something to evict and keep something: 1 <= k <= pool size - 1."""
-    for capacity in capacities:
-        if not 1 <= capacity <= pool_size - 1:
-            raise ContractError(
-                f"capacity {capacity} is outside [1, {pool_size - 1}] (pool size {pool_size}, {where})"
-            )
+    check_capacity_range(capacities, low=1, high=pool_size - 1, where=f"pool size {pool_size}, {where}")
 
 
 def build_pools(protocol: Protocol, dataset: Dataset, variant: Variant) -> PoolSet:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import numbers
 import pkgutil
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -41,10 +42,27 @@ for _module in pkgutil.iter_modules(__path__):
 DEERMEM_POLICIES = ("confidence", "hybrid-v1")
 
 
+def check_capacity_range(
+    capacities: Iterable[Any], *, low: int = 0, high: int | None = None, where: str = ""
+) -> tuple[int, ...]:
+    """The one capacity check: at least one, each an integer (numpy's too, not a boolean) in
+    ``[low, high]`` (no upper bound when ``high`` is None); ``where`` names the bounds' source."""
+    values, suffix = tuple(capacities), (f" ({where})" if where else "")
+    if not values:
+        raise ContractError(f"no capacities{suffix}")
+    for capacity in values:
+        whole = not isinstance(capacity, bool) and isinstance(capacity, numbers.Integral)
+        if whole and high is not None and not low <= int(capacity) <= high:
+            raise ContractError(f"capacity {capacity} is outside [{low:,}, {high:,}]{suffix}")
+        if not whole or int(capacity) < low:
+            bound = f">= {low:,}" if high is None else f"in [{low:,}, {high:,}]"
+            raise ContractError(f"capacity must be an integer {bound}, got {capacity!r}{suffix}")
+    return tuple(int(capacity) for capacity in values)
+
+
 def check_snapshot(facts: Sequence[Mapping[str, Any]], capacity: int) -> None:
     """evictlab's own entry points refuse a negative capacity and duplicate fact ids."""
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-        raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
+    check_capacity_range([capacity])
     seen: set[str] = set()
     for index, fact in enumerate(facts):
         key = fact_key(fact, index)
@@ -109,6 +127,7 @@ __all__ = [
     "Reservation",
     "Score",
     "SelectionContext",
+    "check_capacity_range",
     "check_snapshot",
     "get_policy",
     "known_policies",

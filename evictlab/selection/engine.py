@@ -36,7 +36,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContractError
-from ..policies import Decision, EvictedFact, Policy, PolicyParams, SelectionContext, resolve_policy
+from ..policies import (
+    Decision,
+    EvictedFact,
+    Policy,
+    PolicyParams,
+    SelectionContext,
+    check_capacity_range,
+    resolve_policy,
+)
 from ..policies.arrays import Params, Signals
 from ..policies.signals import fact_key, reported_category, resolve_now
 from ..policies.ties import CutLine, tie_outcome
@@ -66,16 +74,6 @@ def check_settings(settings: Sequence[PolicyParams]) -> SettingColumns:
     if not len(columns):
         raise ContractError("no settings to evaluate")
     return columns
-
-
-def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
-    capacities = tuple(capacities)
-    if not capacities:
-        raise ContractError("no capacities to evaluate")
-    for capacity in capacities:
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
-            raise ContractError(f"capacity must be an integer >= 0, got {capacity!r}")
-    return tuple(int(capacity) for capacity in capacities)
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ class PreparedCases:
         """
         selector = resolve_policy(policy)
         columns = check_settings(settings)
-        capacities = check_capacities(capacities)
+        capacities = check_capacity_range(capacities)
         caps = np.broadcast_to(np.asarray(capacities, dtype=np.int64), (len(self), len(capacities)))
         if selector.unlimited:
             caps = np.maximum(caps, self.sizes[:, None])  # a bound meaning "no capacity" (keep-all)

@@ -31,7 +31,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import ipywidgets as w
-import numpy as np
 import pandas as pd
 
 from ..analysis.sweep import check_weights
@@ -39,7 +38,7 @@ from ..core.pools import PoolSet
 from ..core.protocol import DEFAULT_PRESET, PRESETS
 from ..core.runspec import RunSpec, parse_spec
 from ..errors import ContractError
-from ..policies import PolicyParams, get_policy, known_policies
+from ..policies import PolicyParams, check_capacity_range, get_policy, known_policies
 from ..policies.base import WEIGHT_TOLERANCE
 from ..selection.engine import vectorised
 from ..selection.explain import Explanation, explain
@@ -394,9 +393,7 @@ def _checked_policy(policy: Any) -> str:
 
 def _checked_capacity(capacity: Any) -> int:
     low, high = CAPACITY_RANGE
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not low <= capacity <= high:
-        raise ContractError(f"capacity must be an integer in [{low}, {high}], got {capacity!r}")
-    return int(capacity)
+    return check_capacity_range([capacity], low=low, high=high)[0]
 
 
 def _is_real(value: Any) -> bool:

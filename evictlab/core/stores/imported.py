@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ContractError
+from ...policies import check_capacity_range
 from ...policies.signals import parse_timestamp, read_number
 from ...readers import MAX_ROWS_FILE_BYTES, parse_json, read_bounded
 from ...results import SUCCESS, file_digest, read_record
@@ -174,9 +175,7 @@ class StorePoolSet(PoolSet):
     (at or above a bucket's size it keeps every fact, as DeerMem does)."""
 
     def check_capacities(self, capacities: Sequence[int], where: str) -> None:
-        for capacity in capacities:
-            if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-                raise ContractError(f"capacity {capacity!r} must be an integer >= 1 ({where})")
+        check_capacity_range(capacities, low=1, where=where)
 
 
 def _json(path: Path) -> Any:
