@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,36 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="W;W;...",
         help="explicit weight triples, e.g. '0.65,0.25,0.10;0.5,0.3,0.2' (added to --weights-step's)",
     )
-    grid.add_argument(
-        "--confirmation-half-lives",
-        type=lambda text: parse_csv(text, number),
-        metavar="D,D,...",
-        help="confirmation half-lives in days (default: the config's, 90)",
-    )
-    grid.add_argument(
-        "--access-half-lives",
-        type=lambda text: parse_csv(text, number),
-        metavar="D,D,...",
-        help="access half-lives in days (default: the config's, 30)",
-    )
-    grid.add_argument(
-        "--reserved-fractions",
-        type=lambda text: parse_csv(text, float),
-        metavar="F,F,...",
-        help="correction reservation fractions (default: the config's, 0.1)",
-    )
-    grid.add_argument(
-        "--reserved-max",
-        type=lambda text: parse_csv(text, int),
-        metavar="N,N,...",
-        help="correction reservation maxima (default: the config's, 10)",
-    )
-    grid.add_argument(
-        "--capacities",
-        type=lambda text: parse_csv(text, int),
-        metavar="K,K,...",
-        help="capacities, each in [1, pool size - 1] (default: the config's, 5,7,9)",
-    )
+    for option, (kind, metavar, what, default) in GRID_LISTS.items():
+        grid.add_argument(f"--{option}", type=partial(parse_csv, kind=kind), metavar=f"{metavar},{metavar},...",
+                          help=f"{what} (default: the config's, {default})")
     grid.add_argument(
         "--policies",
         type=parse_csv,
@@ -224,6 +199,17 @@ def number(text: str) -> int | float:
         return int(text)
     except ValueError:
         return float(text)
+
+
+#: The grid's lists besides the weights: option -> (parser of one item, metavar, what it lists,
+#: the config's value, named in the help).
+GRID_LISTS: dict[str, tuple[Callable[[str], Any], str, str, str]] = {
+    "confirmation-half-lives": (number, "D", "confirmation half-lives in days", "90"),
+    "access-half-lives": (number, "D", "access half-lives in days", "30"),
+    "reserved-fractions": (float, "F", "correction reservation fractions", "0.1"),
+    "reserved-max": (int, "N", "correction reservation maxima", "10"),
+    "capacities": (int, "K", "capacities, each in [1, pool size - 1]", "5,7,9"),
+}
 
 
 # --------------------------------------------------------------------------- the printed summary
