@@ -50,17 +50,17 @@ def kept(rows):
 @pytest.mark.slow
 def test_every_kept_set_change_of_100_perturbations_fails_and_20_reruns_pass(pools, tmp_path):
     baseline = tmp_path / "baseline"
-    expected = kept(write_run(baseline, pools, ["hybrid-v1"], [7]))
+    expected = kept(write_run(baseline, pools, ["hybrid-v1"], [7])[1])
     for rerun in range(20):
         again = tmp_path / f"rerun-{rerun}"
-        assert kept(write_run(again, pools, ["hybrid-v1"], [7])) == expected
+        assert kept(write_run(again, pools, ["hybrid-v1"], [7])[1]) == expected
         assert gate(baseline, again)["passed"]
     rng = random.Random(24)
     caught = unchanged = 0
     while caught < 100:
         params = perturbation(rng)
         folder = tmp_path / f"candidate-{caught + unchanged}"
-        changed = kept(write_run(folder, pools, ["hybrid-v1"], [7], params=params)) != expected
+        changed = kept(write_run(folder, pools, ["hybrid-v1"], [7], params=params)[1]) != expected
         verdict = gate(baseline, folder)
         assert verdict["passed"] is not changed, params
         caught += changed

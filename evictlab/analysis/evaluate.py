@@ -21,7 +21,7 @@ Which file holds what (``docs/protocol.md`` says it for users):
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,10 @@ import numpy as np
 import pandas as pd
 
 from .. import results
-from ..core.pools import Case, PoolSet, check_capacities
+from ..core.dataset import Dataset
+from ..core.pools import Case, PoolSet, check_capacities, open_pools
+from ..core.protocol import Protocol
+from ..core.runspec import RunSpec
 from ..policies import DEERMEM_POLICIES, Decision, PolicyParams, resolve_policy, select
 from ..results import git_state
 from ..selection.decisions import DecisionPlan, distinct, retention_counts
@@ -209,30 +212,41 @@ def run_parameters(
 
 def write_run(
     output_dir: str | Path,
-    pool_set: PoolSet,
+    pools: PoolSet | RunSpec,
     policies: Sequence[str] = DEERMEM_POLICIES,
     capacities: Sequence[int] | None = None,
     *,
     preset: str | None = None,
     params: PolicyParams | None = None,
-) -> list[dict[str, Any]]:
-    """Evaluate and write the run's files (:data:`OUTPUT_FILES`; see the module docstring).
+    tie_break: str | None = None,
+    notice: Callable[[Dataset, Protocol], None] | None = None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Decide the run once and write its files (:data:`OUTPUT_FILES`; see the module docstring):
+    the one route of ``run-policy`` and the API. Returns :func:`decide_run`'s frame and rows.
 
+    ``pools``: a pool set, or the run spec that opens one (:func:`~evictlab.core.pools.open_pools`,
+    told ``notice``) under the folder's lock before the record, so bad input leaves no trace.
+    Policies and capacities are checked (:func:`check_run_lists`) against the protocol first.
     Runs inside :func:`evictlab.results.run` (kind ``run-policy``): the folder is locked, a
     finished run is never overwritten, an interrupted one is rerun in place, and
-    ``run-policy.run.json`` records the status and the SHA-256 of every file. Policies
-    and capacities are checked (:func:`check_run_lists`) before anything is written.
+    ``run-policy.run.json`` records the status and the SHA-256 of every file.
     """
-    protocol = pool_set.protocol
-    sizes = min(len(case.facts) for case in pool_set.cases)
+    protocol = pools.resolved.protocol if isinstance(pools, RunSpec) else pools.protocol
+    cases = sum(map(len, protocol.official.scenarios.values())) + len(protocol.synthetic.cases)
     policies, capacities = check_run_lists(
-        policies, capacities or protocol.config.pool.capacities, sizes, f"{len(pool_set.cases)} pools"
+        policies, capacities or protocol.config.pool.capacities, protocol.config.pool.size, f"{cases} pools"
     )
     params = params or protocol.config.hybrid
-    decisions, rows = decide_run(pool_set, policies, capacities, params)
+    opened: list[PoolSet] = []
+
+    def load() -> None:
+        opened.append(pools if isinstance(pools, PoolSet) else open_pools(pools, notice=notice))
+
     parameters = run_parameters(policies, capacities, preset, params)
-    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES) as run:
-        return write_run_files(run, pool_set, decisions, rows, preset=preset, params=params)
+    with results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=load) as run:
+        decisions, rows = decide_run(opened[0], policies, capacities, params, tie_break)
+        write_run_files(run, opened[0], decisions, rows, preset=preset, params=params)
+    return decisions, rows
 
 
 def write_run_files(

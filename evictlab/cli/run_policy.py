@@ -10,16 +10,13 @@ from ..analysis.evaluate import (
     KIND,
     OUTPUT_FILES,
     RUN_FILES,
-    check_run_lists,
-    decide_run,
     evaluate,
     run_parameters,
     run_record,
     summarize,
-    write_run_files,
+    write_run,
 )
 from ..analysis.store_audit import is_correction
-from ..core.pools import PoolSet
 from ..core.stores.imported import is_import
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, known_policies
@@ -34,7 +31,8 @@ from ._common import (
     parse_csv,
     pool_set_from,
     preset_name,
-    protocol_from,
+    report_dataset,
+    spec_from,
     with_policy_parameters,
 )
 
@@ -93,25 +91,11 @@ def run(args: argparse.Namespace) -> int:
     changes = parameter_changes(args.param)
     if args.dataset is not None and is_import(args.dataset):
         return run_store(args, changes)
-    protocol = protocol_from(args)
-    config = protocol.config
-    cases = sum(map(len, protocol.official.scenarios.values())) + len(protocol.synthetic.cases)
-    policies, capacities = check_run_lists(
-        with_policy_parameters(args.policies, args.param),
-        args.capacities or config.pool.capacities,
-        config.pool.size,
-        f"{cases} pools",
-    )
-    params = config.hybrid.replace(**changes)
-    parameters = run_parameters(policies, capacities, preset_name(args), params)
-    # The folder is locked from here on: a second run into it is refused at once.
-    # Bad input (the dataset, the manifests) is found before the record: it leaves no trace.
-    loaded: list[PoolSet] = []
-    load = lambda: loaded.append(pool_set_from(args))  # noqa: E731
-    with results.run(args.output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, precheck=load) as current:
-        pool_set = loaded[0]
-        decisions, rows = decide_run(pool_set, policies, capacities, params, args.tie_break)
-        write_run_files(current, pool_set, decisions, rows, preset=preset_name(args), params=params)
+    policies = with_policy_parameters(args.policies, args.param)
+    spec = spec_from(args)
+    params = spec.resolved.protocol.config.hybrid.replace(**changes)
+    decisions, rows = write_run(args.output_dir, spec, policies, args.capacities, preset=preset_name(args),
+                                params=params, tie_break=args.tie_break, notice=report_dataset)  # fmt: skip
     print(scenario_table(decisions).to_string())
     ties = decisions.groupby("policy", sort=False, observed=True)["support_tied"].sum()
     print("decisions settled by a tie at the cut line: " + ", ".join(f"{p} {int(n)}" for p, n in ties.items()))
