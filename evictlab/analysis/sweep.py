@@ -29,7 +29,7 @@ from ..core.protocol import preset_variant
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, check_capacity_range, resolve_policy
 from ..policies.base import WEIGHT_TOLERANCE
-from ..selection.decisions import SETTING_COLUMNS, decide_grid, distinct, prepared_cases, settings_frame
+from ..selection.decisions import CHUNK_ROWS, SETTING_COLUMNS, DecisionPlan, distinct, prepared_cases, settings_frame
 from ..selection.engine import PreparedCases
 from ..selection.engine_settings import SettingColumns
 from .sweep_summary import (  # noqa: F401  (re-exported: the sweep's tables)
@@ -369,15 +369,22 @@ def run_sweep(
     standard error is a terminal. Raises :class:`ContractError` for a capacity outside
     [1, pool size - 1] and for a policy the scalar path cannot rank.
     """
+    plan = sweep_plan(pools, grid)
+    rows = pd.concat(list(plan.frames(progress, "sweep")), ignore_index=True)
+    return SweepResult(grid, tuple(plan.prepared), rows[list(ROW_COLUMNS)])
+
+
+def sweep_plan(
+    pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int = CHUNK_ROWS
+) -> DecisionPlan:
+    """The sweep's chunks, in memory or into a folder: :class:`~evictlab.selection.decisions.DecisionPlan`
+    of the grid on each preset's pools, the capacities checked against each."""
     if not pools:
         raise ContractError("empty grid: no presets (pools) to sweep")
     prepared = {str(name): prepared_cases(item) for name, item in pools.items()}
     for name, cases in prepared.items():
         check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
-    rows = decide_grid(
-        prepared, grid.policies, grid.settings_view, grid.capacities, progress=progress, progress_label="sweep"
-    )
-    return SweepResult(grid, tuple(prepared), rows[list(ROW_COLUMNS)])
+    return DecisionPlan.build(prepared, grid.policies, grid.settings_view, grid.capacities, chunk_rows=chunk_rows)
 
 
 def check_presets(presets: Sequence[str]) -> tuple[str, ...]:

@@ -33,13 +33,13 @@ from tqdm.auto import tqdm
 
 from .. import results
 from ..core.dataset import Dataset
-from ..core.pools import PoolSet, check_capacities, open_pools
+from ..core.pools import PoolSet, open_pools
 from ..core.protocol import Protocol
 from ..core.runspec import RunSpec
 from ..distributed import Placement, dask_client, iter_tasks
 from ..errors import ContractError
 from ..policies.ties import EXPECTED, TIE_BREAKS
-from ..selection.decisions import SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
+from ..selection.decisions import CHUNK_ROWS, SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
 from ..selection.engine import PreparedCases
 from .sweep import (
     ROW_COLUMNS,
@@ -48,6 +48,7 @@ from .sweep import (
     merge_extremes,
     scenario_summary,
     setting_extremes,
+    sweep_plan,
 )
 
 KIND = "sweep"
@@ -67,8 +68,6 @@ READABLE_LAYOUTS = (1, LAYOUT)
 STORED_ROW_COLUMNS = tuple(name for name in ROW_COLUMNS if name not in (*SETTING_COLUMNS, "tie_break", "retention"))
 #: The integer columns, stored as int32 (Parquet's own width; int64 again when read).
 NARROW = dict.fromkeys(("setting", "capacity", "support_rank", "reserved_correction_slots"), np.int32)
-#: Rows per chunk unless asked otherwise (benchmarks/bench_sweep.py measures the memory).
-CHUNK_ROWS = 1_000_000
 
 
 def part_name(folder: str, index: int) -> str:
@@ -201,17 +200,6 @@ def write_sweep(
     with open_sweep(output_dir, grid, arguments, precheck=inputs) as run:
         opened, plan = planned[0]
         return write_sweep_files(run, opened, grid, plan, progress=progress, placement=placement)
-
-
-def sweep_plan(pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int) -> DecisionPlan:
-    """The sweep's chunks: :class:`~evictlab.selection.decisions.DecisionPlan` of the grid."""
-    if not pools:
-        raise ContractError("empty grid: no presets (pools) to sweep")
-    prepared = {str(name): PreparedCases.from_pool_set(item) if isinstance(item, PoolSet) else item
-                for name, item in pools.items()}  # fmt: skip
-    for name, cases in prepared.items():
-        check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
-    return DecisionPlan.build(prepared, grid.policies, grid.settings_view, grid.capacities, chunk_rows=chunk_rows)
 
 
 def write_sweep_files(

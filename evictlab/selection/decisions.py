@@ -197,6 +197,15 @@ class DecisionPlan:
     def rows(self) -> int:
         return sum(chunk.rows for chunk in self.chunks)
 
+    def frames(self, progress: bool | None = False, label: str = "decisions") -> Iterator[pd.DataFrame]:
+        """Every chunk's frame, in row order (``progress`` as :func:`decide_grid`'s)."""
+        show = sys.stderr.isatty() if progress is None else progress
+        bar = tqdm(total=self.rows, desc=label, unit=" decisions", unit_scale=True, leave=False, disable=not show)
+        with bar:
+            for chunk in self.chunks:
+                yield self.decide(chunk)
+                bar.update(chunk.rows)
+
     @cached_property
     def _case_codes(self) -> tuple[dict[str, list[str]], dict[str, dict[str, np.ndarray]]]:
         return case_codes(self.prepared, CASE_COLUMNS)
@@ -262,15 +271,7 @@ def iter_decisions(
     plan = DecisionPlan.build(
         pools, policies, settings, capacities, seeds, details=details, tie_break=tie_break, chunk_rows=chunk_rows
     )
-    return _frames(plan, progress, progress_label)
-
-
-def _frames(plan: DecisionPlan, progress: bool | None, label: str) -> Iterator[pd.DataFrame]:
-    show = sys.stderr.isatty() if progress is None else progress
-    with tqdm(total=plan.rows, desc=label, unit=" decisions", unit_scale=True, leave=False, disable=not show) as bar:
-        for chunk in plan.chunks:
-            yield plan.decide(chunk)
-            bar.update(chunk.rows)
+    return plan.frames(progress, progress_label)
 
 
 def decide_grid(
