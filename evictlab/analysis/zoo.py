@@ -48,6 +48,7 @@ from ..policies import (
 from ..policies.random_policy import RETENTION_SEEDS
 from ..selection.decisions import decide_grid, distinct, retention_counts, retention_table
 from ..selection.engine import PreparedCases
+from ..selection.tables import format_count
 
 ZOO_CAPACITIES = (5, 7, 9)
 # The lists below are read from the traits each policy file declares (evictlab.policies.base).
@@ -235,18 +236,14 @@ def zoo_pivot(summary: pd.DataFrame, *, scenarios: bool = True, intervals: bool 
     if not scenarios:
         for capacity in capacities:
             table[capacity] = [
-                cell + (f" ({_count(ties[p, capacity])} tied)" if ties.get((p, capacity), 0) else "")
+                cell + (f" ({format_count(ties[p, capacity])} tied)" if ties.get((p, capacity), 0) else "")
                 for p, cell in zip(table.index, table[capacity])
             ]
         return table
     for capacity in capacities:
-        table[(capacity, TIES_COLUMN)] = [_count(ties.get((p, capacity), 0.0)) for p in table.index]
+        table[(capacity, TIES_COLUMN)] = [format_count(ties.get((p, capacity), 0.0)) for p in table.index]
     order = [key for capacity in capacities for key in table.columns if key[0] == capacity]
     return table[order]
-
-
-def _count(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
 def seeded_distribution(

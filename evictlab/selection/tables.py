@@ -71,6 +71,11 @@ def _plain(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return out
 
 
+def format_count(value: float) -> str:
+    """A count as text: whole numbers without decimals, expected counts (seed means) with one."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
 def retention_cell(retained: float, cases: int, seeds: int = 1, *, interval: bool = False) -> str:
     """``"27/45"``; an expected count (over seeds or tie orders) with one decimal, ``"22.5/45"``.
 
@@ -78,7 +83,7 @@ def retention_cell(retained: float, cases: int, seeds: int = 1, *, interval: boo
     ``"27/45 [45.5, 73.0]"``.
     """
     value, cases = float(retained), int(cases)
-    cell = (f"{value:.1f}" if seeds > 1 or not value.is_integer() else str(int(value))) + f"/{cases}"
+    cell = (f"{value:.1f}" if seeds > 1 else format_count(value)) + f"/{cases}"
     if interval:
         lower, upper = wilson_interval(value, cases)
         cell += f" [{100 * lower:.1f}, {100 * upper:.1f}]"

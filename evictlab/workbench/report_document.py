@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..analysis.traces.inference import FINDING_CAPACITY, finding_sentences
 from ..results import atomic_write_text
+from ..selection.tables import format_count
 from .tables import Table
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -210,10 +211,6 @@ def _points(share: float) -> str:
     return f"{100 * share:+.1f}"
 
 
-def _count(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
-
-
 def retention_finding(paired: Table) -> Finding:
     """Retention of both DeerMem policies per capacity, with the paired difference (notebook 02)."""
     f = paired.frame
@@ -263,7 +260,7 @@ def zoo_finding(totals: Table, capacity: int) -> Finding | None:
         return None
 
     def kept(policy: str) -> str:
-        return f"{policy} {_count(at.loc[policy, 'retained'])}/{int(at.loc[policy, 'cases'])}"
+        return f"{policy} {format_count(at.loc[policy, 'retained'])}/{int(at.loc[policy, 'cases'])}"
 
     reference = [kept(p) for p in ("confidence", "hybrid-v1", "random", "oracle") if p in at.index]
     return Finding(

@@ -23,13 +23,13 @@ from matplotlib.path import Path as MplPath
 from PIL import Image
 
 from ...selection.explain import at_least
+from ...selection.tables import format_count
 from .style import (
     ALL_CASES,
     MIN_TEXT_PT,
     OKABE_ITO,
     STYLE,
     bottom_legend,
-    format_count,
     one_column,
     paper_figure,
     paper_width,

@@ -325,11 +325,6 @@ def percent(retained: Any, cases: Any) -> np.ndarray:
     return 100 * np.asarray(retained, dtype=float) / np.asarray(cases, dtype=float)
 
 
-def format_count(value: float) -> str:
-    """A count as text: whole numbers without decimals, expected counts (seed means) with one."""
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
-
-
 def retention_cmap() -> ListedColormap:
     """:data:`SEQUENTIAL_CMAP` in one colour per bin of :data:`RETENTION_BOUNDS`: the bins below
     100 % spread over its first 80 %, the 100 % bin its brightest end, a visible step apart."""

@@ -22,11 +22,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, PathPatch, Polygon, Rectangle
 from matplotlib.path import Path as MplPath
 
+from ...selection.tables import format_count
 from .style import (
     ALL_CASES,
     SEQUENTIAL_CMAP,
     bottom_legend,
-    format_count,
     grid_shape,
     hide_unused,
     paper_figure,

@@ -15,13 +15,13 @@ from matplotlib.figure import Figure
 
 from ...policies import policy_class
 from ...policies.ties import INPUT_ORDER
+from ...selection.tables import format_count
 from .style import (
     ALL_CASES,
     MARKERS,
     MIN_TEXT_PT,
     SEQUENTIAL_CMAP,
     bottom_legend,
-    format_count,
     grid_shape,
     hide_unused,
     identical_lines,
