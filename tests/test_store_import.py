@@ -11,7 +11,7 @@ from evictlab.analysis.traces.schema import read_trace
 from evictlab.cli import main
 from evictlab.core.stores.deermem import read_store, shard, user_dir_name
 from evictlab.core.stores.imported import load_import
-from evictlab.core.tokens import char_tokens, count_tokens, token_counter
+from evictlab.core.tokens import char_tokens, content_digest, count_tokens, fact_line, token_counter
 
 SPEC_EXAMPLE = """---
 id: fact_1a2b3c4d
@@ -64,6 +64,8 @@ def test_the_spec_example_and_the_minimal_form_load(tmp_path):
         "updatedAt": "2026-05-01T09:30:00Z", "revision": 1, "expected_valid_days": 365, "consolidatedFrom": [],
         "source": {"type": "conversation", "threadId": "thread-demo-0001"},
         "content_tokens": char_tokens("(Invented) User prefers metric units in travel plans"), "content_length": 52,
+        "line_tokens": char_tokens("\n- [preference | 0.92] (Invented) User prefers metric units in travel plans"),
+        "content_key": content_digest("(invented) user prefers metric units in travel plans"),
     }  # fmt: skip
     assert store.buckets[0].facts[0]["confidence"] == 0.5  # the default
     assert str(store.clock.date()) == "2026-05-02"
@@ -259,3 +261,26 @@ def test_crlf_files_and_a_missing_store_or_bucket(tmp_path, capsys):
     assert main(["import", "deermem", str(tmp_path / "store"), "--agent", "nobody", "--output-dir",
                  str(tmp_path / "o2")]) == 2  # fmt: skip
     assert "no agent bucket for agent 'nobody'" in capsys.readouterr().err
+
+
+def test_an_imported_trace_carries_token_counts_and_content_keys_and_the_replay_names_the_rule(tmp_path):
+    """Spec 1.13's rule on each fact's injection line (here the character rule: tiktoken is not
+    installed, or --token-counting char), 1.12 C5.4's key as a digest; the replay's record says which rule."""
+    facts = [(stored_fact("fact_a", 0.9, START), "User likes Python"),
+             (stored_fact("fact_b", 0.8, START, category="correction", sourceError="used pip"), "Use uv"),
+             (stored_fact("fact_c", 0.95, START), "  user LIKES python ")]
+    for fact, content in facts:
+        write_fact(tmp_path / "store", fact, content)
+    out = tmp_path / "out"
+    assert main(["import", "deermem", str(tmp_path / "store"), "--output-dir", str(out), "--token-counting", "char"]) == 0
+    trace = read_trace(out / "traces/demo-user/__default__.jsonl")
+    adds = {trace["fact_id"][i]: i for i, kind in enumerate(trace["event"]) if kind == "add"}
+    for fact, content in facts:
+        line = fact_line(fact.get("category", "context"), fact["confidence"], content, fact.get("sourceError", ""))
+        assert trace["tokens"][adds[fact["id"]]] == char_tokens("\n" + line)
+        assert trace["content_key"][adds[fact["id"]]] == content_digest(content)
+    assert trace["content_key"][adds["fact_a"]] == trace["content_key"][adds["fact_c"]]  # a duplicate
+    assert main(["trace", "replay", "--trace", str(out), "--policies", "confidence,hybrid-v1", "--capacities", "10",
+                 "--no-progress", "--output-dir", str(tmp_path / "replay")]) == 0
+    record = json.loads((tmp_path / "replay" / "trace-replay.run.json").read_text())
+    assert record["parameters"]["token_counting"] == {str(out): "char"}

@@ -14,10 +14,8 @@ from evictlab.analysis.traces.lifecycle import (
     LifecycleConfig,
     NewFact,
     admit,
-    content_key,
     contradiction_removals,
     creation_valid_days,
-    fact_line,
     feed_signal,
     filter_messages,
     gate_reason,
@@ -31,7 +29,7 @@ from evictlab.analysis.traces.lifecycle import (
     stored_category,
 )
 from evictlab.analysis.traces.schema import time_us
-from evictlab.core.tokens import char_tokens
+from evictlab.core.tokens import char_tokens, content_key, fact_line
 from evictlab.errors import ContractError
 from evictlab.policies.signals import read_confidence
 from evictlab.selection.deermem import select_facts_for_capacity

@@ -41,7 +41,7 @@ from ..analysis.traces.schema import Chunk, iter_chunks, write_trace
 from ..analysis.traces.stages import stage_table
 from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
 from ..analysis.traces.suites import lifecycle_traces, suite_rates
-from ..core.stores.imported import is_import, store_traces
+from ..core.stores.imported import is_import, load_import, store_traces
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
@@ -273,6 +273,8 @@ def run_replay(args: argparse.Namespace) -> int:
     replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum
     traces: list[tuple[str, TraceSource]]
     recorded: dict[str, Any]
+    # Which rule counted an imported store's tokens (spec 1.13: cl100k_base where it loads offline, else char).
+    rules = {str(path): load_import(path).token_counting for path in args.trace if is_import(path)}
     args.trace = [trace for path in args.trace for trace in (store_traces(path) if is_import(path) else [path])]
     if args.suite:
         suite, refused = lifecycle_traces()
@@ -286,7 +288,7 @@ def run_replay(args: argparse.Namespace) -> int:
         traces = [(str(path), partial(iter_chunks, path)) for path in paths]
         events = [check_questions(iter_chunks(path), str(path)) for path in paths]  # bad rows fail before output
         check_replay_work(max(events), replays * len(paths), args.max_event_replays)
-        recorded = {"traces": [str(path) for path in paths]}
+        recorded = {"traces": [str(path) for path in paths], **({"token_counting": rules} if rules else {})}
     else:
         if args.seeds < 1:
             raise ContractError(f"--seeds must be >= 1, got {args.seeds}")
@@ -298,7 +300,7 @@ def run_replay(args: argparse.Namespace) -> int:
             check_questions([chunk], f"the generated trace of seed {seed}")
         traces = [(f"seed-{seed}", partial(iter, [chunk])) for seed, chunk in chunks.items()]
         events = [len(chunk["event"]) for chunk in chunks.values()]
-        recorded = {"workload": workload.as_dict(), "seeds": args.seeds}
+        recorded = {"workload": workload.as_dict(), "seeds": args.seeds, "token_counting": "char"}
 
     def compute() -> dict[str, Any]:
         from tqdm.auto import tqdm

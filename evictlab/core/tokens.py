@@ -11,9 +11,13 @@ count is the character rule. Every count says which rule made it (:attr:`TokenCo
 from __future__ import annotations
 
 import functools
+import hashlib
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..policies.signals import read_number
 
 TIKTOKEN, CHAR = "tiktoken", "char"
 MODES = (TIKTOKEN, CHAR)
@@ -61,3 +65,29 @@ def token_counter(mode: str = TIKTOKEN) -> TokenCounter:
 def count_tokens(text: str, mode: str = TIKTOKEN) -> int:
     """``text``'s token count under ``mode`` (see :func:`token_counter` for the rule used)."""
     return token_counter(mode).count(text)
+
+
+def content_key(content: str) -> str:
+    """The duplicate key: stripped and case-folded, inner whitespace kept (spec 1.11a, 1.12 C5.4)."""
+    return content.strip().casefold()
+
+
+def content_digest(content: str) -> str:
+    """A trace's ``content_key`` for a fact whose text is not kept: 16 hex digits of SHA-256 of the key."""
+    return hashlib.sha256(content_key(content).encode()).hexdigest()[:16]
+
+
+def injection_confidence(value: object) -> float:
+    """The confidence injection sorts and prints by: float-coerced, unusable -> 0.0, clamped."""
+    number = read_number(value)
+    return 0.0 if number is None else min(1.0, max(0.0, number))
+
+
+def fact_line(category: object, confidence: object, content: str, source_error: str = "") -> str:
+    """A fact's injection line: ``- [<category> | <conf 2dp>] <content>`` (+ ``(avoid: …)`` for a
+    correction with a ``sourceError``), escaped with quotes left alone."""
+    name = html.escape(str(category).strip() if category is not None else "", quote=False) or "context"
+    line = f"- [{name} | {injection_confidence(confidence):.2f}] {html.escape(content, quote=False)}"
+    if name == "correction" and source_error:
+        line += f" (avoid: {html.escape(source_error, quote=False)})"
+    return line

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -57,10 +56,10 @@ from typing import Any
 
 import numpy as np
 
-from ...core.tokens import token_counter
+from ...core.tokens import content_digest, fact_line, token_counter
 from ...errors import ContractError
 from ...times import read_iso
-from .lifecycle import content_key, fact_line, line_tokens, stored_category
+from .lifecycle import line_tokens, stored_category
 from .patterns import read_labelled
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, TICK, Chunk, chunk_from_rows, time_us
 
@@ -485,7 +484,7 @@ def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> 
                 "time": moment, "event": ADD, "fact_id": fact_id, "content_length": length,
                 "confidence": confidence, "category": "knowledge", "supersedes": previous,
                 "tokens": count("\n" + fact_line(stored_category("knowledge"), confidence, content)),
-                "content_key": hashlib.sha256(content_key(content).encode()).hexdigest()[:16],
+                "content_key": content_digest(content),
             }
             events.append((moment, KIND_ORDER[ADD], len(events), record))
             previous, last = fact_id, fact_id

@@ -43,7 +43,6 @@ selector's and not in this module. With every stage off a replay is the cap alon
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,9 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.stores.deermem import CATEGORIES
-from ...core.tokens import char_tokens
+from ...core.tokens import char_tokens, fact_line
 from ...errors import ContractError
-from ...policies.signals import read_number
 from .patterns import detect_signals, is_trivial
 
 STAGES = ("reinforcement", "staleness", "admission", "dedup", "contradiction", "consolidation", "storage", "injection")
@@ -200,11 +198,6 @@ def gate_reason(scope: object, durability: object, authority: object) -> str:
     return next((name for (name, wanted), value in zip(GATE, labels) if value != wanted), "")
 
 
-def content_key(content: str) -> str:
-    """The duplicate key: stripped and case-folded, inner whitespace kept (spec 1.11a, 1.12 C5.4)."""
-    return content.strip().casefold()
-
-
 @dataclass(frozen=True)
 class NewFact:
     """One ``newFacts`` entry as the update step reads it."""
@@ -285,22 +278,6 @@ def contradiction_removals(entries: Sequence[tuple[str, int | None]], replacemen
 
 
 # --------------------------------------------------------------------------- injection (1.13)
-
-
-def injection_confidence(value: object) -> float:
-    """The confidence injection sorts and prints by: float-coerced, unusable -> 0.0, clamped."""
-    number = read_number(value)
-    return 0.0 if number is None else min(1.0, max(0.0, number))
-
-
-def fact_line(category: object, confidence: object, content: str, source_error: str = "") -> str:
-    """A fact's injection line: ``- [<category> | <conf 2dp>] <content>`` (+ ``(avoid: …)`` for a
-    correction with a ``sourceError``), escaped with quotes left alone."""
-    name = html.escape(str(category).strip() if category is not None else "", quote=False) or "context"
-    line = f"- [{name} | {injection_confidence(confidence):.2f}] {html.escape(content, quote=False)}"
-    if name == "correction" and source_error:
-        line += f" (avoid: {html.escape(source_error, quote=False)})"
-    return line
 
 
 def line_tokens(category: str, confidence: float, content_length: int) -> int:

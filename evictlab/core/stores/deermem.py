@@ -10,11 +10,13 @@ production). Production fails the whole agent read on one bad file; evictlab nam
 file, and goes on without them only when asked (:func:`check_problems`).
 
 What is kept of a fact is what the policies, staleness and injection read (:data:`KEPT`)
-plus two counts of its content: ``content_tokens`` (spec 1.13's rule, :mod:`..tokens`) and
-``content_length`` (characters). The content, the title and free-text fields
-(``sourceError``, ``topics``) are read to be counted and then dropped; no message names
-them. The sidecars are read as DeerMem reads them: an unreadable file, or one whose root is
-not an array (audit) or an object (usage), is empty, and the import says so.
+plus what is counted of its content: ``content_tokens`` (spec 1.13's rule, :mod:`..tokens`),
+``content_length`` (characters), ``line_tokens`` (its injection line, ``\n- [category | conf]
+content``, by the same rule) and ``content_key`` (a digest of the duplicate key, 1.12 C5.4).
+The content, the title and free-text fields (``sourceError``, ``topics``) are read to be
+counted and then dropped; no message names them. The sidecars are read as DeerMem reads
+them: an unreadable file, or one whose root is not an array (audit) or an object (usage), is
+empty, and the import says so.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ...errors import ContractError
 from ...policies.signals import parse_timestamp
 from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_ROWS_FILE_BYTES, parse_json, parse_yaml, read_bounded
 from ...times import iso_z
-from ..tokens import token_counter
+from ..tokens import content_digest, fact_line, token_counter
 
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "constraint", "decision", "other")
 SOURCE_TYPES = ("manual", "consolidation", "import", "unknown")
@@ -236,6 +238,11 @@ def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any) -> dict[str,
     fact = check_fields(meta, path, bucket)
     fact["content_tokens"] = count(content)
     fact["content_length"] = len(content)
+    error = meta.get("sourceError")
+    # The fact's line as DeerMem injects it (a later line: "\n" + line), and its duplicate key (spec 1.12-1.13).
+    fact["line_tokens"] = count("\n" + fact_line(fact.get("category"), fact["confidence"], content,
+                                                  error.strip() if isinstance(error, str) else ""))
+    fact["content_key"] = content_digest(content)
     return fact
 
 

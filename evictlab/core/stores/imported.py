@@ -76,7 +76,8 @@ def trace_rows(bucket: Bucket) -> tuple[list[dict[str, Any]], int]:
     """A best-effort trace of a bucket (rows for :mod:`evictlab.analysis.traces.schema`) and how
     many facts it leaves out (no readable ``createdAt``).
 
-    Each fact is an ``add`` at its ``createdAt``, its last confirmation a ``confirm`` at
+    Each fact is an ``add`` at its ``createdAt`` with its injection line's ``tokens`` and its
+    ``content_key`` (absent in an import made before they were counted), its last confirmation a ``confirm`` at
     ``lastConfirmedAt``, and its usage entry ``round(accessHeat)`` (at least one) ``search``
     rows at ``lastAccessedAt``. Earlier confirmations and accesses left no time, and evicted
     facts no creation time, so they are not in it.
@@ -91,7 +92,8 @@ def trace_rows(bucket: Bucket) -> tuple[list[dict[str, Any]], int]:
             continue
         present.add(fact["id"])
         rows.append((created, 2, {"event": "add", "fact_id": fact["id"], "content_length": fact["content_length"],
-                                  "confidence": fact["confidence"], "category": fact.get("category", "")}))
+                                  "confidence": fact["confidence"], "category": fact.get("category", ""),
+                                  "tokens": fact.get("line_tokens"), "content_key": fact.get("content_key")}))
         confirmed = parse_timestamp(fact.get("lastConfirmedAt"))
         if confirmed is not None:
             rows.append((max(confirmed, created), 3, {"event": "confirm", "fact_ids": [fact["id"]],
