@@ -272,7 +272,8 @@ def test_an_imported_trace_carries_token_counts_and_content_keys_and_the_replay_
     for fact, content in facts:
         write_fact(tmp_path / "store", fact, content)
     out = tmp_path / "out"
-    assert main(["import", "deermem", str(tmp_path / "store"), "--output-dir", str(out), "--token-counting", "char"]) == 0
+    argv = ["import", "deermem", str(tmp_path / "store"), "--output-dir", str(out), "--token-counting", "char"]
+    assert main(argv) == 0
     trace = read_trace(out / "traces/demo-user/__default__.jsonl")
     adds = {trace["fact_id"][i]: i for i, kind in enumerate(trace["event"]) if kind == "add"}
     for fact, content in facts:

@@ -39,12 +39,14 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert set(manifest["outputs"]) == {"curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "audit.jsonl",
                                         "stages.csv"}
     rows = tables["curve.rows.parquet"]
-    assert set(rows["policy"]) == {"optimum", "keep-all", "hybrid-v1", "confidence", "lru"}
-    assert set(rows.loc[rows["role"] == "bound", "policy"]) == {"optimum", "keep-all"}
+    assert set(rows["policy"]) == {"optimum", "rate-aware", "keep-all", "hybrid-v1", "confidence", "lru"}
+    assert set(rows.loc[rows["role"] == "bound", "policy"]) == {"optimum", "rate-aware", "keep-all"}
     optimum = rows[rows["policy"] == "optimum"].set_index("capacity")["answerable_rate"]
-    for _, row in rows[rows["policy"].isin(["hybrid-v1", "confidence", "lru"])].iterrows():
+    aware = rows[rows["policy"] == "rate-aware"].set_index("capacity")["answerable_rate"]
+    for _, row in rows[rows["policy"].isin(["hybrid-v1", "confidence", "lru", "rate-aware"])].iterrows():
         assert row["answerable_rate"] <= optimum[row["capacity"]]
         assert row["regret"] == pytest.approx(optimum[row["capacity"]] - row["answerable_rate"])
+        assert row["regret_rate_aware"] == pytest.approx(aware[row["capacity"]] - row["answerable_rate"])
     audit = tables["audit.jsonl"]
     assert {event["policy"] for event in audit} == {"confidence", "hybrid-v1"}
     assert all(("shadow" in event) == (event["policy"] == "confidence") for event in audit)

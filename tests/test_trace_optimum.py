@@ -157,3 +157,21 @@ def test_capacity_zero_and_unasked_traces():
     assert offline_optimum([chunk], 1).answerable == 1
     with pytest.raises(ValueError, match="capacity"):
         offline_optimum([chunk], -1)
+
+
+def test_the_rate_aware_bound_knows_rates_not_times_and_never_beats_the_optimum():
+    from evictlab.analysis.traces.generate import WorkloadParams, generate
+    from evictlab.analysis.traces.metrics import RATE_AWARE, ask_rates, curve_rows
+
+    seen = {"event": ["add", "add", "ask", "ask", "add", "ask"], "time": [0, 0, 4, 6, 8, 9],
+            "fact_id": ["a", "b", "a", "a", "c", "c"]}
+    assert ask_rates(seen) == {"a": 2 / 10, "b": 0.0, "c": 1 / 2}
+    for seed in range(3):
+        chunk = generate(WorkloadParams(horizon_days=8), seed)
+        rows = curve_rows([("t", lambda chunk=chunk: [chunk])], ["confidence", "lru"], [3, 10, 30])
+        for _, at in rows.groupby("capacity"):
+            rates = at.set_index("policy")["answerable_rate"]
+            assert rates[RATE_AWARE] <= rates["optimum"] + 1e-12
+            assert (at.set_index("policy").loc[RATE_AWARE, ["role", "regret_rate_aware"]] == ["bound", 0.0]).all()
+            regret = at["regret_rate_aware"].to_numpy()
+            assert regret == pytest.approx(rates[RATE_AWARE] - at["answerable_rate"].to_numpy())

@@ -205,3 +205,28 @@ def test_unreadable_parquet_parts_name_the_file_and_rows(tmp_path):
     with pytest.raises(TraceError, match="not a readable Parquet file") as error:
         read_trace(truncated)
     assert "\n" not in str(error.value)
+
+
+def test_the_fair_knowledge_update_traces():
+    from evictlab.analysis.traces.knowledge import knowledge_update_traces
+    from evictlab.analysis.traces.metrics import curve_rows
+
+    rows = load_demo().rows
+    traces = knowledge_update_traces(rows, seed=0)
+    questions = {row["question_id"] for row in rows if row.get("question_type") == "knowledge-update"}
+    assert {name for name, _ in traces} < questions and not any(name.endswith("_abs") for name, _ in traces)
+    assert knowledge_update_traces(rows, seed=0) == traces and knowledge_update_traces(rows, seed=1) != traces
+    above = below = recent = 0
+    for seed in range(5):
+        for name, chunk in knowledge_update_traces(rows, seed=seed):
+            (ask,) = [i for i, event in enumerate(chunk["event"]) if event == "ask"]
+            added = {chunk["fact_id"][i]: i for i, event in enumerate(chunk["event"]) if event == "add"}
+            old, new = added[chunk["supersedes"][ask]], added[chunk["fact_id"][ask]]
+            assert old < new < ask and len(added) >= 42 and all(key.startswith(name) for key in added)
+            above += chunk["confidence"][new] > chunk["confidence"][old]
+            below += chunk["confidence"][new] < chunk["confidence"][old]
+            recent += any(chunk["fact_ids"][i] == [chunk["fact_id"][old]] for i in range(new, ask))
+    assert above and below and 0 < recent < 5 * len(traces)
+    chosen = traces[:3]
+    frame = curve_rows([(name, lambda chunk=chunk: [chunk]) for name, chunk in chosen], ["confidence", "lru"], [10])
+    assert set(frame["trace"]) == {name for name, _ in chosen} and frame["asks"].max() == 1

@@ -2,9 +2,11 @@
 
 :func:`curve_rows` replays each trace through each policy at each capacity and adds the
 bound rows per (trace, capacity): ``optimum`` (the exact offline optimum, answerable rate
-only) and every policy whose ``unlimited`` trait says it runs with no cap (``keep-all``).
-Every row carries its policy's ``role`` trait (``policy``, ``baseline`` or ``bound``) and
-``regret`` = the optimum's answerable rate minus the row's. :func:`curve_summary` averages
+only), ``rate-aware`` (:data:`RATE_AWARE`, a bound a real system could approach) and every
+policy whose ``unlimited`` trait says it runs with no cap (``keep-all``). Every row carries its
+policy's ``role`` trait (``policy``, ``baseline`` or ``bound``), ``regret`` = the optimum's
+answerable rate minus the row's and ``regret_rate_aware`` = the rate-aware bound's minus the
+row's. :func:`curve_summary` averages
 over traces (seeds) with a 95 % percentile-bootstrap interval per metric; with one trace the
 interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inference`'s.
 """
@@ -12,6 +14,7 @@ interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inferen
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -31,6 +34,10 @@ from .schema import Chunk
 DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
 #: The exact offline optimum's rows (:mod:`.optimum`): a bound, but not a registered policy.
 OPTIMUM = "optimum"
+#: The second bound: a memory that knows each fact's ask rate (questions over its lifetime in the
+#: trace) but not when they come, and keeps the highest rates: ``confidence``'s rule on a trace whose
+#: confidences are the rates, with no lifecycle stage (as the optimum, it bounds the cap).
+RATE_AWARE, SECOND_BOUND = "rate-aware", "confidence"
 METRICS = (
     "answerable_rate",
     "stale_kept_rate",
@@ -41,6 +48,7 @@ METRICS = (
     "mean_occupancy",
     "occupancy_fraction",
     "regret",
+    "regret_rate_aware",
     "tied_selection_rate",
     "answerable_expected",
 )
@@ -74,7 +82,7 @@ def uncapped_bounds() -> list[str]:
 
 def role_of(policy: str) -> str:
     """``policy``, ``baseline`` or ``bound``: the ``role`` trait of the policy under any modifiers."""
-    return BOUND if policy == OPTIMUM else root_policy(resolve_policy(policy)).role
+    return BOUND if policy in (OPTIMUM, RATE_AWARE) else root_policy(resolve_policy(policy)).role
 
 
 def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
@@ -103,16 +111,16 @@ def curve_rows(
     The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.
     ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
-    called once per trace: every memory (policy x capacity) is replayed in lockstep in that one
-    pass, which also gathers the optimum's outline
-    (so a large trace file is streamed once, never held whole). ``progress(trace, events)``
+    called twice per trace: every memory (policy x capacity) is replayed in lockstep in one
+    pass, which also gathers the optimum's outline and the facts' ask rates, and the rate-aware
+    bound in a second (so a large trace file is streamed, never held whole). ``progress(trace, events)``
     is called as the pass goes (events done so far).
     """
     report = progress or (lambda trace, events: None)
     capacities = check_capacities(capacities)
     ceilings = uncapped_bounds()
     policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
-    roles = {policy: role_of(policy) for policy in [OPTIMUM, *ceilings, *policies]}
+    roles = {policy: role_of(policy) for policy in [OPTIMUM, RATE_AWARE, *ceilings, *policies]}
     specs = [MemorySpec.of(policy, None) for policy in ceilings]
     specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
     rows: list[dict[str, Any]] = []
@@ -121,27 +129,46 @@ def curve_rows(
         results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name),
                                lifecycle=lifecycle)
         optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
+        rated = replay_specs(_rate_keyed(source(), ask_rates(seen)), [MemorySpec.of(SECOND_BOUND, capacity)
+                                                                       for capacity in capacities], params,
+                             lifecycle=frozenset())
         uncapped_rows = [result.row() for result in results[: len(ceilings)]]
-        for capacity in capacities:
+        for capacity, aware in zip(capacities, rated):
             best = optima[capacity]
-            optimum_row: dict[str, Any] = {
-                "policy": OPTIMUM,
-                "capacity": capacity,
-                "asks": best.asks,
-                "answerable": best.answerable,
-                "answerable_rate": best.answerable_rate,
-            }
-            found = [optimum_row]
+            found: list[dict[str, Any]] = [
+                {"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
+                 "answerable_rate": answered / asks if asks else math.nan}
+                for name, asks, answered in ((OPTIMUM, best.asks, best.answerable),
+                                             (RATE_AWARE, aware.counts.asks, aware.counts.answerable))]
             found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
             found += [result.row() for result in results[len(ceilings) :] if result.capacity == capacity]
             for row in found:
                 row["trace"] = trace_name
                 row["role"] = roles[row["policy"]]
                 row["regret"] = best.answerable_rate - row["answerable_rate"]
+                row["regret_rate_aware"] = found[1]["answerable_rate"] - row["answerable_rate"]
                 rows.append(row)
     frame = pd.DataFrame(rows)
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def ask_rates(seen: dict[str, list[Any]]) -> dict[str, float]:
+    """Each fact's questions per microsecond from its ``add`` to the trace's end (the second bound's key)."""
+    end = max(seen["time"], default=0) + 1
+    rows = zip(seen["event"], seen["time"], seen["fact_id"])
+    added = {fact_id: time for kind, time, fact_id in rows if kind == "add"}
+    asked = Counter(fact_id for kind, fact_id in zip(seen["event"], seen["fact_id"]) if kind == "ask")
+    return {fact_id: asked[fact_id] / (end - time) for fact_id, time in added.items()}
+
+
+def _rate_keyed(chunks: Iterable[Chunk], rates: dict[str, float]) -> Iterator[Chunk]:
+    """``chunks`` with each ``add``'s confidence replaced by its fact's ask rate over the highest,
+    so that ``confidence`` ranks by it (:data:`RATE_AWARE`)."""
+    top = max(rates.values(), default=0.0) or 1.0
+    for chunk in chunks:
+        yield {**chunk, "confidence": [None if fact_id is None or kind != "add" else rates[fact_id] / top
+                                       for kind, fact_id in zip(chunk["event"], chunk["fact_id"])]}
 
 
 def _gathering(chunks: Iterable[Chunk], seen: dict[str, list[Any]]) -> Iterator[Chunk]:

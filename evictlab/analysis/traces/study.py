@@ -164,3 +164,21 @@ def loss_map(
     ).reset_index()
     wide["loses"] = wide[policy] < wide[baseline]
     return wide.pivot_table(index=y, columns=x, values="loses", aggfunc="mean")
+
+
+def effect_table(rows: pd.DataFrame, parameter: str, *, policy: str = "hybrid-v1", baseline: str = "confidence",
+                 metric: str = "answerable_rate") -> pd.DataFrame:
+    """Per value of grid parameter ``parameter`` and capacity: ``policy``'s and ``baseline``'s mean
+    ``metric`` over the seeds, their paired difference and how many seeds go each way."""
+    if parameter not in rows.columns:
+        raise ContractError(f"{parameter} is not a grid parameter of this study")
+    wide = rows[rows["policy"].isin([policy, baseline])].pivot_table(
+        index=[parameter, "capacity", "workload", "seed"], columns="policy", values=metric, aggfunc="first")
+    wide.columns.name = None
+    wide["difference"] = wide[policy] - wide[baseline]
+    grouped = wide.groupby(level=[parameter, "capacity"])
+    table = grouped[[policy, baseline, "difference"]].mean()
+    table["higher"], table["lower"] = grouped["difference"].apply(lambda d: (d > 0).sum()), grouped[
+        "difference"].apply(lambda d: (d < 0).sum())
+    table["seeds"] = grouped["difference"].count()
+    return table.reset_index()

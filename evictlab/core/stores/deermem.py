@@ -238,10 +238,10 @@ def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any) -> dict[str,
     fact = check_fields(meta, path, bucket)
     fact["content_tokens"] = count(content)
     fact["content_length"] = len(content)
-    error = meta.get("sourceError")
+    avoid = meta.get("sourceError")
     # The fact's line as DeerMem injects it (a later line: "\n" + line), and its duplicate key (spec 1.12-1.13).
     fact["line_tokens"] = count("\n" + fact_line(fact.get("category"), fact["confidence"], content,
-                                                  error.strip() if isinstance(error, str) else ""))
+                                                  avoid.strip() if isinstance(avoid, str) else ""))
     fact["content_key"] = content_digest(content)
     return fact
 

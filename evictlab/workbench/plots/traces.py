@@ -33,7 +33,7 @@ from .style import (
     title_with_source,
 )
 
-BOUND_NAMES = ("optimum", "keep-all")
+BOUND_NAMES = ("optimum", "rate-aware", "keep-all")
 CURVE_PANELS = (
     ("answerable_rate", "answerable rate (needed fact in memory)"),
     ("stale_kept_rate", "stale-kept rate (old value kept, update gone)"),
@@ -66,6 +66,10 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
             ax.plot(optimum["capacity"], optimum[metric], color="black", linewidth=2.2, label="exact offline optimum")
             ax.plot(keep_all["capacity"], keep_all[metric], color=OKABE_ITO["grey"], linestyle="--", linewidth=1.6,
                     label="keep-all (no cap)")
+            if "rate-aware" in by_policy:
+                aware = by_policy["rate-aware"]
+                ax.plot(aware["capacity"], aware[metric], color="black", linestyle=":", linewidth=1.8,
+                        label="rate-aware bound (knows ask rates)")
         for index, policy in enumerate(policies):
             line = by_policy[policy]
             values = line[metric].to_numpy(dtype=float)
