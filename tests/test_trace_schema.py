@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evictlab.analysis.traces import schema
-from evictlab.analysis.traces.generate import WorkloadParams, generate, knowledge_update_trace, parse_param
+from evictlab.analysis.traces.generate import WorkloadParams, generate, parse_param
+from evictlab.analysis.traces.knowledge import knowledge_update_trace
 from evictlab.analysis.traces.schema import TraceError, iter_chunks, read_trace, trace_bytes, write_trace
 from evictlab.core.demo import load_demo
 from evictlab.readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES

@@ -16,11 +16,11 @@ from ..analysis.traces.generate import (
     MAX_TRACE_EVENTS,
     WorkloadParams,
     generate,
-    knowledge_update_trace,
     parse_mix,
     parse_param,
 )
 from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
+from ..analysis.traces.knowledge import knowledge_update_trace
 from ..analysis.traces.lifecycle import STAGES, parse_stages
 from ..analysis.traces.memory import check_capacity, check_policy_spec
 from ..analysis.traces.metrics import (

@@ -1,28 +1,12 @@
 """Ties at the cut line in a replay, and the exact expectation over the order of tied facts.
 
-DeerMem breaks ties by input order (spec 1.4), so one replay of ``confidence`` (whose cut
-falls inside a tie of equal confidences at many writes) or of ``random`` (one seeded draw) is
-one of many equally justified outcomes. :class:`TieNeutral` is the replay's
-:class:`.stages.Lifecycle` with two additions, for the memories of a policy whose rank key is
-static (a function of the fact alone: ``confidence``'s bounded confidence; ``random``, every
-fact tied, ``Policy.uniform_order``):
-
-* at every selection that evicts it counts whether the cut line falls inside an exact tie
-  (the best fact evicted ranks equal to the worst one kept; ``tied_selection_rate``);
-* when the lifecycle's stages do not depend on which tied fact a memory holds
-  (:data:`EXACT_STAGES`: the cap, reinforcement, the admission gate and storage's rewrite), the
-  exact probability that each fact is held when tied facts are ordered uniformly at random
-  at every selection, as snapshots report ties (:mod:`evictlab.policies.ties`). With a static
-  key the keys a memory holds do not depend on the tie orders, so at each selection the group
-  of ``g`` facts tied at the cut keeps the same ``s`` members whichever they are, and each
-  member survives with probability ``s / g`` independently of its past: a fact's chance is
-  the product over the selections it was tied at the cut (``random``: over every selection,
-  ``k / n``). ``answerable_expected`` is the mean over questions of the needed fact's chance,
-  ``correction_survival_expected`` the mean chance of the corrections at the end. Chances
-  below 1e-30 are dropped (so each expectation is exact to within 1e-30 per fact). Staleness,
-  the duplicate skip, contradiction removal and injection do depend on which tied facts are
-  held, so with any of them the expectations are undefined (NaN) and only the counts remain;
-  so are they when a question's content key is held by more than one fact.
+:class:`TieNeutral` is the replay's :class:`.stages.Lifecycle` plus, for the memories of a
+policy whose rank key is the fact's own (:func:`static_key`: ``confidence``; ``random``, all
+tied), the columns docs/traces.md ("Ties") defines. Why the expectation is exact: with a static
+key the keys a memory holds do not depend on the tie orders (under :data:`EXACT_STAGES`), so
+at each selection the ``g`` facts tied at the cut keep ``s`` members whichever they are, and a
+member survives with probability ``s / g`` whatever its past; a fact's chance is the product
+over the selections it tied at (``random``: ``k / n`` at each). Chances below 1e-30 are dropped.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seeded workload generators: synthetic memory traces, and knowledge updates from a dataset.
+"""The seeded workload generator: synthetic memory traces (knowledge updates from a dataset: :mod:`.knowledge`).
 
 :func:`generate` draws one trace from :class:`WorkloadParams` and a seed (numpy's PCG64), so
 the same parameters and seed give the same rows, and :func:`~.schema.write_trace` the same
@@ -49,17 +49,15 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from ...core.tokens import content_digest, fact_line, token_counter
 from ...errors import ContractError
 from ...times import read_iso
-from .lifecycle import line_tokens, stored_category
+from .lifecycle import line_tokens
 from .patterns import read_labelled
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, TICK, Chunk, chunk_from_rows, time_us
 
@@ -419,80 +417,3 @@ def _chunk(
             record.update(fact_ids=[rename[row["confirmed"]]], reinforcement=True)
         records.append(record)
     return chunk_from_rows(records)
-
-
-# --------------------------------------------------------------------------- knowledge updates
-
-
-_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})(?: \(\w{3}\))? (\d{2}):(\d{2})$")
-
-
-def parse_session_date(text: Any, where: str) -> int:
-    """A LongMemEval date (``2023/05/20 (Sat) 02:21``) as UTC microseconds."""
-    match = _DATE.match(text.strip()) if isinstance(text, str) else None
-    if match is None:
-        raise ContractError(f"{where}: not a LongMemEval date: {text!r}")
-    year, month, day, hour, minute = (int(part) for part in match.groups())
-    try:
-        return time_us(_dt.datetime(year, month, day, hour, minute, tzinfo=_dt.UTC))
-    except ValueError:
-        raise ContractError(f"{where}: not a valid date: {text!r}") from None
-
-
-def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> Chunk:
-    """A trace from a dataset's ``knowledge-update`` questions.
-
-    Per question, every session holding evidence (turns marked ``has_answer``) becomes one
-    fact at the session's date, each superseding the one before (the old value, then its
-    updates); the question is asked at its ``question_date`` and needs the last fact, naming
-    the one it superseded. Questions with fewer than two evidence sessions are skipped. Fact
-    ids are ``<question_id>:<session_id>``; content lengths are the evidence turns' lengths;
-    the dataset carries no confidence, so each fact gets a seeded draw from
-    ``U(0.7, 1.0)`` rounded to 2 decimals, category ``knowledge``. No text is kept: a fact's
-    ``tokens`` are its injection line's (spec 1.13, :func:`~evictlab.core.tokens.token_counter`:
-    ``cl100k_base`` when tiktoken loads offline, the character rule otherwise) and its
-    ``content_key`` is the first 16 hex digits of the SHA-256 of the duplicate key.
-    """
-    rng = np.random.default_rng(seed)
-    count = token_counter().count
-    events: list[tuple[int, int, int, dict[str, Any]]] = []
-    for row in rows:
-        if row.get("question_type") != "knowledge-update":
-            continue
-        question_id = str(row.get("question_id"))
-        where = f"question {question_id!r}"
-        sessions = []
-        for session_id, date, turns in zip(
-            row.get("haystack_session_ids") or [], row.get("haystack_dates") or [], row.get("haystack_sessions") or []
-        ):
-            evidence = [
-                turn for turn in turns if isinstance(turn, Mapping) and turn.get("has_answer") is True
-                and isinstance(turn.get("content"), str)
-            ]
-            if evidence:
-                moment = parse_session_date(date, f"{where}: haystack_dates")
-                sessions.append((moment, str(session_id), "\n".join(turn["content"] for turn in evidence),
-                                 sum(len(turn["content"]) for turn in evidence)))
-        if len(sessions) < 2:
-            continue
-        sessions.sort()
-        previous = None
-        for moment, session_id, content, length in sessions:
-            fact_id = f"{question_id}:{session_id}"
-            confidence = round(float(rng.uniform(0.7, 1.0)), 2)
-            record = {
-                "time": moment, "event": ADD, "fact_id": fact_id, "content_length": length,
-                "confidence": confidence, "category": "knowledge", "supersedes": previous,
-                "tokens": count("\n" + fact_line(stored_category("knowledge"), confidence, content)),
-                "content_key": content_digest(content),
-            }
-            events.append((moment, KIND_ORDER[ADD], len(events), record))
-            previous, last = fact_id, fact_id
-        asked = parse_session_date(row.get("question_date"), f"{where}: question_date")
-        old = f"{question_id}:{sessions[-2][1]}"
-        events.append((max(asked, sessions[-1][0]), KIND_ORDER[ASK], len(events),
-                       {"event": ASK, "fact_id": last, "supersedes": old}))
-    if not events:
-        raise ContractError("the dataset has no knowledge-update question with two evidence sessions")
-    ordered = sorted(events, key=lambda item: item[:3])
-    return chunk_from_rows([{**row, "time": moment} for moment, _, _, row in ordered])

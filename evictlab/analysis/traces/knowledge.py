@@ -1,26 +1,18 @@
-"""A fair knowledge-update workload: one memory per user, recency not decisive, abstention left out.
+"""Knowledge-update workloads from a dataset's ``knowledge-update`` questions (docs/traces.md).
 
-:func:`knowledge_update_traces` makes one trace per non-abstention ``knowledge-update`` question
-of a dataset with at least two evidence sessions (each LongMemEval question is one user's
-history, so one memory each). Per trace and seed:
-
-* each evidence session is a fact at the session's date, each superseding the one before; the
-  first draws its confidence from ``U(0.7, 1.0)``, each update the previous value plus
-  ``U(-0.2, 0.2)``, clipped to [0.7, 1.0] and rounded to 2 decimals, so updates fall both
-  above and below the old value;
-* ``distractors`` other facts of the user (``U(0.7, 1.0)``, categories preference, context or
-  knowledge) at uniform times between the first session and the question, and as many
-  ``search`` rows of a random distractor, so the cap binds and every policy's signals move;
-* in a share ``recent_share`` of the questions (drawn per seed) the old value is searched
-  twice and confirmed, with a confirming message, between its update and the question, so a
-  recency rule that keeps the last-used fact keeps the old value;
-* the question, at its date, needs the last fact and names the one it superseded.
-
-No text is kept: tokens and content keys are drawn or computed as :func:`.generate.generate`'s.
+:func:`knowledge_update_traces` is the fair one: one memory per user question, abstention
+left out, updates above and below the old value, distractors so the cap binds, and the old
+value used again after its update in a stated share of questions. :func:`knowledge_update_trace`
+is the earlier single trace of every question in one memory (a recency test), which the
+suites and ``trace generate --knowledge-updates`` write. No text is kept: a fact's ``tokens``
+are its injection line's (spec 1.13, :func:`~evictlab.core.tokens.token_counter`) and its
+``content_key`` a digest of the duplicate key.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -29,14 +21,30 @@ import numpy as np
 
 from ...core.tokens import content_digest, fact_line, token_counter
 from ...errors import ContractError
-from .generate import KIND_ORDER, SECOND, labelled_texts, parse_session_date
-from .lifecycle import line_tokens
-from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk, chunk_from_rows
+from .generate import KIND_ORDER, SECOND, labelled_texts
+from .lifecycle import line_tokens, stored_category
+from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk, chunk_from_rows, time_us
 
 DISTRACTOR_CATEGORIES = ("preference", "context", "knowledge")
 
 
-def _evidence(row: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})(?: \(\w{3}\))? (\d{2}):(\d{2})$")
+
+
+def parse_session_date(text: Any, where: str) -> int:
+    """A LongMemEval date (``2023/05/20 (Sat) 02:21``) as UTC microseconds."""
+    match = _DATE.match(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise ContractError(f"{where}: not a LongMemEval date: {text!r}")
+    year, month, day, hour, minute = (int(part) for part in match.groups())
+    try:
+        return time_us(_dt.datetime(year, month, day, hour, minute, tzinfo=_dt.UTC))
+    except ValueError:
+        raise ContractError(f"{where}: not a valid date: {text!r}") from None
+
+
+def _evidence(row: Mapping[str, Any]) -> list[tuple[int, str, str, int]]:
+    """(time, session id, evidence text, its length) of each session holding evidence, by time."""
     where = f"question {row.get('question_id')!r}"
     sessions = []
     for session_id, date, turns in zip(row.get("haystack_session_ids") or [], row.get("haystack_dates") or [],
@@ -44,8 +52,36 @@ def _evidence(row: Mapping[str, Any]) -> list[tuple[int, str, str]]:
         said = [turn["content"] for turn in turns if isinstance(turn, Mapping) and turn.get("has_answer") is True
                 and isinstance(turn.get("content"), str)]
         if said:
-            sessions.append((parse_session_date(date, f"{where}: haystack_dates"), str(session_id), "\n".join(said)))
+            sessions.append((parse_session_date(date, f"{where}: haystack_dates"), str(session_id), "\n".join(said),
+                             sum(map(len, said))))
     return sorted(sessions)
+
+
+def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> Chunk:
+    """Every ``knowledge-update`` question with two evidence sessions in one trace: each session a
+    fact (``<question_id>:<session_id>``, category ``knowledge``, confidence ``U(0.7, 1.0)``)
+    superseding the one before, and the question at its date needing the last one."""
+    rng, count = np.random.default_rng(seed), token_counter().count
+    events: list[tuple[int, int, int, dict[str, Any]]] = []
+    for row in rows:
+        question_id = str(row.get("question_id"))
+        sessions = _evidence(row) if row.get("question_type") == "knowledge-update" else []
+        if len(sessions) < 2:
+            continue
+        previous = None
+        for moment, session_id, content, length in sessions:
+            fact_id, confidence = f"{question_id}:{session_id}", round(float(rng.uniform(0.7, 1.0)), 2)
+            _emit(events, moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": confidence,
+                                   "category": "knowledge", "supersedes": previous,
+                                   "tokens": count("\n" + fact_line(stored_category("knowledge"), confidence, content)),
+                                   "content_key": content_digest(content)})
+            previous = fact_id
+        asked = parse_session_date(row.get("question_date"), f"question {question_id!r}: question_date")
+        _emit(events, max(asked, sessions[-1][0]), {"event": ASK, "fact_id": previous,
+                                                    "supersedes": f"{question_id}:{sessions[-2][1]}"})
+    if not events:
+        raise ContractError("the dataset has no knowledge-update question with two evidence sessions")
+    return chunk_from_rows([record for *_, record in sorted(events, key=lambda item: item[:3])])
 
 
 def _emit(events: list[tuple[int, int, int, dict[str, Any]]], moment: int, record: dict[str, Any]) -> None:
@@ -71,9 +107,9 @@ def knowledge_update_traces(rows: Sequence[Mapping[str, Any]], seed: int = 0, *,
         emit = partial(_emit, events)
 
         previous, confidence = None, float(rng.uniform(0.7, 1.0))
-        for moment, session_id, content in sessions:
+        for moment, session_id, content, length in sessions:
             fact_id, value = f"{question_id}:{session_id}", round(confidence, 2)
-            emit(moment, {"event": ADD, "fact_id": fact_id, "content_length": len(content), "confidence": value,
+            emit(moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": value,
                           "category": "knowledge", "supersedes": previous, "content_key": content_digest(content),
                           "tokens": count("\n" + fact_line("knowledge", value, content))})
             previous, confidence = fact_id, min(1.0, max(0.7, confidence + float(rng.uniform(-0.2, 0.2))))

@@ -2,43 +2,10 @@
 """DeerMem's lifecycle around the cap (spec 1.9, 1.11a-1.15), one pure function per stage.
 
 Each function reads a memory's columns (numpy arrays in stored order, or the few new facts of
-one update) and returns what the stage keeps, removes or shows; none mutates its input. The
-stages of one automatic update run in the order of spec 1.12 C, and a replay switches them
-by name (:data:`STAGES`; ``--lifecycle`` on the command line, :func:`parse_stages`):
-
-============== ================================================================================
-stage          what it does (spec)
-============== ================================================================================
-reinforcement  the 1.9 gate: the update's ``factsToReinforce`` ids are stamped only when the
-               ``reinforcement`` signal fires on the update's message feed (:func:`feed_signal`:
-               1.12 A2-A3 filtering, the last six messages, human ones, 1.15's patterns). It is
-               batch-level: a wrong id passes whenever the signal fires. Off: a ``confirm``
-               row's own ``reinforcement`` field is the signal, as before the lifecycle
-staleness      1.10 / 1.12 C3: candidates by review clock (``lastConfirmedAt``, else
-               ``createdAt``) older than their effective age, protected categories never
-               (exact, case-sensitive match, 1.11a C6); the prompt shows the section only with
-               at least 3 candidates (before stamping), the apply step recomputes them after
-               stamping (1.11a C7) and removes at most 10, lowest confidence first
-admission      1.12 C5: the scope gate (``scope`` user, ``durability`` durable, ``authority``
-               descriptive; ``missing`` first), then the confidence threshold (``>=`` 0.7)
-dedup          1.12 C5.4-6: the content key (stripped, case-folded) against the facts left
-               after staleness and the earlier new facts; a duplicate is skipped, the existing
-               fact untouched
-storage        1.14: a category outside the nine core values is stored as ``other`` after the
-               update that creates it (so a ``Correction`` loses its reserved slot and its
-               staleness protection from then on, 1.11a C6)
-contradiction  1.12 C7: ``factsToRemove`` after the capacity selection; a paired removal needs
-               its replacement to have passed the gates and to survive the cap under an id
-               other than the target
-consolidation  1.12 C8: off in production; a trace carries no merge decisions, so a replay
-               refuses to switch it on
-injection      1.13: what the model is shown in middleware mode: the guaranteed pool
-               (``correction``) under its own 500-token budget, the rest under what is left
-               of 2,000, each pool by confidence, greedy and strict
-============== ================================================================================
-
-The capacity selection (1.4, between dedup and contradiction) is always on; it is the one
-selector's and not in this module. With every stage off a replay is the cap alone.
+one update) and returns what the stage keeps, removes or shows; none mutates its input. What
+each stage of :data:`STAGES` does, in spec 1.12 C's order, is in docs/traces.md ("Lifecycle
+stages"); :func:`parse_stages` reads ``--lifecycle``. The capacity selection (1.4) is always on
+and is the one selector's, not this module's; with every stage off a replay is the cap alone.
 """
 
 from __future__ import annotations

