@@ -28,7 +28,7 @@ from ..core.pools import PoolSet, check_capacities
 from ..core.protocol import preset_variant
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, check_capacity_range, resolve_policy
-from ..policies.base import WEIGHT_TOLERANCE
+from ..policies.base import WEIGHT_TOLERANCE, is_finite_number
 from ..selection.decisions import CHUNK_ROWS, SETTING_COLUMNS, DecisionPlan, distinct, prepared_cases, settings_frame
 from ..selection.engine import PreparedCases
 from ..selection.engine_settings import SettingColumns
@@ -75,7 +75,7 @@ MAX_SETTINGS = 50_000
 
 def simplex_divisions(step: float) -> int:
     """``1 / step`` as an integer; an error unless ``step`` is a number in (0, 1] dividing 1."""
-    if not _is_number(step):
+    if not is_finite_number(step):
         raise ContractError(f"weight step must be a number, got {step!r}")
     if not 0 < step <= 1:
         raise ContractError(f"weight step must be in (0, 1], got {step!r}")
@@ -315,20 +315,16 @@ def make_grid(
     )
 
 
-def _is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-
-
 def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
     for value in values:
-        if not _is_number(value) or value <= 0:
+        if not is_finite_number(value) or value <= 0:
             raise ContractError(f"{name} must be numbers > 0, got {value!r}")
     return tuple(values)
 
 
 def _numbers_in(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
     for value in values:
-        if not _is_number(value) or not low <= value <= high:
+        if not is_finite_number(value) or not low <= value <= high:
             raise ContractError(f"{name} must be numbers in [{low:g}, {high:g}], got {value!r}")
     return tuple(values)
 

@@ -98,6 +98,11 @@ class PolicyParams:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite real number (numpy's too), not a boolean."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
 def _require_real(name: str, value: Any) -> int | float:
     """A finite real number as a plain Python ``int`` or ``float`` (numpy scalars included)."""
     # The common cases first, without the ABC checks (an int of any size but finite as a float).

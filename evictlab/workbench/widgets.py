@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import html
 import math
-import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,7 +38,7 @@ from ..core.protocol import DEFAULT_PRESET, PRESETS
 from ..core.runspec import RunSpec, parse_spec
 from ..errors import ContractError
 from ..policies import PolicyParams, check_capacity_range, get_policy, known_policies
-from ..policies.base import WEIGHT_TOLERANCE
+from ..policies.base import WEIGHT_TOLERANCE, is_finite_number
 from ..selection.engine import vectorised
 from ..selection.explain import Explanation, explain
 from .explorer_tables import CAPACITY_RANGE, PoolCache, PresetPools, decisions_for, details_html, retention_summary
@@ -198,7 +197,7 @@ class Explorer:
             if name in values:
                 value = values[name]
                 low, high = HALF_LIFE_RANGE_DAYS
-                if not _is_real(value) or not low <= value <= high:
+                if not is_finite_number(value) or not low <= value <= high:
                     raise ContractError(f"{name} must be a number of days in [{low:g}, {high:g}], got {value!r}")
                 updates[name] = float(value)
         if "capacity" in values:
@@ -219,7 +218,7 @@ class Explorer:
         updates: dict[str, float] = {}
         given = {name: values[name] for name in WEIGHT_NAMES if name in values}
         for name, value in given.items():
-            if not _is_real(value) or not 0 <= value <= 1:
+            if not is_finite_number(value) or not 0 <= value <= 1:
                 raise ContractError(f"{name} must be a number in [0, 1], got {value!r}")
         if len(given) == 3:
             updates.update(zip(WEIGHT_NAMES, check_weights([[given[name] for name in WEIGHT_NAMES]])[0]))
@@ -395,7 +394,4 @@ def _checked_capacity(capacity: Any) -> int:
     low, high = CAPACITY_RANGE
     return check_capacity_range([capacity], low=low, high=high)[0]
 
-
-def _is_real(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
 
