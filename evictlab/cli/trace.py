@@ -51,6 +51,7 @@ from ._common import (
     add_protocol_options,
     dataset_from,
     help_handler,
+    parameter_changes,
     parse_csv,
     positive_int,
     protocol_from,
@@ -210,16 +211,10 @@ def add_curve_options(parser: argparse.ArgumentParser, policies: list[str]) -> N
 
 
 def params_from(args: argparse.Namespace) -> PolicyParams:
-    changes = {}
-    for text in args.param:
-        name, sep, value = text.partition("=")
-        if not sep:
-            raise ContractError(f"--param {text}: expected NAME=VALUE")
-        try:
-            changes[name.strip()] = int(value) if name.strip() == "correction_reserved_max" else float(value)
-        except ValueError:
-            raise ContractError(f"--param {text}: {value!r} is not a number") from None
-    return PolicyParams().replace(**changes)
+    """``--param NAME=VALUE``: hybrid-v1's parameters, read as run-policy reads them."""
+    if dotted := [text for text in args.param if "." in text.partition("=")[0]]:
+        raise ContractError(f"--param {dotted[0]}: trace takes hybrid-v1's parameters only (NAME=VALUE)")
+    return PolicyParams().replace(**parameter_changes(args.param))
 
 
 def _register_replay(commands: argparse._SubParsersAction) -> None:
