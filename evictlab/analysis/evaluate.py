@@ -1,21 +1,11 @@
 """Offline policy evaluation over prepared pools: the rows, summary and run record of ``run-policy``.
 
 Spec 2.10 and 2.11. One row per case x capacity x policy, in that nesting order; every policy
-is given the protocol's hybrid parameter set (the confidence policy ignores it).
-
-Which file holds what (``docs/protocol.md`` says it for users):
-
-* ``policy.raw.jsonl``, ``summary.json``, ``run.json``: DeerFlow's three files, in its format
-  (byte-checked for DeerMem's two policies). Their retention is the decision as made, ties
-  broken by input order, for every policy.
-* ``policy.decisions.jsonl``: evictlab's, one line per row of the raw file (same order): the
-  decisions frame of :func:`~evictlab.selection.decisions.decide_grid`, with the row's
-  ``tie_break``, the input-order ``support_retained``, the tie-neutral ``support_expected``,
-  ``support_tied`` and ``retention``, the number tables count under that tie-break.
-* ``retention.json``: evictlab's, per (source, scenario, capacity, policy) group and per
-  (capacity, policy) total: ``retained``, exactly the cell ``run-policy`` prints, beside
-  ``support_all_retained`` (input order) and ``support_expected`` (tie-neutral), the tie-break
-  named in every group.
+is given the protocol's hybrid parameter set (the confidence policy ignores it). DeerFlow's
+three files (``policy.raw.jsonl``, ``summary.json``, ``run.json``: its format, retention as
+decided, ties broken by input order) and evictlab's two (``policy.decisions.jsonl``,
+``retention.json``: each decision under its tie-break) are described field by field in
+docs/protocol.md.
 """
 
 from __future__ import annotations
