@@ -1,30 +1,14 @@
 """What an imported store's eviction audit says: each event checked, and shadow mode read.
 
-:func:`check_events` checks every recorded event (spec 1.6) against the policy it names:
-
-* **scores**: each evicted fact's recorded score is recomputed from its recorded components
-  and the weights (``confidence``: the confidence itself; ``hybrid-v1``: the weighted sum, in
-  the selector's own arithmetic) and must be equal, bit for bit; the components must be the
-  policy's and lie in [0, 1]; the evicted list must run lowest rank first (scores ascending);
-* **survivors**: a fact still in the store that was there at the event (created by then) and
-  has not changed since (not updated, and under ``hybrid-v1`` not accessed, after it) is scored
-  at the event's time by the policy itself; it must not rank below an evicted fact (a
-  correction that may have held a reserved slot only below an evicted correction). Scores
-  within :data:`TOO_CLOSE` of an evicted one are not compared: the audit stamps ``occurredAt``
-  after the commit, not the decision's own clock, and equal scores fall to input positions that
-  the store does not record. An evicted id still in the store, created before the event, is a
-  contradiction;
-* **reservation**: ``reservedCorrectionSlots`` is 0 under ``confidence``; under ``hybrid-v1`` it
-  is at most ``min(slots, maxFacts)``, at least ``min(slots, corrections known to be present)``,
-  and no correction is evicted while a slot was free. "reproduced" when the count equals
-  ``min(slots, maxFacts, corrections known present)``;
-* **shadow**: only under ``confidence``, policy ``hybrid-v1``, ``wouldEvict`` sorted and no longer
-  than the evicted list, ``disagrees`` equal to whether the two id sets differ.
-
-Each event is ``checks``, ``contradicts`` (every contradiction named) or ``cannot be checked``
-(why: not an event object, not a capacity event, a policy evictlab cannot recompute, a
-malformed field). :func:`shadow_facts` and :func:`shadow_summary` read the ``shadow`` blocks.
-Only ids, categories, scores and times are read: an audit holds no fact text.
+:func:`check_events` checks every recorded event (spec 1.6) against the policy it names: the
+recorded scores (recomputed bit for bit from the components and the weights, lowest rank
+first), the survivors (scored at the event's time, none below an evicted fact; scores within
+:data:`TOO_CLOSE` not compared), the reservation and the ``shadow`` block (only under
+``confidence``, policy ``hybrid-v1``, ``wouldEvict`` sorted and no longer than the evicted
+list, ``disagrees`` equal to whether the two id sets differ); docs/store.md ("Audit") says each
+rule. An event ``checks``, ``contradicts`` (every contradiction named) or ``cannot be checked``
+(why). :func:`shadow_facts` and :func:`shadow_summary` read the ``shadow`` blocks. Only ids,
+categories, scores and times are read: an audit holds no fact text.
 """
 
 from __future__ import annotations
