@@ -1,33 +1,16 @@
 """Running many independent tasks: in-process, on a local Dask cluster, or on any scheduler.
 
-Large jobs (trace studies, big sweeps) split into tasks that each return a small table. This
-module holds the plumbing every such job shares, so that a command only chooses *what* a task
-computes:
-
-* :func:`dask_client` opens the place the tasks run, from the options every such command
-  takes: ``--workers N`` (``0`` runs everything in this process with no Dask at all; ``N >= 1``
-  starts a ``LocalCluster`` of N single-threaded workers), ``--scheduler ADDRESS`` (connect
-  to an existing ``dask.distributed`` scheduler instead) and ``--no-worker-timeout SECONDS``;
-* :func:`map_tasks` runs ``function(item)`` for every item and returns the results **in item
-  order**, whatever order the workers finish in, with a tqdm progress bar; :func:`run_tasks`
-  does the same on a client already open, so several maps can share one cluster;
-  :func:`iter_tasks` hands the results over one by one as they are ready, with a bounded
-  number of tasks in flight (a sweep's chunks);
-* :func:`gather_frame` concatenates the per-task tables into one frame, in item order.
-
-Faults end in one line, never a wait without end or a traceback: a scheduler address is
-checked before any work (scheme, host and port, TLS certificates for ``tls://``, an
-``inproc://`` address only of this process); a scheduler that accepts the connection but never
-answers is given up after twice the connect timeout; a run whose scheduler has had no worker
-for ``--no-worker-timeout`` seconds (60) ends with an error. A local cluster's workers ignore a
-terminal's Ctrl-C (they are started while this process ignores SIGINT, a few seconds, and keep
-that), so only this process handles it; once a run is ending on an error or an interruption,
-Dask's own logs are silenced while it closes.
-
-Because results come back in item order and every task is a pure function of its item, the
-three ways of running give identical tables; the tests check this with a real
-``LocalCluster``. ``function`` must be importable by the workers (a module-level function of
-an installed package), and items and results must pickle.
+Large jobs (trace studies, big sweeps) split into tasks that each return a small table; this
+module holds the plumbing they share, so a command only chooses *what* a task computes.
+:func:`dask_client` opens the place the tasks run from the options every such command takes
+(``--workers``, ``--scheduler``, ``--no-worker-timeout``; docs/traces.md, "Dask options");
+:func:`map_tasks` and :func:`run_tasks` return the results **in item order** with a progress
+bar, :func:`iter_tasks` hands them over as they are ready with a bounded number in flight (a
+sweep's chunks), and :func:`gather_frame` concatenates per-task tables in item order. How an
+address is checked and how faults end (one line, never a wait without end or a traceback):
+docs/security.md. Every task is a pure function of its item and results come back in item
+order, so the three ways of running give identical tables; ``function`` must be importable by
+the workers, and items and results must pickle.
 """
 
 from __future__ import annotations
