@@ -144,8 +144,9 @@ def kept_rule(
 class RowDecisions:
     """Decisions for R rows (trace memories) at one capacity each.
 
-    ``ranking`` (R, F): input positions best first, padding last; ``kept`` (R, F): the kept
-    mask by input position; ``reserved`` (R,): reserved slots taken; ``sizes`` (R,): facts per row.
+    ``ranking`` (R, F): input positions best first, padding last; ``kept`` (R, F): whether the
+    fact at each rank is kept; ``reserved`` (R,): reserved slots taken; ``sizes`` (R,): facts
+    per row; ``capacities`` (R,): each row's cap (an ``unlimited`` policy's raised to its size).
     """
 
     ranking: np.ndarray
@@ -154,21 +155,25 @@ class RowDecisions:
     sizes: np.ndarray
     capacities: np.ndarray
 
-    def kept_order(self, row: int) -> np.ndarray:
-        """Kept positions as DeerMem stores them: input order at or under the cap, else rank order."""
-        if self.sizes[row] <= self.capacities[row]:
-            return np.flatnonzero(self.kept[row])
-        ranked = self.ranking[row]
-        return ranked[self.kept[row][ranked]]
+    def kept_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The kept entries of ``rows`` (R, F, by input position) as DeerMem stores them, left-aligned
+        (input order at or under the cap, else rank order), and how many per row."""
+        ranked = np.take_along_axis(rows, self.ranking, axis=-1)
+        first = np.argsort(~self.kept, axis=-1, kind="stable")
+        kept = np.take_along_axis(ranked, first, axis=-1)
+        under = (self.sizes <= self.capacities)[:, None]
+        return np.where(under, rows, kept), np.where(under[:, 0], self.sizes, self.kept.sum(axis=-1))
 
-    def evicted(self, row: int) -> np.ndarray:
-        """Evicted positions, lowest rank first (spec 1.4 step 7)."""
-        ranked = self.ranking[row][: self.sizes[row]]
-        return ranked[~self.kept[row][ranked]][::-1]
+    def evicted_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The evicted entries of ``rows``, lowest rank first (spec 1.4 step 7), left-aligned, and how many."""
+        gone = (~self.kept & (np.arange(self.kept.shape[-1]) < self.sizes[:, None]))[:, ::-1]
+        ranked = np.take_along_axis(rows, self.ranking, axis=-1)[:, ::-1]
+        first = np.argsort(~gone, axis=-1, kind="stable")
+        return np.take_along_axis(ranked, first, axis=-1), gone.sum(axis=-1)
 
 
 def select_rows(
-    policy: Policy,
+    policy: Policy | Sequence[tuple[Policy, Any]],
     signals: Signals,
     capacities: Sequence[int] | np.ndarray,
     params: PolicyParams | None = None,
@@ -177,22 +182,41 @@ def select_rows(
     """Decide R rows at once: the batched entry for trace replay (every memory of a trace in lockstep).
 
     ``signals`` (R, F): one memory per row, padding not ``valid``, positions in stored order;
+    ``policy``: the policy of every row, or ``(policy, rows)`` pairs (rows a slice or an index
+    array) that cover the rows once, so that one call decides the memories of many policies;
     ``capacities`` (R,): each row's cap (an ``unlimited`` policy keeps everything); ``seeds``
-    (one, or (R,)) reach seeded policies, one draw per row. The policy must be vectorised.
+    (one, or (R,)) reach seeded policies, one draw per row. Every policy must be vectorised.
     """
-    if not policy.vectorised:
-        raise ContractError(f"policy {policy.name!r} has no rank keys; decide it with its select()")
+    groups = [(policy, slice(None))] if isinstance(policy, Policy) else list(policy)
     if signals.valid.ndim != 2:
         raise ContractError(f"select_rows needs signals shaped (rows, facts), got {signals.shape}")
-    setting = Params.of(params, np.asarray(seeds))
     sizes = signals.sizes
-    caps = np.asarray(capacities, dtype=np.int64).reshape(-1, 1)
-    if policy.unlimited:
-        caps = np.maximum(caps, sizes[:, None])
-    keys = ranked_keys(policy, signals, setting)
-    reservation = reservation_of(policy, setting)
-    ranking, kept, reserved = kept_masks(keys, signals, reservation, caps)
-    return RowDecisions(ranking[0], kept[0, :, 0], reserved[0, :, 0], sizes, caps[:, 0])
+    caps = np.array(capacities, dtype=np.int64).reshape(-1)
+    seeds = np.broadcast_to(np.asarray(seeds).reshape(-1), sizes.shape)
+    key = np.empty(signals.shape)
+    ranking = np.empty(signals.shape, dtype=np.int64)
+    sorted_ = np.zeros(sizes.shape, dtype=bool)  # rows whose ranking came with their keys
+    members = np.zeros(signals.shape, dtype=bool)
+    reserved = np.zeros(sizes.shape, dtype=np.int64)
+    for selector, rows in groups:
+        if not selector.vectorised:
+            raise ContractError(f"policy {selector.name!r} has no rank keys; decide it with its select()")
+        part = signals if isinstance(rows, slice) and rows == slice(None) else signals.take(rows)
+        setting = Params.of(params, seeds[rows])
+        if selector.unlimited:
+            caps[rows] = np.maximum(caps[rows], sizes[rows])
+        keys = ranked_keys(selector, part, setting)
+        key[rows] = keys.key[0]
+        if keys.order is not None:
+            ranking[rows], sorted_[rows] = keys.order[0], True
+        reservation = reservation_of(selector, setting)
+        mine = in_category(part, reservation)
+        members[rows] = mine
+        reserved[rows] = reserved_counts(reservation, sizes[rows], mine.sum(axis=-1), caps[rows][:, None])[0, :, 0]
+    if not sorted_.all():
+        ranking[~sorted_] = np.argsort(key[~sorted_], axis=-1, kind="stable")
+    kept = kept_ranked(ranking[None], signals.valid, members, reserved[None, :, None], sizes, caps[:, None])
+    return RowDecisions(ranking, kept[0, :, 0], reserved, sizes, caps)
 
 
 def kept_masks(
@@ -200,14 +224,29 @@ def kept_masks(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ranking (S, R, F), the kept masks by input position (S, R, K, F) and the reserved counts (S, R, K)."""
     ranking = keys.ranking()
-    sizes = signals.sizes
     members = in_category(signals, reservation)
-    reserved = reserved_counts(reservation, sizes, members.sum(axis=-1), caps)
+    reserved = reserved_counts(reservation, signals.sizes, members.sum(axis=-1), caps)
+    kept = kept_ranked(ranking, signals.valid, members, reserved, signals.sizes, caps)
+    full = kept.shape
+    by_position = np.empty(full, dtype=bool)
+    np.put_along_axis(by_position, np.broadcast_to(ranking[:, :, None], full), kept, axis=-1)
+    return ranking, by_position, np.broadcast_to(reserved, full[:-1])
+
+
+def kept_ranked(
+    ranking: np.ndarray, valid: np.ndarray, members: np.ndarray, reserved: np.ndarray, sizes: np.ndarray,
+    caps: np.ndarray,
+) -> np.ndarray:
+    """Whether the fact at each rank is kept (S, R, K, F): :func:`kept_rule` on the counts above it.
+
+    ``ranking`` (S, R, F); ``valid`` and ``members`` (the reservation's category) (R, F);
+    ``reserved`` (S, R, K) slots taken; ``sizes`` (R,); ``caps`` (R, K).
+    """
     member_ranked = np.take_along_axis(np.broadcast_to(members, ranking.shape), ranking, axis=-1)
-    valid_ranked = np.take_along_axis(np.broadcast_to(signals.valid, ranking.shape), ranking, axis=-1)
+    valid_ranked = np.take_along_axis(np.broadcast_to(valid, ranking.shape), ranking, axis=-1)
     above = np.cumsum(member_ranked, axis=-1) - member_ranked
     position = np.arange(ranking.shape[-1])
-    kept_ranked = valid_ranked[:, :, None] & kept_rule(
+    kept = valid_ranked[:, :, None] & kept_rule(
         position,
         above[:, :, None],
         member_ranked[:, :, None],
@@ -215,10 +254,7 @@ def kept_masks(
         caps[None, :, :, None],
         (sizes[:, None] > caps)[None, :, :, None],
     )
-    full = (max(ranking.shape[0], reserved.shape[0]), *caps.shape, ranking.shape[-1])
-    kept = np.empty(full, dtype=bool)
-    np.put_along_axis(kept, np.broadcast_to(ranking[:, :, None], full), np.broadcast_to(kept_ranked, full), axis=-1)
-    return ranking, kept, np.broadcast_to(reserved, full[:-1])
+    return np.broadcast_to(kept, (max(ranking.shape[0], reserved.shape[0]), *caps.shape, ranking.shape[-1]))
 
 
 def in_category(signals: Signals, reservation: Reservation | None) -> np.ndarray:

@@ -59,7 +59,7 @@ class TieNeutral(Lifecycle):
         super().before_selection(write)
         for row in write.rows:
             fact_id = row["fact_id"]
-            self.content.setdefault(self.facts[fact_id].key, []).append(fact_id)
+            self.content.setdefault(self.content_key(fact_id), []).append(fact_id)
             if category_name(row["category"]) == CORRECTION:
                 self.corrections.append(fact_id)
         for memory, rank in enumerate(self.rank):
@@ -96,8 +96,7 @@ class TieNeutral(Lifecycle):
 
     def answerable(self, fact_id: str) -> np.ndarray:
         found = super().answerable(fact_id)
-        fact = self.facts.get(fact_id)
-        unique = fact is not None and len(self.content[fact.key]) == 1
+        unique = fact_id in self.ordinals and len(self.content[self.content_key(fact_id)]) == 1
         for memory, chance in enumerate(self.chance):
             self.expected[memory] += chance.get(fact_id, 0.0) if unique else np.nan
         return found

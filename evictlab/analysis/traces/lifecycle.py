@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -109,29 +110,37 @@ def feed_signal(messages: Iterable[tuple[str, str]]) -> bool:
 def staleness_candidates(
     reference_us: np.ndarray,
     valid_days: np.ndarray,
-    categories: Sequence[str | None],
+    categories: Sequence[str | None] | None,
     now_us: int,
     config: LifecycleConfig = LifecycleConfig(),
+    *,
+    protected: np.ndarray | None = None,
 ) -> np.ndarray:
     """Which facts the staleness review may remove: review clock older than ``now`` minus the
     effective age (``valid_days`` when > 0, else ``staleness_age_days``), protected categories
-    (raw string, exact match) never."""
+    (raw string, exact match) never. Any shape; ``protected`` (:func:`protected_categories`
+    of the categories) may stand for ``categories``."""
     reference_us = np.asarray(reference_us, dtype=np.int64)
     valid = np.asarray(valid_days, dtype=np.int64)
     age = np.where(valid > 0, valid, config.staleness_age_days)
-    protected = np.fromiter((category in config.staleness_protected_categories for category in categories),
-                            dtype=bool, count=len(reference_us))
+    if protected is None:
+        protected = protected_categories(() if categories is None else categories, config)
     return (reference_us < now_us - age * DAY_US) & ~protected
+
+
+def protected_categories(categories: Sequence[str | None], config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
+    """Which categories staleness never removes (raw string, exact match, 1.11a C6)."""
+    protected = config.staleness_protected_categories
+    return np.fromiter((category in protected for category in categories), dtype=bool, count=len(categories))
 
 
 def review_proposals(candidates_in_prompt: np.ndarray, superseded: np.ndarray,
                      config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
     """The reviewer trace mode models: shown the candidates (only when there are at least
     ``staleness_min_candidates``), it proposes removing those the trace has superseded and
-    extends none."""
-    if int(np.count_nonzero(candidates_in_prompt)) < config.staleness_min_candidates:
-        return np.zeros(len(candidates_in_prompt), dtype=bool)
-    return candidates_in_prompt & superseded
+    extends none. Along the last axis (one memory a row)."""
+    shown = np.count_nonzero(candidates_in_prompt, axis=-1, keepdims=True) >= config.staleness_min_candidates
+    return candidates_in_prompt & superseded & shown
 
 
 def stale_removals(proposed: np.ndarray, candidates: np.ndarray, confidence: np.ndarray,
@@ -185,9 +194,19 @@ def admit(new: Sequence[NewFact], existing_keys: Container[str], *, gate: bool =
     ``duplicate``. ``existing_keys`` are the keys of the facts left after the staleness step;
     ``gate`` and ``dedup`` switch the admission and duplicate stages.
     """
-    batch: set[str] = set()
-    outcomes: list[str] = []
+    existing = np.array([[fact.key in existing_keys for fact in new]], dtype=bool).reshape(1, len(new))
+    outcomes, replacement = admit_many(new, existing, gate=gate, dedup=dedup, config=config)
+    return outcomes[0].tolist(), replacement
+
+
+def admit_many(new: Sequence[NewFact], existing: np.ndarray, *, gate: bool = True, dedup: bool = True,
+               config: LifecycleConfig = LifecycleConfig()) -> tuple[np.ndarray, dict[int, str]]:
+    """:func:`admit` for many memories at once: ``existing`` (M, new facts) says whether each
+    new fact's key is among a memory's keys; the outcomes (M, new facts, strings) and the
+    ``replacement`` keys (the same for every memory)."""
+    outcomes = np.full(existing.shape, "stored", dtype=object)
     replacement: dict[int, str] = {}
+    batch: dict[str, np.ndarray] = {}  # the memories that stored a new fact of the key
     for index, fact in enumerate(new):
         reason = gate_reason(fact.scope, fact.durability, fact.authority) if gate else ""
         if not reason and gate and not fact.confidence >= config.fact_confidence_threshold:
@@ -195,14 +214,14 @@ def admit(new: Sequence[NewFact], existing_keys: Container[str], *, gate: bool =
         if not reason and not fact.key:
             reason = "empty"
         if reason:
-            outcomes.append(reason)
+            outcomes[:, index] = reason
             continue
         replacement[index] = fact.key
-        if dedup and (fact.key in existing_keys or fact.key in batch):
-            outcomes.append("duplicate")
-            continue
-        batch.add(fact.key)
-        outcomes.append("stored")
+        stored = np.ones(len(existing), dtype=bool)
+        if dedup:
+            stored = ~(existing[:, index] | batch.get(fact.key, False))
+            outcomes[~stored, index] = "duplicate"
+        batch[fact.key] = batch.get(fact.key, False) | stored
     return outcomes, replacement
 
 
@@ -253,15 +272,16 @@ def line_tokens(category: str, confidence: float, content_length: int) -> int:
     return char_tokens("\n" + fact_line(category, confidence, "x" * content_length))
 
 
-def _greedy(order: np.ndarray, first: np.ndarray, later: np.ndarray, budget: int) -> tuple[np.ndarray, int]:
-    """The prefix of ``order`` that fits ``budget`` (strict: stops at the first line that does not)."""
-    if budget <= 0 or len(order) == 0:
-        return order[:0], 0
-    costs = later[order].copy()
-    costs[0] = first[order[0]]
-    fits = np.cumsum(costs) <= budget
-    taken = len(order) if fits.all() else int(np.argmin(fits))
-    return order[:taken], int(costs[:taken].sum())
+def _greedy(members: np.ndarray, first: np.ndarray, later: np.ndarray, budget: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The ``members`` (along the last axis, in order) that fit ``budget`` (one per row), and
+    the tokens they use: strict, the first line that does not fit ends it; the first member
+    costs ``first``, the others ``later``."""
+    budget = np.asarray(budget)[..., None]
+    leading = members & (np.cumsum(members, axis=-1) == 1)
+    costs = np.where(leading, first, np.where(members, later, 0))
+    over = members & (np.cumsum(costs, axis=-1) > budget)
+    taken = members & (np.cumsum(over, axis=-1) == 0) & (budget > 0)
+    return taken, np.where(taken, costs, 0).sum(axis=-1)
 
 
 def guaranteed_pool(categories: Iterable[object], config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
@@ -269,6 +289,11 @@ def guaranteed_pool(categories: Iterable[object], config: LifecycleConfig = Life
     stripped ``guaranteed_categories`` (case-sensitive; a missing category never does)."""
     wanted = {name.strip() for name in config.guaranteed_categories}
     return np.array([isinstance(category, str) and category.strip() in wanted for category in categories], dtype=bool)
+
+
+def injection_value(confidence: np.ndarray) -> np.ndarray:
+    """The confidence ``get_context`` ranks by: NaN and infinities as 0.0, clamped to [0, 1]."""
+    return np.clip(np.nan_to_num(np.asarray(confidence, dtype=float), nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0)
 
 
 def injected(
@@ -291,14 +316,26 @@ def injected(
     character rule), the summaries before the facts ``preceding_tokens``. The regular budget is
     charged the guaranteed lines as the sum of their counts.
     """
-    value = np.clip(np.nan_to_num(np.asarray(confidence, dtype=float), nan=0.0, posinf=0.0, neginf=0.0), 0.0, 1.0)
-    guaranteed = np.asarray(guaranteed, dtype=bool)
-    first, later = np.asarray(first_tokens, dtype=np.int64), np.asarray(later_tokens, dtype=np.int64)
-    ranked = np.argsort(-value, kind="stable")
-    special, used = _greedy(ranked[guaranteed[ranked]], first, later, config.guaranteed_token_budget)
-    charged = preceding_tokens + header_tokens + used + (newline_tokens if len(special) else 0)
-    regular, _ = _greedy(ranked[~guaranteed[ranked]], first, later, config.max_injection_tokens - charged)
-    return np.concatenate((special, regular))
+    ranked = np.argsort(-injection_value(confidence), kind="stable")
+    pool = np.asarray(guaranteed, dtype=bool)[ranked]
+    first, later = (np.asarray(tokens, dtype=np.int64)[ranked] for tokens in (first_tokens, later_tokens))
+    shown = injected_in_order(np.ones(len(ranked), dtype=bool), pool, first, later, config,
+                              (preceding_tokens, header_tokens, newline_tokens))
+    return np.concatenate((ranked[shown & pool], ranked[shown & ~pool]))
+
+
+def injected_in_order(members: np.ndarray, guaranteed: np.ndarray, first_tokens: np.ndarray,
+                      later_tokens: np.ndarray, config: LifecycleConfig = LifecycleConfig(),
+                      fixed: tuple[int, int, int] = (0, 1, 0)) -> np.ndarray:
+    """Which facts :func:`injected` shows, for facts already in ``get_context``'s ranking
+    (:func:`injection_value` descending, then id) along the last axis, ``members`` saying which
+    are in memory (one memory a row); ``fixed`` is (preceding, header, newline) tokens, the
+    other arguments are :func:`injected`'s."""
+    preceding_tokens, header_tokens, newline_tokens = fixed
+    special, used = _greedy(members & guaranteed, first_tokens, later_tokens, config.guaranteed_token_budget)
+    charged = preceding_tokens + header_tokens + used + np.where(special.any(axis=-1), newline_tokens, 0)
+    regular, _ = _greedy(members & ~guaranteed, first_tokens, later_tokens, config.max_injection_tokens - charged)
+    return special | regular
 
 
 # --------------------------------------------------------------------------- attribution

@@ -8,10 +8,11 @@ collections decide exactly as the spec says:
   events only, never on the memory holding it (an evicted fact never returns, so a memory
   that dropped a fact never reads it again), so they are kept once, as columns by row; a
   memory is its rows in stored order. At each write the memories over their cap are decided
-  by the one selector, :func:`evictlab.selection.selector.select_rows`, one call per policy
-  with that policy's memories as rows, on :meth:`~evictlab.policies.arrays.Signals.of_columns`
-  of the table. A policy without rank keys (``mmr``: ``Policy.vectorised`` False) is decided
-  by its scalar ``select`` on the same table's facts as DeerMem-shaped dicts.
+  by the one selector, :func:`evictlab.selection.selector.select_rows`, in one call: every
+  such memory a row of one :meth:`~evictlab.policies.arrays.Signals.of_columns` of the
+  table, each policy's ``rank_keys`` on its memories' rows. A policy without rank keys
+  (``mmr``: ``Policy.vectorised`` False) is decided by its scalar ``select`` on the same
+  table's facts as DeerMem-shaped dicts.
   Rows no memory holds any more are dropped from the table (:meth:`FactTable.compact`), so a
   replay's state is bounded by its caps, not by every fact the trace ever added.
 * :class:`.reference.ReferenceMemory`, the scalar reference: one memory as DeerMem stores it (fact dicts
@@ -23,6 +24,7 @@ collections decide exactly as the spec says:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +133,14 @@ class FactTable:
         self.counts = {name: np.zeros(1024, dtype=np.int64) for name in _COUNTS}
         self.category_names: list[str] = []
         self._codes: dict[str, int] = {}
+        #: Columns a replay stage keeps by row (:meth:`column`), grown and compacted with the rest.
+        self.extra: dict[str, np.ndarray] = {}
+        self._fills: dict[str, Any] = {}
+
+    def column(self, name: str, dtype: Any, fill: Any) -> None:
+        """Keep one more column by row (``self.extra[name]``), every row ``fill`` until set."""
+        self.extra[name] = np.full(len(self.ids), fill, dtype=dtype)
+        self._fills[name] = fill
 
     def add(self, fact_id: str, confidence: float, category: str, now: int) -> int:
         """A new row for a fact added at ``now``; its number."""
@@ -140,6 +150,7 @@ class FactTable:
                 setattr(self, name, _grown(getattr(self, name), row + 1, None if name in ("ids", "stored") else 0))
             self.times = {name: _grown(column, row + 1, NO_TIME) for name, column in self.times.items()}
             self.counts = {name: _grown(column, row + 1, 0) for name, column in self.counts.items()}
+            self.extra = {name: _grown(column, row + 1, self._fills[name]) for name, column in self.extra.items()}
         self.ids[row], self.confidence[row] = fact_id, confidence
         self._categorise(row, category)
         self.times["created"][row] = now
@@ -224,6 +235,7 @@ class FactTable:
         columns = [(getattr(self, name), fill) for name, fill in fills.items()]
         columns += [(column, NO_TIME) for column in self.times.values()]
         columns += [(column, 0) for column in self.counts.values()]
+        columns += [(column, self._fills[name]) for name, column in self.extra.items()]
         for column, fill in columns:
             column[: len(keep)] = column[keep]
             column[len(keep) :] = fill  # a row reused by a later add starts as a new one
@@ -278,9 +290,11 @@ class Lockstep:
         self.sizes = np.zeros(count, dtype=np.int64)
         self.arrivals = np.zeros(count, dtype=np.int64)  # facts added since the last selection
         self.policies = {spec.policy: resolve_policy(spec.policy) for spec in self.specs}
-        self.groups: dict[str, list[int]] = {}
-        for position, spec in enumerate(self.specs):
-            self.groups.setdefault(spec.policy, []).append(position)
+        names = list(self.policies)
+        #: Each memory's policy (a number), and whether it admits new facts (``admission``).
+        self.group_of = np.array([names.index(spec.policy) for spec in self.specs])
+        self.admits = np.array([self.policies[spec.policy].admission == ADMIT for spec in self.specs])
+        self.selected = np.zeros(count, dtype=bool)  # the memories the last select decided
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -321,73 +335,117 @@ class Lockstep:
         self.sizes += 1
         self.arrivals += 1
 
-    def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
-        """Remove facts from one memory (a lifecycle stage's removal); the ids it held."""
-        rows = [self.table.index[fact_id] for fact_id in fact_ids if fact_id in self.table.index]
-        rows = [row for row in rows if self.present[memory, row]]
-        if rows:
-            stored = self.order[memory, : self.sizes[memory]]
-            arrived = stored[len(stored) - int(self.arrivals[memory]) :]
-            self.arrivals[memory] -= int(np.isin(arrived, rows).sum())  # a new fact removed arrives no more
-            kept = stored[~np.isin(stored, rows)]
-            self._set(memory, kept, np.array(rows))
-        return self.table.ids[rows].tolist()
+    def stored(self, members: np.ndarray, stop: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The stored rows of some memories, padded: (rows (K, width), valid (K, width)).
+
+        Each memory's first ``stop`` rows (default: all of them) in stored order; padding rows
+        are rows of the table (so columns can be read by them) but not ``valid``.
+        """
+        stop = self.sizes[members] if stop is None else stop
+        width = int(stop.max(initial=0))
+        valid = np.arange(width) < stop[:, None]
+        return np.where(valid, self.order[members, :width], 0), valid
+
+    def discard(self, members: np.ndarray, gone: np.ndarray) -> None:
+        """Remove stored positions from some memories (``gone`` (K, width) over positions of
+        :meth:`stored`), keeping the others in order."""
+        sizes = self.sizes[members]
+        width = int(sizes.max(initial=0))
+        positions = np.arange(width)
+        gone = np.pad(gone[:, :width], ((0, 0), (0, max(0, width - gone.shape[1])))) & (positions < sizes[:, None])
+        arrived = positions >= (sizes - self.arrivals[members])[:, None]
+        self.arrivals[members] -= (gone & arrived).sum(axis=1)  # a new fact removed arrives no more
+        rows = self.order[members, :width]
+        self.present[members[:, None].repeat(width, axis=1)[gone], rows[gone]] = False
+        moved = np.argsort(gone | (positions >= sizes[:, None]), axis=1, kind="stable")
+        self.order[members, :width] = np.take_along_axis(rows, moved, axis=1)
+        self.sizes[members] = sizes - gone.sum(axis=1)
 
     def select(self, now: int) -> list[list[str]]:
         """Trim every memory over its cap; each memory's evicted ids, lowest rank first.
 
         A policy whose ``admission`` is ``admit`` keeps the update's new facts and trims the
-        residents to the room left (:func:`admission_split`); ``compete`` ranks them all.
+        residents to the room left (:func:`admission_split`); ``compete`` ranks them all. Every
+        memory that selects (``selected``) is decided in one call of the selector, the
+        memories of a policy side by side; a policy without rank keys by its own ``select``.
         """
         evicted: list[list[str]] = [[] for _ in self.specs]
-        over = self.capped & ((self.sizes > self.capacities) | self.select_every_write)
-        for policy, members in self.groups.items():
-            chosen = [memory for memory in members if over[memory]]
-            if chosen:
-                self._select_group(self.policies[policy], chosen, now, evicted)
+        self.selected = self.capped & ((self.sizes > self.capacities) | self.select_every_write)
+        chosen = np.flatnonzero(self.selected)
+        if len(chosen):
+            self._select(chosen[np.argsort(self.group_of[chosen], kind="stable")], now, evicted)
         self.arrivals[:] = 0
         return evicted
 
-    def _select_group(self, policy: Policy, members: list[int], now: int, evicted: list[list[str]]) -> None:
-        splits = [
-            admission_split(policy, self.order[memory, : self.sizes[memory]], int(self.arrivals[memory]),
-                            int(self.capacities[memory]))
-            for memory in members
-        ]
-        sizes = np.array([len(pool) for pool, _, _, _ in splits])
-        caps = np.array([room for _, room, _, _ in splits])
-        width = int(sizes.max())
+    def _select(self, chosen: np.ndarray, now: int, evicted: list[list[str]]) -> None:
+        """Decide the memories ``chosen`` (grouped by policy), as :func:`admission_split` splits each."""
+        sizes, caps = self.sizes[chosen], self.capacities[chosen]
+        arrivals = np.minimum(self.arrivals[chosen], sizes)
+        admit = self.admits[chosen] & (arrivals > 0)
+        flood, trim = admit & (arrivals > caps), admit & (arrivals <= caps)
+        start = np.where(flood, sizes - arrivals, 0)
+        length = np.where(trim, sizes - arrivals, np.where(flood, arrivals, sizes))
+        room = np.where(trim, caps - arrivals, caps)
+        width = int(length.max())
         if width == 0:
             return
-        valid = np.arange(width) < sizes[:, None]
-        rows = np.zeros(valid.shape, dtype=np.int64)
-        rows[valid] = np.concatenate([pool for pool, _, _, _ in splits])
-        kept_of, gone_of = [], []
-        if not policy.vectorised:  # no rank keys: its scalar select, on the same facts
-            moment = from_us(now)
-            for position, memory in enumerate(members):
-                facts, usage = self.table.facts(rows[position, : sizes[position]])
-                context = SelectionContext(now=moment, usage=usage, params=self.params, seed=self.specs[memory].seed)
-                decision = policy.select(facts, int(caps[position]), context)
-                index = dict(zip(self.table.ids[rows[position]].tolist(), rows[position]))
-                kept_of.append(np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64))
-                gone_of.append(np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64))
-        else:
+        last = self.order.shape[1] - 1
+        valid = np.arange(width) < length[:, None]
+        rows = np.where(valid, self.order[chosen[:, None], np.minimum(start[:, None] + np.arange(width), last)], 0)
+        kept, kept_count = np.zeros_like(rows), np.zeros(len(chosen), dtype=np.int64)
+        gone, gone_count = np.zeros_like(rows), np.zeros(len(chosen), dtype=np.int64)
+        groups = np.flatnonzero(np.diff(self.group_of[chosen], prepend=-1, append=len(self.specs) + 1))
+        vectorised = []
+        for first, stop in itertools.pairwise(groups.tolist()):
+            policy = self.policies[self.specs[chosen[first]].policy]
+            if policy.vectorised:
+                vectorised.append((policy, slice(first, stop)))
+                continue
+            moment = from_us(now)  # no rank keys: its scalar select, on the same facts
+            for position in range(first, stop):
+                pool = rows[position, : length[position]]
+                facts, usage = self.table.facts(pool)
+                seed = self.specs[chosen[position]].seed
+                context = SelectionContext(now=moment, usage=usage, params=self.params, seed=seed)
+                decision = policy.select(facts, int(room[position]), context)
+                index = dict(zip(self.table.ids[pool].tolist(), pool))
+                mine = [index[fact["id"]] for fact in decision.kept]
+                theirs = [index[item.fact_id] for item in decision.evicted]
+                kept[position, : len(mine)], kept_count[position] = mine, len(mine)
+                gone[position, : len(theirs)], gone_count[position] = theirs, len(theirs)
+        if vectorised:
             signals = self.table.signals(now, rows, valid)
-            seeds = [self.specs[memory].seed for memory in members]
-            decisions = select_rows(policy, signals, caps, self.params, seeds)
-            for position in range(len(members)):
-                kept_of.append(rows[position][decisions.kept_order(position)])
-                gone_of.append(rows[position][decisions.evicted(position)])
-        for memory, kept, gone, (_, _, held, dropped) in zip(members, kept_of, gone_of, splits):
-            evicted[memory] = self._set(memory, np.concatenate((kept, held)), np.concatenate((gone, dropped)))
-
-    def _set(self, memory: int, kept: np.ndarray, gone: np.ndarray) -> list[str]:
-        """Memory ``memory`` becomes ``kept`` (rows, stored order); ``gone`` leave it. Their ids."""
-        self.order[memory, : len(kept)] = kept
-        self.sizes[memory] = len(kept)
-        self.present[memory, gone] = False
-        return self.table.ids[gone].tolist()
+            seeds = np.array([self.specs[memory].seed for memory in chosen])
+            decisions = select_rows(vectorised, signals, room, self.params, seeds)
+            ranked = np.zeros(len(chosen), dtype=bool)
+            for _, part in vectorised:
+                ranked[part] = True
+            found, found_count = decisions.kept_rows(rows)
+            lost, lost_count = decisions.evicted_rows(rows)
+            kept[ranked], kept_count[ranked] = found[ranked], found_count[ranked]
+            gone[ranked], gone_count[ranked] = lost[ranked], lost_count[ranked]
+        # More new facts than the cap: every resident goes, unranked, newest first.
+        dropped = {int(position): self.order[chosen[position], : sizes[position] - arrivals[position]][::-1].copy()
+                   for position in np.flatnonzero(flood)}
+        # The new order: the kept facts, then those held (admit: the update's new ones).
+        held = np.where(trim, arrivals, 0)
+        total = kept_count + held
+        columns = np.arange(int(total.max(initial=0)))
+        from_kept = columns < kept_count[:, None]
+        positions = np.clip((sizes - arrivals - kept_count)[:, None] + columns, 0, last)
+        stored = np.where(from_kept, kept[:, np.minimum(columns, width - 1)], self.order[chosen[:, None], positions])
+        self.order[chosen[:, None], columns] = stored
+        self.sizes[chosen] = total
+        which = np.nonzero(np.arange(width) < gone_count[:, None])
+        self.present[chosen[which[0]], gone[which]] = False
+        ids = self.table.ids[gone[which]].tolist()
+        ends = np.cumsum(gone_count).tolist()
+        for position, memory in enumerate(chosen.tolist()):
+            evicted[memory] = ids[ends[position] - int(gone_count[position]) : ends[position]]
+        for position, residents in dropped.items():
+            memory = int(chosen[position])
+            self.present[memory, residents] = False
+            evicted[memory] = evicted[memory] + self.table.ids[residents].tolist()
 
     def _compact(self, live: np.ndarray) -> None:
         remap = self.table.compact(live)

@@ -8,7 +8,6 @@ policy's own ``select``; it writes DeerMem's audit events. The tests compare the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +53,7 @@ class ReferenceMemory:
         self.ids: set[str] = set()
         self.usage: dict[str, Any] = {}
         self.arrivals = 0  # facts added since the last selection
+        self.selected = np.array([False])  # whether the last select decided
 
     def __len__(self) -> int:
         return 1
@@ -83,15 +83,6 @@ class ReferenceMemory:
         self.ids.add(fact_id)
         self.arrivals += 1
 
-    def remove(self, memory: int, fact_ids: Sequence[str]) -> list[str]:
-        gone = [fact_id for fact_id in fact_ids if fact_id in self.ids]
-        removed = set(gone)
-        arrived = self.facts[len(self.facts) - self.arrivals :]
-        self.arrivals -= sum(fact["id"] in removed for fact in arrived)
-        self.facts = [fact for fact in self.facts if fact["id"] not in removed]
-        self._forget(gone)
-        return gone
-
     def access(self, fact_ids: list[str], now: int) -> None:
         present = [fact_id for fact_id in fact_ids if fact_id in self.ids]
         if present:
@@ -106,7 +97,9 @@ class ReferenceMemory:
             )
 
     def select(self, now: int) -> list[list[str]]:
-        if self.capacity is None or not (len(self.facts) > self.capacity or self.select_every_write):
+        self.selected = np.array([self.capacity is not None and (len(self.facts) > self.capacity
+                                                                 or self.select_every_write)])
+        if self.capacity is None or not self.selected[0]:
             self.arrivals = 0
             return [[]]
         moment = from_us(now)

@@ -184,8 +184,8 @@ def replay(
         shared.facts_added += len(added)
         if lifecycle is not None:
             lifecycle.before_selection(write)
-        selections[:] += memories.capped & ((memories.sizes > memories.capacities) | memories.select_every_write)
         evicted = memories.select(pending_time)
+        selections[:] += memories.selected
         if lifecycle is not None:
             lifecycle.after_selection(write, evicted)
         new_ids = {row["fact_id"] for row in added}

@@ -13,7 +13,8 @@ new fact's ``supersedes`` is a contradiction entry paired with it.
 
 from __future__ import annotations
 
-from collections import Counter
+import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,20 +29,36 @@ from .lifecycle import (
     LOSSES,
     LifecycleConfig,
     NewFact,
-    admit,
+    admit_many,
     attribute,
     contradiction_removals,
     creation_valid_days,
     feed_signal,
     guaranteed_pool,
-    injected,
+    injected_in_order,
+    injection_value,
     line_tokens,
+    protected_categories,
     review_proposals,
     stale_removals,
     staleness_candidates,
     stored_category,
 )
 from .memory import Lockstep, root_policy
+
+#: Per-row columns the stages keep on the replay's fact table: (name, dtype, fill).
+_COLUMNS = (
+    ("key", np.int64, -1),  # the content key's code
+    ("ordinal", np.int64, -1),  # the fact's number among every fact added (its fate's column)
+    ("tokens", np.int64, 0),
+    ("valid_days", np.int64, 0),  # 0: absent
+    ("guaranteed", bool, False),
+    ("protected", bool, False),
+    ("superseded", bool, False),
+    ("id_order", np.float64, 0.0),  # storage order (id ascending) as a number
+)
+#: A fate's code in :attr:`Lifecycle.fates`: 0 none, else 1 + its place in LOSSES.
+_FATE = {name: code for code, name in enumerate(LOSSES, start=1)}
 
 
 @dataclass
@@ -53,7 +70,6 @@ class _Fact:
     new: NewFact
     valid_days: int  # 0: absent
     supersedes: str | None
-    guaranteed: bool
 
 
 def _fact(row: Mapping[str, Any], config: LifecycleConfig) -> _Fact:
@@ -66,24 +82,68 @@ def _fact(row: Mapping[str, Any], config: LifecycleConfig) -> _Fact:
     if tokens is None:
         tokens = line_tokens(row["category"], row["confidence"], row["content_length"])
     return _Fact(key, tokens, new, creation_valid_days(row.get("expected_valid_days"), config) or 0,
-                 row.get("supersedes"), bool(guaranteed_pool([row["category"]], config)[0]))
+                 row.get("supersedes"))
+
+
+class _IdOrder:
+    """Numbers in the order of the fact ids (string order), assigned as ids arrive: the
+    midpoint of the neighbours', every id renumbered when two neighbours run out of room."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.numbers: list[float] = []
+
+    def add(self, fact_id: str) -> bool:
+        """Place ``fact_id``; whether every number changed (then read them again by :meth:`of`)."""
+        at = bisect.bisect_left(self.ids, fact_id)
+        low = self.numbers[at - 1] if at else -math.inf
+        high = self.numbers[at] if at < len(self.numbers) else math.inf
+        number = (low + high) / 2 if math.isfinite(low + high) else low + 1 if math.isfinite(low) else (
+            high - 1 if math.isfinite(high) else 0.0)
+        self.ids.insert(at, fact_id)
+        self.numbers.insert(at, number)
+        if not low < number < high:
+            self.numbers = [float(position) for position in range(len(self.ids))]
+            return True
+        return False
+
+    def of(self, fact_ids: Sequence[str]) -> np.ndarray:
+        found = dict(zip(self.ids, self.numbers))
+        return np.array([found[fact_id] for fact_id in fact_ids], dtype=np.float64)
+
+    def number(self, fact_id: str) -> float:
+        return self.numbers[bisect.bisect_left(self.ids, fact_id)]
 
 
 class Lifecycle:
-    """The stages named in ``stages`` (:func:`.lifecycle.parse_stages`) over ``memories``."""
+    """The stages named in ``stages`` (:func:`.lifecycle.parse_stages`) over ``memories``.
+
+    Every stage runs for all memories at once, on the replay's fact table: the stages' own
+    facts (content key, tokens, validity, pools, superseded, id order) are its columns
+    (``table.extra``), a memory's content keys are those of the rows it holds, and each
+    fact's fate in each memory is a code in ``fates`` (M, facts added).
+    """
 
     def __init__(self, stages: frozenset[str], memories: Lockstep, config: LifecycleConfig | None = None) -> None:
         self.stages, self.config, self.memories = stages, config or LifecycleConfig(), memories
         count = len(memories)
-        self.facts: dict[str, _Fact] = {}
+        for name, dtype, fill in _COLUMNS:
+            memories.table.column(name, dtype, fill)
+        self.ordinals: dict[str, int] = {}  # every fact id added: its ordinal
+        self.codes: dict[str, int] = {}  # every content key: its code
         self.superseded: set[str] = set()
-        self.fates: list[dict[str, str]] = [{} for _ in range(count)]
-        self.keys: list[Counter[str]] = [Counter() for _ in range(count)]  # content keys in each memory
+        self.fates = np.zeros((count, 1024), dtype=np.int8)
         self.losses = np.zeros((count, len(LOSSES)), dtype=np.int64)
-        self.stamps = [root_policy(resolve_policy(spec.policy)).name != "confidence" for spec in memories.specs]
+        self.stamps = np.array([root_policy(resolve_policy(spec.policy)).name != "confidence"
+                                for spec in memories.specs])
         self.confirmed: dict[str, int] = {}  # each fact's last stamp before the write being applied
-        self._replacement: list[dict[int, str]] = [{} for _ in range(count)]
-        self._shown: list[set[str] | None] = [None] * count
+        self._replacement: dict[int, str] = {}
+        self._ids = _IdOrder()
+        self._keys_of_ordinals = np.zeros(1024, dtype=np.int64)
+        self._key_names: list[str] = []  # by code
+        # Memories of about one size are decided together (keep-all's would pad every other).
+        self._groups = [np.flatnonzero(memories.capped), np.flatnonzero(~memories.capped)]
+        self._shown: np.ndarray | None = None  # (M, table rows): the rows each memory injects
 
     # ----------------------------------------------------------------------- the hooks
 
@@ -95,121 +155,216 @@ class Lifecycle:
 
     def before_selection(self, write: Any) -> None:
         """Staleness, then admission and the duplicate skip, after the update's facts are appended."""
-        memories = self.memories
+        table = self.memories.table
         rows = list(write.rows)
-        for row in rows:
-            fact = self.facts[row["fact_id"]] = _fact(row, self.config)
+        facts = [_fact(row, self.config) for row in rows]
+        extra = table.extra
+        renumber = False
+        for row, fact in zip(rows, facts):
+            fact_id = row["fact_id"]
+            at = table.index[fact_id]
+            ordinal = self.ordinals.setdefault(fact_id, len(self.ordinals))
+            code = self.codes.setdefault(fact.key, len(self.codes))
+            if code == len(self._key_names):
+                self._key_names.append(fact.key)
+            if ordinal >= len(self._keys_of_ordinals):
+                self._keys_of_ordinals = np.concatenate((self._keys_of_ordinals, self._keys_of_ordinals))
+            self._keys_of_ordinals[ordinal] = code
+            extra["key"][at], extra["ordinal"][at], extra["tokens"][at] = code, ordinal, fact.tokens
+            extra["valid_days"][at], extra["superseded"][at] = fact.valid_days, fact_id in self.superseded
+            self._categorise(at, row["category"])
+            renumber |= self._ids.add(fact_id)
+            extra["id_order"][at] = self._ids.number(fact_id)
             if fact.supersedes is not None:
                 self.superseded.add(fact.supersedes)
-        for memory in range(len(memories)):
-            if "staleness" in self.stages:
-                self._staleness(memory, write, memories, len(rows))
-            self._admit(memory, rows, memories)
-        self._shown = [None] * len(memories)
+                old = table.index.get(fact.supersedes)
+                if old is not None:
+                    extra["superseded"][old] = True
+        if renumber:
+            extra["id_order"][: table.size] = self._ids.of(table.ids[: table.size].tolist())
+        while len(self.ordinals) > self.fates.shape[1]:
+            self.fates = np.concatenate((self.fates, np.zeros_like(self.fates)), axis=1)
+        if "staleness" in self.stages:
+            for group in self._groups:
+                self._staleness(group, write, len(rows))
+        self._admit(rows, facts)
+        self._shown = None
 
     def after_selection(self, write: Any, evicted: list[list[str]]) -> None:
         """The evicted facts' fate, the contradiction removals and storage's category rewrite."""
-        memories = self.memories
-        for memory, gone in enumerate(evicted):
-            self._forget(memory, gone, "evicted")
+        table = self.memories.table
+        gone = [(memory, table.index[fact_id]) for memory, ids in enumerate(evicted) for fact_id in ids]
+        if gone:
+            which, rows = np.array(gone).T
+            self.fates[which, table.extra["ordinal"][rows]] = _FATE["evicted"]
         entries = [(row["supersedes"], index) for index, row in enumerate(write.rows) if row.get("supersedes")]
         if "contradiction" in self.stages and entries:
-            for memory in range(len(memories)):
-                kept = [(fact_id, self.facts[fact_id].key) for fact_id in memories.kept_ids(memory)]
-                removed, _ = contradiction_removals(entries, self._replacement[memory], kept)
-                self._forget(memory, memories.remove(memory, removed), "contradicted")
+            self._contradiction(entries)
         if "storage" in self.stages:
             for row in write.rows:
                 category = stored_category(row["category"])
                 if category != row["category"]:
-                    memories.table.recategorise(row["fact_id"], category)
-                    self.facts[row["fact_id"]].guaranteed = bool(guaranteed_pool([category], self.config)[0])
+                    table.recategorise(row["fact_id"], category)
+                    self._categorise(table.index[row["fact_id"]], category)
         self.confirmed.update(dict.fromkeys(write.reinforced, write.now))
-        self._shown = [None] * len(memories)
+        self._shown = None
 
     def answerable(self, fact_id: str) -> np.ndarray:
         """Which memories can answer a question needing ``fact_id``; counts each loss by stage."""
         memories = self.memories
-        fact = self.facts.get(fact_id)
-        key = fact_id if fact is None else fact.key
-        found = np.zeros(len(memories), dtype=bool)
-        for memory in range(len(memories)):
-            stored = key in self.keys[memory]
-            found[memory] = stored and ("injection" not in self.stages or key in self._injected(memory, memories))
-            if not found[memory]:
-                loss = attribute(False, self.fates[memory].get(fact_id), stored)
-                self.losses[memory, LOSSES.index(loss or "rejected")] += 1
+        ordinal = self.ordinals.get(fact_id)
+        code = self.codes.get(fact_id) if ordinal is None else int(self._keys_of_ordinals[ordinal])
+        holders = self._rows_of_key(code)
+        stored = np.asarray(memories.present[:, holders].any(axis=1))
+        found = stored
+        if "injection" in self.stages:
+            found = stored & self._injected()[:, holders].any(axis=1)
+        fates = np.zeros(len(memories), dtype=np.int8) if ordinal is None else self.fates[:, ordinal]
+        lost = np.flatnonzero(~found)
+        for (fate, held), where in _by_value(fates[lost], stored[lost], lost):
+            loss = attribute(False, None if fate == 0 else LOSSES[fate - 1], held)
+            self.losses[where, LOSSES.index(loss or "rejected")] += 1
         return found
 
-    # ----------------------------------------------------------------------- per memory
+    def content_key(self, fact_id: str) -> str:
+        """The content key of a fact added to the replay (KeyError for an id never added)."""
+        return self._key_names[self._keys_of_ordinals[self.ordinals[fact_id]]]
 
-    def _forget(self, memory: int, fact_ids: Sequence[str], fate: str) -> None:
-        for fact_id in fact_ids:
-            self.fates[memory][fact_id] = fate
-            keys, key = self.keys[memory], self.facts[fact_id].key
-            keys[key] -= 1
-            if not keys[key]:
-                del keys[key]  # so that ``key in keys`` means "in memory"
+    # ----------------------------------------------------------------------- for all memories
 
-    def _staleness(self, memory: int, write: Any, memories: Lockstep, new: int) -> None:
+    def _rows_of_key(self, code: int | None) -> np.ndarray:
+        """The table rows whose content key has ``code`` (none for ``None``)."""
+        table = self.memories.table
+        if code is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(table.extra["key"][: table.size] == code)
+
+    def _categorise(self, row: int, category: str) -> None:
+        extra = self.memories.table.extra
+        extra["guaranteed"][row] = guaranteed_pool([category], self.config)[0]
+        extra["protected"][row] = protected_categories([category], self.config)[0]
+
+    def _forget(self, members: np.ndarray, rows: np.ndarray, gone: np.ndarray, fate: str) -> None:
+        """Memories ``members`` lose the ``gone`` positions of their ``rows`` (from ``stored``)."""
+        which = np.nonzero(gone)
+        self.fates[members[which[0]], self.memories.table.extra["ordinal"][rows[which]]] = _FATE[fate]
+        self.memories.discard(members, gone)
+
+    def _staleness(self, members: np.ndarray, write: Any, new: int) -> None:
         """Spec 1.12 C3 on the facts stored before this update (the last ``new`` are its own)."""
-        table = memories.table
-        rows = memories.order[memory, : memories.sizes[memory] - new]
-        if len(rows) < self.config.staleness_min_candidates:
+        memories, table, config = self.memories, self.memories.table, self.config
+        members = members[memories.sizes[members] - new >= config.staleness_min_candidates]
+        if not len(members):
             return
-        ids = table.ids[rows].tolist()
-        superseded = np.array([fact_id in self.superseded for fact_id in ids], dtype=bool)
-        if not superseded.any():
-            return  # the reviewer proposes superseded candidates only
+        rows, valid = memories.stored(members, memories.sizes[members] - new)
+        superseded = table.extra["superseded"][rows] & valid
+        shown = superseded.any(axis=1)  # the reviewer proposes superseded candidates only
+        if not shown.any():
+            return
+        members, rows, valid, superseded = members[shown], rows[shown], valid[shown], superseded[shown]
         created = table.times["created"][rows]
-        if self.stamps[memory]:
-            confirmed = table.times["confirmed"][rows]
-            at_apply = np.where(confirmed != NO_TIME, confirmed, created)
+        stamps = self.stamps[members][:, None]
+        confirmed = table.times["confirmed"][rows]
+        at_apply = np.where(stamps & (confirmed != NO_TIME), confirmed, created)
+        in_prompt = at_apply
+        reinforced = sorted(table.index[fact_id] for fact_id in write.reinforced if fact_id in table.index)
+        if reinforced:
             # The prompt was built before this update's stamps (1.11a C7).
-            in_prompt = np.array([self.confirmed.get(fact_id, NO_TIME) if fact_id in write.reinforced else at
-                                  for fact_id, at in zip(ids, at_apply.tolist())], dtype=np.int64)
-            in_prompt = np.where(in_prompt != NO_TIME, in_prompt, created)
-        else:
-            at_apply = in_prompt = created
-        valid = np.array([self.facts[fact_id].valid_days for fact_id in ids], dtype=np.int64)
-        categories = table.stored[rows].tolist()
-        proposed = review_proposals(staleness_candidates(in_prompt, valid, categories, write.now, self.config),
-                                    superseded, self.config)
-        if proposed.any():
-            candidates = staleness_candidates(at_apply, valid, categories, write.now, self.config)
-            removed = stale_removals(proposed, candidates, table.confidence[rows], self.config)
-            self._forget(memory, memories.remove(memory, [ids[i] for i in np.flatnonzero(removed)]), "stale")
+            before = np.array([self.confirmed.get(table.ids[row], NO_TIME) for row in reinforced], dtype=np.int64)
+            at = np.minimum(np.searchsorted(reinforced, rows), len(reinforced) - 1)
+            previous = before[at]
+            previous = np.where(previous != NO_TIME, previous, created)
+            in_prompt = np.where(stamps & (np.asarray(reinforced)[at] == rows), previous, at_apply)
+        days, protected = table.extra["valid_days"][rows], table.extra["protected"][rows]
+        candidates = staleness_candidates(in_prompt, days, None, write.now, config, protected=protected) & valid
+        proposed = review_proposals(candidates, superseded, config)
+        chosen = np.flatnonzero(proposed.any(axis=1))
+        if not len(chosen):
+            return
+        members, rows, valid, proposed = members[chosen], rows[chosen], valid[chosen], proposed[chosen]
+        at_apply, days, protected = at_apply[chosen], days[chosen], protected[chosen]
+        candidates = staleness_candidates(at_apply, days, None, write.now, config, protected=protected) & valid
+        removed = np.array([stale_removals(mine, theirs, table.confidence[row], config)
+                            for mine, theirs, row in zip(proposed, candidates, rows)])
+        self._forget(members, rows, removed, "stale")
 
-    def _admit(self, memory: int, rows: list[Mapping[str, Any]], memories: Lockstep) -> None:
+    def _admit(self, rows: list[Mapping[str, Any]], facts: list[_Fact]) -> None:
         """Spec 1.12 C5: the scope gate, the threshold and the duplicate skip for this update's facts."""
-        new = [self.facts[row["fact_id"]].new for row in rows]
-        keys = self.keys[memory]
-        outcomes, self._replacement[memory] = admit(new, keys, gate="admission" in self.stages,
-                                                    dedup="dedup" in self.stages, config=self.config)
-        refused = []
-        for row, fact, outcome in zip(rows, new, outcomes):
-            if outcome == "stored":
-                keys[fact.key] += 1
-            else:
-                refused.append(row["fact_id"])
-                self.fates[memory][row["fact_id"]] = "duplicate" if outcome == "duplicate" else "rejected"
-        if refused:
-            memories.remove(memory, refused)
+        memories, table = self.memories, self.memories.table
+        if not rows:
+            self._replacement = {}
+            return
+        new = [table.index[row["fact_id"]] for row in rows]
+        existing = np.zeros((len(memories), len(rows)), dtype=bool)
+        if "dedup" in self.stages:
+            for index, fact in enumerate(facts):
+                holders = np.setdiff1d(self._rows_of_key(self.codes[fact.key]), new, assume_unique=True)
+                existing[:, index] = memories.present[:, holders].any(axis=1)
+        outcomes, self._replacement = admit_many([fact.new for fact in facts], existing,
+                                                 gate="admission" in self.stages, dedup="dedup" in self.stages,
+                                                 config=self.config)
+        refused = outcomes != "stored"
+        if not refused.any():
+            return
+        members = np.flatnonzero(refused.any(axis=1))
+        stored, valid = memories.stored(members)
+        gone = np.zeros(stored.shape, dtype=bool)
+        for index, row in enumerate(new):
+            gone |= (stored == row) & valid & refused[members, index][:, None]
+        duplicate = (outcomes[members] == "duplicate")
+        which = np.nonzero(gone)
+        positions = np.searchsorted(np.sort(new), stored[which])
+        columns = np.argsort(new)[positions]
+        fates = np.where(duplicate[which[0], columns], _FATE["duplicate"], _FATE["rejected"])
+        self.fates[members[which[0]], table.extra["ordinal"][stored[which]]] = fates
+        memories.discard(members, gone)
 
-    def _injected(self, memory: int, memories: Lockstep) -> set[str]:
-        """The content keys memory ``memory`` shows (spec 1.13), cached until its next write."""
-        shown = self._shown[memory]
-        if shown is None:
-            table = memories.table
-            rows = memories.order[memory, : memories.sizes[memory]]
-            ids = table.ids[rows]
-            order = np.argsort(ids.astype(str), kind="stable")  # storage returns facts sorted by id
-            facts = [self.facts[fact_id] for fact_id in ids[order].tolist()]
-            tokens = np.array([fact.tokens for fact in facts], dtype=np.int64)
-            pool = np.array([fact.guaranteed for fact in facts], dtype=bool)
-            positions = injected(pool, table.confidence[rows][order], tokens, tokens, config=self.config)
-            shown = self._shown[memory] = {facts[position].key for position in positions.tolist()}
-        return shown
+    def _contradiction(self, entries: list[tuple[str, int]]) -> None:
+        """Spec 1.12 C7 for each memory holding a target, on the facts that decide it."""
+        memories, table = self.memories, self.memories.table
+        targets = [table.index[target] for target, _ in entries if target in table.index]
+        if not targets:
+            return
+        holding = np.flatnonzero(memories.present[:, targets].any(axis=1))
+        codes = {self.codes[key] for key in self._replacement.values()}
+        rows = np.union1d(targets, np.flatnonzero(np.isin(table.extra["key"][: table.size], list(codes))))
+        keys = {code: key for key, code in self.codes.items() if code in codes}
+        facts = [(table.ids[row], keys.get(int(table.extra["key"][row]), "")) for row in rows.tolist()]
+        for memory in holding.tolist():
+            kept = [fact for fact, held in zip(facts, memories.present[memory, rows]) if held]
+            removed, _ = contradiction_removals(entries, self._replacement, kept)
+            if removed:
+                gone = np.isin(memories.order[memory, : memories.sizes[memory]], [table.index[i] for i in removed])
+                stored = memories.order[memory : memory + 1, : memories.sizes[memory]]
+                self._forget(np.array([memory]), stored, gone[None], "contradicted")
+
+    def _injected(self) -> np.ndarray:
+        """(M, table rows): the rows each memory shows (spec 1.13), cached until the next write."""
+        if self._shown is None:
+            memories, table = self.memories, self.memories.table
+            shown = np.zeros((len(memories), table.size), dtype=bool)
+            value = injection_value(table.confidence)
+            for members in self._groups:
+                if not len(members):
+                    continue
+                rows, valid = memories.stored(members)
+                # get_context's order: confidence descending, then storage's (id ascending); padding last
+                ranked = np.lexsort((table.extra["id_order"][rows], np.where(valid, -value[rows], np.inf), ~valid))
+                rows, valid = np.take_along_axis(rows, ranked, 1), np.take_along_axis(valid, ranked, 1)
+                tokens = table.extra["tokens"][rows]
+                taken = injected_in_order(valid, table.extra["guaranteed"][rows], tokens, tokens, self.config)
+                which = np.nonzero(taken)
+                shown[members[which[0]], rows[which]] = True
+            self._shown = shown
+        return self._shown
+
+
+def _by_value(first: np.ndarray, second: np.ndarray, where: np.ndarray) -> list[tuple[tuple[int, bool], np.ndarray]]:
+    """``where`` grouped by the pairs ``(first, second)`` at the same places."""
+    groups: dict[tuple[int, bool], list[int]] = {}
+    for a, b, at in zip(first.tolist(), second.tolist(), where.tolist()):
+        groups.setdefault((a, b), []).append(at)
+    return [(pair, np.array(ats)) for pair, ats in groups.items()]
 
 
 def stage_table(rows: pd.DataFrame) -> pd.DataFrame:
