@@ -26,6 +26,7 @@ from ..core.protocol import (
 from ..core.runspec import FILE_KEYS, PARAM_KEYS, RunSpec, coerce_value
 from ..errors import ContractError
 from ..policies import resolve_policy, split_list
+from . import summary
 
 
 def add_protocol_options(parser: argparse.ArgumentParser) -> None:
@@ -145,14 +146,15 @@ def parse_csv(text: str, kind: Callable[[str], Any] = str) -> list:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of {name}, got {text!r}") from None
 
 
-def help_handler(parser: argparse.ArgumentParser):
-    """A handler for a command group run without a subcommand: print the group's help."""
-
-    def show(args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 0
-
-    return show
+def command_group(
+    subparsers: argparse._SubParsersAction, name: str, description: str, metavar: str = "SUBCOMMAND"
+) -> argparse._SubParsersAction:
+    """The subcommands of a command group ``evictlab NAME``, which alone prints its help."""
+    epilog = f"Run 'evictlab {name} {metavar} --help' for the options of one subcommand."
+    group = subparsers.add_parser(name, help=summary(name), description=description,
+                                  epilog=epilog if metavar == "SUBCOMMAND" else None)  # fmt: skip
+    group.set_defaults(handler=lambda args: group.print_help() or 0)
+    return group.add_subparsers(dest=f"{name}_command", metavar=metavar)
 
 
 def non_negative_float(text: str) -> float:

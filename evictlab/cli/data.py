@@ -14,22 +14,12 @@ from ..core.fetch import (
 )
 from ..core.protocol import load_protocol, sha256_file
 from ..errors import DatasetError
-from . import summary
-from ._common import help_handler, timeout_seconds
+from ._common import command_group, timeout_seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser(
-        "data",
-        help=summary("data"),
-        description=(
-            "Datasets for evictlab: check or copy the embedded demo dataset, or download the pinned"
-            " LongMemEval oracle file."
-        ),
-        epilog="Run 'evictlab data SUBCOMMAND --help' for the options of one subcommand.",
-    )
-    group.set_defaults(handler=help_handler(group))
-    commands = group.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    commands = command_group(subparsers, "data", "Datasets for evictlab: check or copy the"
+                             " embedded demo dataset, or download the pinned LongMemEval oracle file.")  # fmt: skip
     _register_demo(commands)
     _register_fetch(commands)
 

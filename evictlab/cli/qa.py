@@ -27,8 +27,7 @@ from ..analysis.qa.stats import (
 )
 from ..errors import ContractError
 from ..intervals import POWER
-from . import summary
-from ._common import add_bootstrap_limit_option, help_handler, parse_csv, positive_int
+from ._common import add_bootstrap_limit_option, command_group, parse_csv, positive_int
 
 STATS_KIND = "qa-stats"  # its run record: qa-stats.run.json
 
@@ -39,14 +38,9 @@ _GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def qa_subparsers(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
     """The subparsers of the ``qa`` group under ``subparsers``, creating the group once."""
     if subparsers not in _GROUPS:
-        group = subparsers.add_parser(
-            "qa",
-            help=summary("qa"),
-            description="Offline steps of the live QA comparison between confidence and hybrid-v1.",
-            epilog="Run 'evictlab qa SUBCOMMAND --help' for the options of one subcommand.",
+        _GROUPS[subparsers] = command_group(
+            subparsers, "qa", "Offline steps of the live QA comparison between confidence and hybrid-v1."
         )
-        group.set_defaults(handler=help_handler(group))
-        _GROUPS[subparsers] = group.add_subparsers(dest="qa_command", metavar="SUBCOMMAND")
     return _GROUPS[subparsers]
 
 

@@ -28,7 +28,7 @@ from ..core.stores.imported import (
 )
 from ..core.tokens import MODES
 from . import summary
-from ._common import add_param_option, help_handler, parameter_changes
+from ._common import add_param_option, command_group, parameter_changes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,13 +39,8 @@ CHECKS_FILE, SHADOW_FACTS, SHADOW_SUMMARY, SHADOW_FIGURE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser(
-        "import",
-        help=summary("import"),
-        description="Import a memory store into a run folder that the other commands read.",
-    )
-    group.set_defaults(handler=help_handler(group))
-    commands = group.add_subparsers(dest="import_command", metavar="FORMAT")
+    commands = command_group(subparsers, "import",
+                             "Import a memory store into a run folder that the other commands read.", "FORMAT")
     parser = commands.add_parser(
         "deermem",
         help="a DeerMem file store (spec 1.14): fact files and the .metadata/ sidecars",

@@ -45,12 +45,11 @@ from ..core.stores.imported import is_import, load_import, store_traces
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
-from . import summary
 from ._common import (
     add_dataset_options,
     add_protocol_options,
+    command_group,
     dataset_from,
-    help_handler,
     parameter_changes,
     parse_csv,
     positive_int,
@@ -67,15 +66,9 @@ STUDY_ROWS, STUDY_SUMMARY = "study.rows.parquet", "study.summary.csv"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser(
-        "trace",
-        help=summary("trace"),
-        description="Memory over time: generate event traces, replay them through every policy at"
-        " every capacity against the exact offline optimum, and run workload studies on Dask.",
-        epilog="Run 'evictlab trace SUBCOMMAND --help' for the options of one subcommand.",
-    )
-    group.set_defaults(handler=help_handler(group))
-    commands = group.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    commands = command_group(subparsers, "trace", "Memory over time: generate event traces, replay"
+                             " them through every policy at every capacity against the exact offline optimum, and run"
+                             " workload studies on Dask.")  # fmt: skip
     _register_generate(commands)
     _register_replay(commands)
     _register_study(commands)
