@@ -146,6 +146,14 @@ def parse_csv(text: str, kind: Callable[[str], Any] = str) -> list:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of {name}, got {text!r}") from None
 
 
+def add_command(subparsers: argparse._SubParsersAction, name: str, *, raw: bool = False, **options: Any):
+    """The parser of the top-level command ``name``, with its one-line help from the index
+    (``raw``: the description's own line breaks are kept)."""
+    if raw:
+        options["formatter_class"] = argparse.RawDescriptionHelpFormatter
+    return subparsers.add_parser(name, help=summary(name), **options)
+
+
 def command_group(
     subparsers: argparse._SubParsersAction, name: str, description: str, metavar: str = "SUBCOMMAND"
 ) -> argparse._SubParsersAction:

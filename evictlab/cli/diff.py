@@ -25,15 +25,12 @@ from ..core.pools import open_pools
 from ..core.protocol import PRESETS
 from ..core.runspec import CLOCK_KEY, DATASET_KEYS, FILE_KEYS, PARAM_KEYS, VARIANT_KEYS, check_same_dataset, parse_spec
 from ..results import check_output
-from . import summary
-from ._common import DEMO_NOTICE, add_dataset_options
+from ._common import DEMO_NOTICE, add_command, add_dataset_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "diff",
-        help=summary("diff"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "diff", raw=True,
         description=(
             "Build the 45 pools under two run specs on the same dataset and report what\n"
             "changed: the distractor bank, each pool's source records and their metadata,\n"

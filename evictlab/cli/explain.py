@@ -19,9 +19,9 @@ from ..selection.explain import (
     at_least,
     explain,
 )
-from . import summary
 from ._common import (
     POLICY_HELP,
+    add_command,
     add_param_option,
     add_pool_options,
     parameter_changes,
@@ -42,10 +42,8 @@ EXAMPLE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "explain",
-        help=summary("explain"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "explain", raw=True,
         description=(
             "Run one policy on one case's pool at one capacity and print, for every fact in rank\n"
             "order: its rank, score and score components, whether it was kept (or held by a\n"

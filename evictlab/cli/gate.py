@@ -11,18 +11,15 @@ from xml.etree import ElementTree
 
 from ..errors import ContractError
 from ..workbench.viewer import compare, load_run
-from . import summary
-from ._common import non_negative_float
+from ._common import add_command, non_negative_float
 
 FORMATS = ("text", "json", "junit")
 SUCCESSES = {"policy": "support kept", "qa": "correct"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "gate",
-        help=summary("gate"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "gate", raw=True,
         description=(
             "Compare two run folders of the same kind case by case, as 'evictlab view A B' pairs them\n"
             "(run-policy folders, on the 45 pools or an imported store: the kept set and the support\n"

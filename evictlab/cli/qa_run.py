@@ -10,9 +10,9 @@ from ..analysis.qa.grade import GRADED_FILES, grade_run
 from ..analysis.qa.providers import provider_from_environment
 from ..analysis.qa.runner import MARKER_FILE, RESPONSES_DIR, run_qa
 from ..analysis.qa.stats import suite_report_lines
-from . import summary
 from ._common import (
     add_bootstrap_limit_option,
+    add_command,
     add_pool_options,
     check_config_bootstrap,
     non_negative_float,
@@ -24,9 +24,8 @@ from ._common import (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser(
-        "run-qa",
-        help=summary("run-qa"),
+    run = add_command(
+        subparsers, "run-qa",
         description=(
             "Evaluate both policies at the QA capacity, render the answer prompt and call the"
             " chat-completions endpoint named by the config's environment variables (API key and"
@@ -50,9 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_pool_options(run)
     run.set_defaults(handler=run_command)
 
-    grade = subparsers.add_parser(
-        "grade-qa",
-        help=summary("grade-qa"),
+    grade = add_command(
+        subparsers, "grade-qa",
         description=(
             "Recompute the 90 tasks, check the run marker and every stored row against them,"
             " grade each prediction with the deterministic grader and write "

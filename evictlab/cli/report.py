@@ -10,15 +10,12 @@ from pathlib import Path
 from ..core.protocol import DEFAULT_PRESET, PRESETS
 from ..errors import ContractError
 from ..workbench.report import JOBS, NOTEBOOKS, RESERVED_PARAMETERS, NotebookRun, parse_parameter_value, run_report
-from . import summary
-from ._common import parse_csv, positive_int
+from ._common import add_command, parse_csv, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help=summary("report"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "report", raw=True,
         description=(
             textwrap.fill("Notebooks, in order: " + ", ".join(NOTEBOOKS) + ".", width=84) + "\n\n"
             "Execute them with papermill into <folder>/notebooks/ (each also exported to HTML),\n"

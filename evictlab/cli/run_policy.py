@@ -22,9 +22,9 @@ from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, known_policies
 from ..policies.ties import TIE_BREAKS
 from ..selection.decisions import distinct, scenario_table
-from . import summary
 from ._common import (
     POLICY_HELP,
+    add_command,
     add_param_option,
     add_pool_options,
     parameter_changes,
@@ -43,9 +43,8 @@ RETENTION_NOTE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "run-policy",
-        help=summary("run-policy"),
+    parser = add_command(
+        subparsers, "run-policy",
         description=(
             "Build the 45 pools, decide each policy at each capacity once and write "
             + ", ".join(OUTPUT_FILES)

@@ -27,8 +27,7 @@ from ..core.stores.imported import (
     trace_rows,
 )
 from ..core.tokens import MODES
-from . import summary
-from ._common import add_param_option, command_group, parameter_changes
+from ._common import add_command, add_param_option, command_group, parameter_changes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,10 +116,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def _register_audit(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        help=summary("audit"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "audit", raw=True,
         description=(
             "Check every eviction audit event of an imported store (spec 1.6) against the policy it\n"
             "names: recorded scores recomputed from their components and the weights (--param), the\n"

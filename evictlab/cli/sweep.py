@@ -26,9 +26,9 @@ from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
 from ..selection import decisions
-from . import summary
 from ._common import (
     POLICY_HELP,
+    add_command,
     add_param_option,
     add_pool_options,
     parse_csv,
@@ -46,10 +46,8 @@ EXAMPLE = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "sweep",
-        help=summary("sweep"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "sweep", raw=True,
         description=(
             "Evaluate support retention on the 45 pools for every setting of a grid: weight\n"
             "triples (the simplex at --weights-step and/or explicit --weights) x confirmation\n"

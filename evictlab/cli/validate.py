@@ -6,9 +6,9 @@ import argparse
 
 from ..analysis.qa.prompt import parse_answer_template
 from ..core.dataset import select_official
-from . import summary
 from ._common import (
     add_bootstrap_limit_option,
+    add_command,
     add_pool_options,
     add_protocol_options,
     check_config_bootstrap,
@@ -18,9 +18,8 @@ from ._common import (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    contracts = subparsers.add_parser(
-        "validate-contracts",
-        help=summary("validate-contracts"),
+    contracts = add_command(
+        subparsers, "validate-contracts",
         description=(
             "Load the config, both manifests and the answer prompt strictly (unknown keys, wrong"
             " types and inconsistent values are errors naming the file and key), check them"
@@ -32,9 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_bootstrap_limit_option(contracts)
     contracts.set_defaults(handler=run_validate_contracts)
 
-    dataset = subparsers.add_parser(
-        "validate",
-        help=summary("validate"),
+    dataset = add_command(
+        subparsers, "validate",
         description=(
             "Verify the dataset's SHA-256 against the pin, check its rows, recompute the official"
             " selection with every exclusion and compare it with the official manifest, build the"

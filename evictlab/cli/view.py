@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import summary
-from ._common import add_dataset_options
+from ._common import add_command, add_dataset_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "view",
-        help=summary("view"),
+    parser = add_command(
+        subparsers, "view",
         description=(
             "Write one HTML file (inline CSS and JavaScript, no network access) that shows a run folder"
             " written by run-policy, grade-qa, diff, sweep, audit or trace replay/study: every case with its facts,"

@@ -11,16 +11,13 @@ from ..analysis.weights import choice_lines, triple, weight_choice
 from ..core.pools import open_pools
 from ..policies import PolicyParams
 from ..workbench.loaders import dataset_label
-from . import summary
-from ._common import add_pool_options, parse_csv, report_dataset, spec_from
+from ._common import add_command, add_pool_options, parse_csv, report_dataset, spec_from
 from .sweep import number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "weights",
-        help=summary("weights"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = add_command(
+        subparsers, "weights", raw=True,
         description=(
             "Sweep hybrid-v1's (confidence, confirmation, access) weights over the simplex and print,\n"
             "per capacity and for the capacities together: the most supports a triple keeps, over all\n"
