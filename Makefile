@@ -53,15 +53,17 @@ lint: $(STAMP)
 # The whole suite in two lanes: the fast one first (a failure there stops before the slow one).
 test: lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(SLOW_LANE) $(PYTEST_ARGS)
 
 # The daily lane: every test not marked slow (notebooks, report runs, the wheel).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
-# The rest: the tests marked slow (the smoke report runs once and is shared by them).
+# The rest: the tests marked slow (the smoke report runs once and is shared by them). A free
+# worker takes one test at a time, the longest first (LONGEST_FIRST in tests/conftest.py).
+SLOW_LANE := -m slow --maxschedchunk 1
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(SLOW_LANE) $(PYTEST_ARGS)
 
 test-exact: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS) $(EXACT_TESTS)

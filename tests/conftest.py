@@ -19,6 +19,27 @@ from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_
 
 from evictlab.analysis.qa.tasks import build_tasks
 
+#: The slow lane's longest tests, in the order they start. The Makefile runs that lane with
+#: ``--maxschedchunk 1``, so a free worker takes the next test: the long ones start first, and
+#: the wheel's build and the README spec's report run while the other worker executes the
+#: shared smoke report (the third) for the tests that read it. The rest keep their order.
+LONGEST_FIRST = (
+    "tests/test_wheel.py::test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv",
+    "tests/test_report.py::test_the_readme_example_spec_gives_a_report_of_every_notebook",
+    "tests/test_report.py::test_report_succeeds_and_executes_every_notebook",
+    "tests/test_gate.py::test_every_kept_set_change_of_100_perturbations_fails_and_20_reruns_pass",
+    "tests/attacks/test_attack_disk_runs.py::test_a_report_on_a_disk_that_fills_up_ends_error_and_resumes",
+    "tests/attacks/test_attack_runs.py::test_a_second_run_into_a_busy_folder_is_refused_and_the_first_finishes"
+    "_untouched[report]",
+    "tests/attacks/test_attack_runs.py::test_run_qa_and_grade_qa_refuse_a_busy_folder",
+    "tests/test_sweep_output.py::test_a_killed_sweep_continues_from_its_last_complete_chunk",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {nodeid: index for index, nodeid in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(LONGEST_FIRST)))  # stable
+
 
 @pytest.fixture
 def credentials(monkeypatch):

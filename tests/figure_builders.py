@@ -55,7 +55,7 @@ def figure_builders(tmp: Path) -> dict[str, Builder]:
     explanation = explain(case.facts, 5, policy="hybrid-v1", usage=case.usage,
                           now=pool_set.protocol.evaluation_time, params=params).to_frame()
     zoo_summary = zoo.zoo_summary(zoo.zoo_rows(pool_set, capacities=(5, 7, 9), seeds=range(3)))
-    curves = robustness.robustness_curves(pool_set, ["confidence_noise", "timestamp_jitter"], capacities=[7], seeds=3)
+    curves = robustness.robustness_curves(pool_set, None, capacities=[7], seeds=2)  # all five, as notebook 09
     workload = WorkloadParams().replace(horizon_days=10.0)
     traces = [(f"seed-{seed}", generate(workload, seed)) for seed in range(2)]
     policies = ["confidence", "hybrid-v1", "fifo", "lru"]

@@ -55,3 +55,17 @@ def test_the_readme_defines_its_words():
 
     for scenario in (*SCENARIO_ORDER, SYNTHETIC_SCENARIO):
         assert f"`{scenario}`" in text
+
+
+def test_the_slow_lanes_first_tests_exist():
+    """tests/conftest.py's LONGEST_FIRST names tests that are there (a renamed one would silently lose its place)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    tree = ast.parse((root / "tests" / "conftest.py").read_text(encoding="utf-8"))
+    (listed,) = [ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "LONGEST_FIRST"]
+    assert listed
+    for nodeid in listed:
+        path, name = nodeid.split("::")
+        assert f"def {name.split('[')[0]}(" in (root / path).read_text(encoding="utf-8"), nodeid

@@ -114,7 +114,7 @@ def read_record(folder):
 @pytest.mark.slow
 def test_a_killed_sweep_continues_from_its_last_complete_chunk(tmp_path):
     folder, fresh = tmp_path / "killed", tmp_path / "fresh"
-    options = ["--weights-step", "0.02", "--capacities", "5,7,9", "--chunk-rows", "3000", "--no-progress"]
+    options = ["--weights-step", "0.05", "--capacities", "5,7,9", "--chunk-rows", "3000", "--no-progress"]
     first = subprocess.Popen([sys.executable, "-m", "evictlab", "sweep", *options, "--output-dir", str(folder)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

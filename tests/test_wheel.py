@@ -4,6 +4,7 @@ The protocol files, the demo dataset, the reference results and the notebooks (t
 ``data/`` and ``notebooks/`` of the source tree) must travel inside the installed package, so
 the installed copy works from any folder with no source tree around.
 
+The venv is made without a pip of its own (the test's pip installs into it with ``--python``).
 Installing the dependencies from PyPI takes minutes, so their wheels are kept in a wheelhouse
 (``$EVICTLAB_WHEELHOUSE``, default ``~/.cache/evictlab/wheelhouse-py3.12``): the first run fills
 it with ``pip download``, later runs install from it offline. The wheelhouse is shared by every
@@ -52,7 +53,11 @@ def find_python() -> str | None:
 
 
 def run(argv: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # PYTHONDONTWRITEBYTECODE goes too: the venv's dependencies are installed uncompiled, so the
+    # first process that imports a module caches its bytecode in the venv (this test's own folder)
+    # and the report's kernels reuse it instead of compiling pandas and matplotlib again each.
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     if check and done.returncode != 0:
         pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -77,9 +82,10 @@ def install(python: Path, wheel: Path, folder: Path) -> None:
     """Install the wheel and its dependencies, from the wheelhouse when it has them all."""
     default = Path.home() / ".cache" / "evictlab" / f"wheelhouse-py{VERSION}"
     wheelhouse = Path(os.environ.get("EVICTLAB_WHEELHOUSE", default))
-    # --no-compile: byte-compiling every dependency costs more than the report it serves.
+    # This interpreter's pip installs into the venv (made without a pip of its own). --no-compile:
+    # byte-compiling every dependency costs more than the report it serves.
     offline = [
-        str(python), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index",
+        sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile", "--no-index",
         "--find-links", str(wheelhouse), str(wheel),
     ]  # fmt: skip
     wheelhouse.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +93,8 @@ def install(python: Path, wheel: Path, folder: Path) -> None:
         if run(offline, folder, check=False).returncode == 0:
             return
         wheelhouse.mkdir(parents=True, exist_ok=True)
-        run([str(python), "-m", "pip", "download", "--quiet", "--dest", str(wheelhouse), str(wheel)], folder)
+        download = [sys.executable, "-m", "pip", "--python", str(python), "download", "--quiet"]
+        run([*download, "--dest", str(wheelhouse), str(wheel)], folder)
         for copy in wheelhouse.glob("evictlab-*.whl"):  # keep only the dependencies
             copy.unlink()
         run(offline, folder)
@@ -100,7 +107,7 @@ def test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv(tmp_path):
         pytest.skip(f"no Python {VERSION} found (set EVICTLAB_WHEEL_PYTHON)")
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
-    run([base, "-m", "venv", str(venv)], tmp_path)
+    run([base, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     python = venv / "bin" / "python"
     install(python, wheel, tmp_path)
 

@@ -42,7 +42,7 @@ CAPTIONS: dict[str, str] = {
     "01_pool_overview": "Each case with its scenario and loss rank: the rank at which the confidence"
     " policy would drop the support fact, set by how many distractors are built to outrank it.",
     "01_pool_metadata": "The metadata every policy reads, fact by fact: confidence, confirmation and access"
-    " signals of the support fact and its nine distractors, per scenario.",
+    " signals of the support fact and its distractors, per scenario.",
     "01_evidence_lengths": "Lengths of the rendered evidence. Left: the support of each official case against the"
     " selection limit. Right: the distractor bank; the dashed lines are the config's inclusive character"
     " bounds, drawn half a character outside so that records exactly at a bound sit inside.",
@@ -60,8 +60,8 @@ CAPTIONS: dict[str, str] = {
     " each cell is labelled with kept/cases, DeerMem's default half-lives outlined.",
     "04_capacity_curves": "Support retained against capacity for every registered policy, one panel per scenario."
     " Values are drawn as they are, so policies with equal values share a line; the bounds are dashed.",
-    "05_variant_cascade": "What each step of the protocol-variant cascade (run 1, run 2, final) changes: pools,"
-    " kept sets and prompts, and whether support retention moves.",
+    "05_variant_cascade": "What each step of the protocol-variant cascade (the presets the figure names, in"
+    " order) changes: pools, kept sets and prompts, and whether support retention moves.",
     "06_qa_accuracy": "Accuracy of the live QA per scenario and suite with its interval; both policies answered"
     " the same questions with the memory each kept.",
     "06_qa_paired": "The paired comparison: cases both policies got right or wrong, and those only one did, with"

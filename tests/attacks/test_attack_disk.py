@@ -215,9 +215,11 @@ def full_disk_attack(disk: Path, argv: list[str], folder: Path, kind: str, env: 
     return record
 
 
-TRACE_COMMANDS = {
-    "trace-replay": ["trace", "replay", "--seeds", "2", "--policies", "confidence,fifo", "--capacities", "5,9"],
-    "trace-study": ["trace", "study", "--seeds", "1", "--grid", "search_rate=5,20", "--workers", "0", "--no-progress"],
+TRACE_COMMANDS = {  # ten-day workloads: what is written, not how much, meets the full disk
+    "trace-replay": ["trace", "replay", "--seeds", "2", "--policies", "confidence,fifo", "--capacities", "5,9",
+                     "--horizon-days", "10"],
+    "trace-study": ["trace", "study", "--seeds", "1", "--grid", "search_rate=5,20", "--workers", "0", "--no-progress",
+                    "--horizon-days", "10", "--policies", "confidence,fifo", "--capacities", "10,50"],
 }
 
 

@@ -81,7 +81,7 @@ def test_run_qa_and_grade_qa_refuse_a_busy_folder(tmp_path, demo_tasks):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_run_leaves_an_interrupted_folder_that_a_rerun_completes(signum, tmp_path):
     folder = tmp_path / "out"
-    argv = ["sweep", "--capacities", "5,7,9", "--weights-step", "0.02", "--no-progress", "--output-dir", str(folder)]
+    argv = ["sweep", "--capacities", "5,7", "--weights-step", "0.1", "--no-progress", "--output-dir", str(folder)]
     first = start(*argv, pause_at=RUNNING)
     try:
         wait_until_paused(first)

@@ -217,9 +217,9 @@ def _wrap_panels(fig: Figure, box_of: Callable[[Any], Any]) -> None:
         box = box_of(ax)
         titles = (ax.title, ax._left_title, ax._right_title)  # type: ignore[attr-defined]
         for text in (*titles, ax.xaxis.label):
-            text.set_text(wrap_text(text.get_text(), float(text.get_fontsize()), 1.05 * box.width * width))
+            text.set_text(wrap_text(text.get_text(), float(text.get_fontsize()), box.width * width))
         label = ax.yaxis.label
-        label.set_text(wrap_text(label.get_text(), float(label.get_fontsize()), 1.05 * box.height * height))
+        label.set_text(wrap_text(label.get_text(), float(label.get_fontsize()), box.height * height))
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:

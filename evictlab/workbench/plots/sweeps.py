@@ -337,20 +337,24 @@ def _ternary_panel(ax: Any, values: np.ndarray, hexagons: np.ndarray, safe: np.n
     # A ring, not a filled marker: the cell it marks keeps its colour.
     ax.plot(x, y, marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black", markeredgewidth=2,
             zorder=6, path_effects=[patheffects.withStroke(linewidth=4, foreground="white")])
-    labels = (("confidence", 0.5, _SQRT3_2 + 0.04, "bottom", "center"),
-              ("confirmation", -0.02, -0.05, "top", "left"),
-              ("access", 1.02, -0.05, "top", "right"))
+    # Each corner is named once; the bottom two sit under the edge's numbers, one row each, so
+    # that neither runs into the other in a panel of a one-column figure.
+    labels = (("confidence = 1", 0.5, _SQRT3_2 + 0.04, "bottom", "center"),
+              ("confirmation = 1", -0.04, -0.13, "top", "left"),
+              ("access = 1", 1.04, -0.24, "top", "right"))
     for text, tx, ty, va, ha in labels:
-        ax.text(tx, ty, f"{text} = 1", ha=ha, va=va, fontweight="bold")
+        ax.text(tx, ty, text, ha=ha, va=va, fontweight="bold")
     ax.set_xlim(-0.08, 1.08)
-    ax.set_ylim(-0.14, _SQRT3_2 + 0.12)
+    ax.set_ylim(-0.36, _SQRT3_2 + 0.12)
     ax.set_aspect("equal")
     ax.axis("off")
     return image
 
 
 def _ternary_grid(ax: Any) -> None:
-    """Lines of constant weight at 0.2 steps, labelled on the edge where that weight grows."""
+    """Lines of constant weight at 0.2 steps, labelled on the edge where that weight grows (towards
+    the next corner, counter-clockwise: confirmation on the left edge, access on the bottom one,
+    confidence on the right one)."""
     for level in (0.2, 0.4, 0.6, 0.8):
         lines = (
             ([level, 1 - level, 0.0], [level, 0.0, 1 - level]),  # confidence = level: horizontal
@@ -366,10 +370,6 @@ def _ternary_grid(ax: Any) -> None:
         ax.text(lx - 0.02, ly, f"{level:.1f}", ha="right", va="center", color="#333333")
         bx, by = ternary_xy([0.0, 1 - level, level])[0]
         ax.text(bx, by - 0.015, f"{level:.1f}", ha="center", va="top", color="#333333")
-    # Which weight each edge's numbers measure, written along that edge.
-    ax.text(0.5, -0.085, "access weight", ha="center", va="top", style="italic")
-    ax.text(0.87, 0.45, "confidence weight", ha="center", va="center", rotation=-60, style="italic")
-    ax.text(0.13, 0.45, "confirmation weight", ha="center", va="center", rotation=60, style="italic")
 
 
 # --------------------------------------------------------------------------- half-life maps (04)
