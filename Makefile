@@ -94,7 +94,7 @@ notebook-filter: $(STAMP)
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"
 	@echo "make test            set up .venv, run make lint, the fast lane, then the slow lane"
-	@echo "make test-fast       the tests not marked slow (daily work; under 2 minutes)"
+	@echo "make test-fast       the tests not marked slow (daily work; about 8 min of CPU)"
 	@echo "make test-slow       only the tests marked slow (notebooks, reports, the wheel)"
 	@echo "make lint            only ruff (package, tests, benchmarks) and mypy (package)"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"
