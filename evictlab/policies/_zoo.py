@@ -113,11 +113,12 @@ def seeded_draws(namespace: str, facts: Sequence[Any], seed: int) -> list[float]
 
 def draws_for_keys(namespace: str, keys: Sequence[str], seed: int) -> list[float]:
     """:func:`seeded_draws` for facts scored under ``keys``, by position."""
-    material = json.dumps([namespace, seed, sorted(keys)], ensure_ascii=False)
+    ordered = sorted(keys)
+    material = json.dumps([namespace, seed, ordered], ensure_ascii=False)
     digest = hashlib.sha256(material.encode("utf-8")).digest()
-    generator = random.Random(int.from_bytes(digest[:8], "big"))
-    by_key = {key: generator.random() for key in sorted(keys)}
-    return [by_key[key] for key in keys]
+    draw = random.Random(int.from_bytes(digest[:8], "big")).random
+    by_key = dict(zip(ordered, [draw() for _ in ordered]))  # a repeated key keeps its last draw
+    return list(map(by_key.__getitem__, keys))
 
 
 # --- selection along a rank order ------------------------------------------------------------

@@ -24,6 +24,7 @@ seven fields as numbers, or as arrays shaped ``(settings, 1, 1)`` so that keys c
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -362,13 +363,20 @@ class Numerics:
         Each argument's distinct values are found on its own (unbroadcast) array; when every
         combination of them is no more than the elements (a pool's ages x a grid's
         half-lives) their results are tabulated, otherwise only the combinations that occur
-        are computed. ``function`` is called on Python floats (through ``np.frompyfunc``).
+        are computed. ``function`` is called on Python floats (``map`` over the one argument
+        that varies, else through ``np.frompyfunc``).
         """
         arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         distinct, inverses = zip(*(_distinct(array) for array in arrays))
         sizes = tuple(len(values) for values in distinct)
         vector = np.frompyfunc(function, len(args), 1)
+        varying = [values for values in distinct if len(values) != 1]
+        if len(varying) == 1 and len(varying[0]):
+            columns = [itertools.repeat(float(values[0])) if len(values) == 1 else values.tolist()
+                       for values in distinct]
+            table = np.fromiter(map(function, *columns), dtype=np.float64, count=len(varying[0])).reshape(sizes)
+            return table[tuple(np.broadcast_arrays(*inverses))]
         if math.prod(sizes) <= min(_TABLE_LIMIT, max(1, math.prod(shape))):
             grids = np.meshgrid(*distinct, indexing="ij", sparse=True)
             table = np.asarray(vector(*grids), dtype=np.float64).reshape(sizes)
@@ -382,6 +390,8 @@ class Numerics:
 
 def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of an array by bit pattern, and each element's index among them."""
+    if array.size == 1:
+        return array.reshape(1), np.zeros(array.shape, dtype=np.int64)
     bits, which = np.unique(np.ascontiguousarray(array).view(np.int64), return_inverse=True)
     return bits.view(np.float64), which.reshape(array.shape)
 
