@@ -227,7 +227,7 @@ def study(workloads: int, sample: int) -> bool:
     """A study of ``workloads`` generated workloads on a 2-worker LocalCluster, against in-process."""
     seeds = workloads // len(list(itertools.product(*STUDY_GRID.values())))
     tasks = study_tasks(STUDY_GRID, max(1, seeds))[:workloads]
-    print(f"4. study: {len(tasks):,} workloads (grid {', '.join(f'{k}={v}' for k, v in STUDY_GRID.items())},"
+    print(f"5. study: {len(tasks):,} workloads (grid {', '.join(f'{k}={v}' for k, v in STUDY_GRID.items())},"
           f" {max(1, seeds)} seeds), policies {','.join(tasks[0].policies)}, capacities"
           f" {','.join(map(str, tasks[0].capacities))}; load average before {load()}")
     start = time.process_time()
@@ -296,7 +296,7 @@ def streaming(parts: list[dict]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "million.parquet"
         events = write_parts(path, parts)
-        print(f"5. streaming: {events:,} events, {path.stat().st_size / 1e6:.1f} MB of Parquet")
+        print(f"6. streaming: {events:,} events, {path.stat().st_size / 1e6:.1f} MB of Parquet")
         start = time.perf_counter()
         subprocess.run([sys.executable, __file__, "--replay-file", str(path)], check=True)
         seconds = time.perf_counter() - start
