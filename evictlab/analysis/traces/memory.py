@@ -42,7 +42,6 @@ from .schema import from_us, iso
 
 #: The largest capacity a replay accepts (a memory of a billion facts is no cap at all).
 MAX_CAPACITY = 10**9
-MICROSECONDS_PER_DAY = 86_400 * 1_000_000
 
 
 def root_policy(selector: Policy) -> Policy:

@@ -125,7 +125,6 @@ class Write:
     """One update of a trace (spec 1.5): its time, the ids reinforced, its ``add`` rows (every
     field, in row order) and its feed (the ``message`` rows since the previous update)."""
 
-    index: int
     now: int
     reinforced: frozenset[str]
     rows: tuple[dict[str, Any], ...]
@@ -175,7 +174,7 @@ def replay(
                 )
             else:
                 added.append({name: column[index] for name, column in chunk.items()})
-        write = Write(shared.updates, pending_time, frozenset(reinforced), tuple(added), messages)
+        write = Write(pending_time, frozenset(reinforced), tuple(added), messages)
         if reinforced:
             memories.stamp(reinforced, pending_time)
         for row in added:
