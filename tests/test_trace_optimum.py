@@ -159,13 +159,20 @@ def test_capacity_zero_and_unasked_traces():
         offline_optimum([chunk], -1)
 
 
-def test_the_rate_aware_bound_knows_rates_not_times_and_never_beats_the_optimum():
+def test_the_rate_aware_bound_ranks_by_the_model_rate_now_and_never_beats_the_optimum():
     from evictlab.analysis.traces.generate import WorkloadParams, generate
-    from evictlab.analysis.traces.metrics import RATE_AWARE, ask_rates, curve_rows
+    from evictlab.analysis.traces.metrics import RATE_AWARE, curve_rows, rate_keys
 
-    seen = {"event": ["add", "add", "ask", "ask", "add", "ask"], "time": [0, 0, 4, 6, 8, 9],
-            "fact_id": ["a", "b", "a", "a", "c", "c"]}
-    assert ask_rates(seen) == {"a": 2 / 10, "b": 0.0, "c": 1 / 2}
+    day = 86_400 * 1_000_000
+    # Rates fall by e per day (d = 1): b's 3.0 at day 0 is 3/e at day 1, below a's 2.0 then, so a
+    # ranks above b; c has rate 0, last; d is a later version of a's topic at the same key: above a.
+    seen = {"event": ["add", "add", "add", "ask", "add"], "time": [0, day, day, day, 2 * day],
+            "fact_id": ["b", "a", "d", "a", "c"], "ask_rate": [3.0, 2.0, 2.0, None, 0.0],
+            "ask_decay_days": [1.0, 1.0, 1.0, None, 1.0]}
+    keys = rate_keys(seen)
+    assert sorted(keys, key=keys.get) == ["c", "b", "a", "d"]
+    assert max(keys.values()) == 1.0 and min(keys.values()) == 0.25
+    assert rate_keys({**seen, "ask_rate": [3.0, None, 2.0, None, 0.0]}) is None  # a fact without a rate
     for seed in range(3):
         chunk = generate(WorkloadParams(horizon_days=8), seed)
         rows = curve_rows([("t", lambda chunk=chunk: [chunk])], ["confidence", "lru"], [3, 10, 30])
@@ -175,3 +182,14 @@ def test_the_rate_aware_bound_knows_rates_not_times_and_never_beats_the_optimum(
             assert (at.set_index("policy").loc[RATE_AWARE, ["role", "regret_rate_aware"]] == ["bound", 0.0]).all()
             regret = at["regret_rate_aware"].to_numpy()
             assert regret == pytest.approx(rates[RATE_AWARE] - at["answerable_rate"].to_numpy())
+
+
+def test_a_trace_without_ask_rates_has_no_rate_aware_rows():
+    from evictlab.analysis.traces.generate import WorkloadParams, generate
+    from evictlab.analysis.traces.metrics import RATE_AWARE, curve_rows
+
+    chunk = generate(WorkloadParams(horizon_days=8), 0)
+    chunk = {**chunk, "ask_rate": [None] * len(chunk["time"]), "ask_decay_days": [None] * len(chunk["time"])}
+    rows = curve_rows([("t", lambda: [chunk])], ["lru"], [3, 10])
+    assert RATE_AWARE not in set(rows["policy"]) and {"optimum", "lru"} <= set(rows["policy"])
+    assert rows["regret_rate_aware"].isna().all()

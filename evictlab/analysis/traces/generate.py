@@ -37,7 +37,10 @@ Then, from a second random stream (so the rows above are the same with or withou
   equally often); the others are ``user``/``durable``/``descriptive``;
 * **re-extractions**: ``reextraction_rate`` per day, a thread's current fact extracted
   again (a new id with the same ``content_key``, spec 1.12's duplicate);
-* each fact's ``tokens``: its injection line under the character rule (:func:`.lifecycle.line_tokens`).
+* each fact's ``tokens``: its injection line under the character rule (:func:`.lifecycle.line_tokens`);
+* each fact's ``ask_rate``: the questions per day the model expects about its thread at the
+  fact's second, ``n / d * exp(-(t - start) / d)`` for a thread of ``n`` expected questions and
+  the mean delay ``d`` (``ask_decay_days``): what the rate-aware bound may know (no draw).
 
 Rows at the same second are ordered tick, message, confirm, add, search, ask. Fact ids are
 ``f000000``, ``f000001``, ... in the order facts are added; a fact's ``content_key`` is the id of
@@ -49,7 +52,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -236,6 +239,11 @@ class _Thread:
     popularity: float
     category: str
     versions: list[tuple[int, int]] = field(default_factory=list)  # (second, fact number)
+    expected_asks: float = 0.0  # the mean of its Poisson count of questions
+
+    def ask_rate(self, second: int, delay_days: float) -> float:
+        """Questions per day expected about this thread at ``second`` (its delays are exponential)."""
+        return self.expected_asks / delay_days * math.exp(-(second - self.start) / (delay_days * DAY_SECONDS))
 
     def current(self, second: int) -> tuple[int, int | None]:
         """The fact current at ``second`` and the one it superseded (``None`` for the first)."""
@@ -302,7 +310,7 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
         length = int(max(1, round(rng.lognormal(4.3, 0.5))))
         facts.append(
             {"second": second, "category": category, "confidence": confidence, "supersedes": previous, "length": length,
-             "repeats": None}
+             "repeats": None, "thread": thread}
         )
 
     def extracted_confidence(importance: float) -> float:
@@ -338,11 +346,17 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
     def emit(second: int, row: dict[str, Any]) -> None:
         rows.append((second, KIND_ORDER[row["event"]], len(rows), row))
 
-    for number, fact in enumerate(facts):
-        emit(fact["second"], {"event": ADD, "number": number, **fact})
     weights = np.array([thread.importance * thread.popularity for thread in threads])
-    if len(threads) and weights.sum() > 0:
+    asked = bool(len(threads)) and weights.sum() > 0
+    if asked:
         expected = params.question_rate * params.horizon_days * weights / weights.sum()
+        for thread, mean in zip(threads, expected.tolist()):
+            thread.expected_asks = mean
+    mean_delay = params.question_delay_days
+    for number, fact in enumerate(facts):
+        rate = fact["thread"].ask_rate(fact["second"], mean_delay) if mean_delay > 0 else None
+        emit(fact["second"], {"event": ADD, "number": number, **fact, "ask_rate": rate})
+    if asked:
         for thread, count in zip(threads, rng.poisson(expected).tolist()):
             for delay in rng.exponential(params.question_delay_days * DAY_SECONDS, size=count).tolist():
                 second = thread.start + int(delay)
@@ -379,12 +393,10 @@ def generate(params: WorkloadParams | None = None, seed: int = 0, *, max_events:
         emit(second, {"event": CONFIRM, "confirmed": confirmed})
     for day in range(1, math.ceil(params.horizon_days)):
         emit(day * DAY_SECONDS, {"event": TICK})
-    return _chunk(sorted(rows, key=lambda item: item[:3]), facts, base)
+    return _chunk(sorted(rows, key=lambda item: item[:3]), base, mean_delay)
 
 
-def _chunk(
-    ordered: Sequence[tuple[int, int, int, dict[str, Any]]], facts: Sequence[Mapping[str, Any]], base: int
-) -> Chunk:
+def _chunk(ordered: Sequence[tuple[int, int, int, dict[str, Any]]], base: int, delay_days: float) -> Chunk:
     """Rows in final order, with fact ids assigned in the order facts are added."""
     rename: dict[int, str] = {}
     for _, _, _, row in ordered:
@@ -402,6 +414,8 @@ def _chunk(
                 supersedes=None if row["supersedes"] is None else rename[row["supersedes"]],
                 tokens=line_tokens(row["category"], row["confidence"], row["length"]),
                 content_key=rename[row["number"] if row["repeats"] is None else row["repeats"]],
+                ask_rate=row["ask_rate"],
+                ask_decay_days=None if row["ask_rate"] is None else delay_days,
                 **dict(zip(("scope", "durability", "authority"), row["labels"])),
             )
         elif row["event"] == MESSAGE:

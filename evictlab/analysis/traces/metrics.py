@@ -14,7 +14,6 @@ interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inferen
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -25,7 +24,7 @@ import pandas as pd
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
-from .lifecycle import DEFAULT_STAGES
+from .lifecycle import DAY_US, DEFAULT_STAGES
 from .memory import MemorySpec, check_capacity, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
 from .replay import replay_specs
@@ -34,9 +33,11 @@ from .schema import Chunk
 DEFAULT_CAPACITIES = (10, 20, 50, 100, 200, 500)
 #: The exact offline optimum's rows (:mod:`.optimum`): a bound, but not a registered policy.
 OPTIMUM = "optimum"
-#: The second bound: a memory that knows each fact's ask rate (questions over its lifetime in the
-#: trace) but not when they come, and keeps the highest rates: ``confidence``'s rule on a trace whose
-#: confidences are the rates, with no lifecycle stage (as the optimum, it bounds the cap).
+#: The second bound: a memory that knows each fact's expected ask rate under the generator's model
+#: (the trace's ``ask_rate`` and ``ask_decay_days``) but no question, and keeps the facts whose topics
+#: it expects to be asked about most now: ``confidence``'s rule on a trace whose confidences rank by
+#: that rate, with only the ``contradiction`` stage (a system knows a fact was superseded). A trace
+#: without the columns (an import, a knowledge-update trace) has no such rows.
 RATE_AWARE, SECOND_BOUND = "rate-aware", "confidence"
 METRICS = (
     "answerable_rate",
@@ -52,6 +53,10 @@ METRICS = (
     "tied_selection_rate",
     "answerable_expected",
 )
+
+#: The rate-aware bound's one lifecycle stage, and the columns a curve gathers on its first pass.
+RATE_AWARE_STAGES = frozenset({"contradiction"})
+GATHERED = ("event", "time", "fact_id", "ask_rate", "ask_decay_days")
 
 TraceSource = Callable[[], Iterable[Chunk]]
 #: Events x replays (policy x capacity x trace) a curve or study may run; ``--max-event-replays`` raises it.
@@ -111,9 +116,10 @@ def curve_rows(
     The bounds are the exact optimum and every uncapped policy (:func:`uncapped_bounds`,
     replayed once per trace and shown at every capacity); ``role`` holds each row's role.
     ``traces`` are ``(name, source)`` pairs; ``source()`` yields the trace's chunks and is
-    called twice per trace: every memory (policy x capacity) is replayed in lockstep in one
-    pass, which also gathers the optimum's outline and the facts' ask rates, and the rate-aware
-    bound in a second (so a large trace file is streamed, never held whole). ``progress(trace, events)``
+    called twice per trace when it carries ask rates: every memory (policy x capacity) is
+    replayed in lockstep in one pass, which also gathers the optimum's outline and the facts'
+    rates, and the rate-aware bound in a second (so a large trace file is streamed, never held
+    whole). ``progress(trace, events)``
     is called as the pass goes (events done so far).
     """
     report = progress or (lambda trace, events: None)
@@ -125,49 +131,58 @@ def curve_rows(
     specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
     rows: list[dict[str, Any]] = []
     for trace_name, source in traces:
-        seen: dict[str, list[Any]] = {"event": [], "time": [], "fact_id": []}
+        seen: dict[str, list[Any]] = {name: [] for name in GATHERED}
         results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name),
                                lifecycle=lifecycle)
         optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
-        rated = replay_specs(_rate_keyed(source(), ask_rates(seen)), [MemorySpec.of(SECOND_BOUND, capacity)
-                                                                       for capacity in capacities], params,
-                             lifecycle=frozenset())
+        keys = rate_keys(seen)
+        rated = [] if keys is None else replay_specs(
+            _rate_keyed(source(), keys), [MemorySpec.of(SECOND_BOUND, capacity) for capacity in capacities], params,
+            lifecycle=RATE_AWARE_STAGES)
         uncapped_rows = [result.row() for result in results[: len(ceilings)]]
-        for capacity, aware in zip(capacities, rated):
+        for index, capacity in enumerate(capacities):
             best = optima[capacity]
+            bounds = [(OPTIMUM, best.asks, best.answerable)]
+            bounds += [(RATE_AWARE, aware.counts.asks, aware.counts.answerable) for aware in rated[index : index + 1]]
             found: list[dict[str, Any]] = [
                 {"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
                  "answerable_rate": answered / asks if asks else math.nan}
-                for name, asks, answered in ((OPTIMUM, best.asks, best.answerable),
-                                             (RATE_AWARE, aware.counts.asks, aware.counts.answerable))]
+                for name, asks, answered in bounds]
+            aware_rate = found[1]["answerable_rate"] if rated else math.nan
             found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
             found += [result.row() for result in results[len(ceilings) :] if result.capacity == capacity]
             for row in found:
                 row["trace"] = trace_name
                 row["role"] = roles[row["policy"]]
                 row["regret"] = best.answerable_rate - row["answerable_rate"]
-                row["regret_rate_aware"] = found[1]["answerable_rate"] - row["answerable_rate"]
+                row["regret_rate_aware"] = aware_rate - row["answerable_rate"]
                 rows.append(row)
     frame = pd.DataFrame(rows)
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
 
 
-def ask_rates(seen: dict[str, list[Any]]) -> dict[str, float]:
-    """Each fact's questions per microsecond from its ``add`` to the trace's end (the second bound's key)."""
-    end = max(seen["time"], default=0) + 1
-    rows = zip(seen["event"], seen["time"], seen["fact_id"])
-    added = {fact_id: time for kind, time, fact_id in rows if kind == "add"}
-    asked = Counter(fact_id for kind, fact_id in zip(seen["event"], seen["fact_id"]) if kind == "ask")
-    return {fact_id: asked[fact_id] / (end - time) for fact_id, time in added.items()}
+def rate_keys(seen: dict[str, list[Any]]) -> dict[str, float] | None:
+    """Each added fact's rank under the rate-aware bound, in (0, 1], or ``None`` when a fact has no rate.
+
+    At time ``t`` a fact's expected rate is ``ask_rate * exp(-(t - added) / ask_decay_days)``; its
+    logarithm minus the common ``-t / ask_decay_days`` is the static key ``log(ask_rate) + added /
+    ask_decay_days`` (days), so one order serves every write. Equal keys (versions of one topic)
+    go to the later fact. The ranks over the highest are the confidences ``confidence`` keeps by.
+    """
+    rows = [(time, fact_id, rate, decay) for kind, time, fact_id, rate, decay
+            in zip(*(seen[name] for name in GATHERED)) if kind == "add"]
+    if not rows or any(rate is None or decay is None for _, _, rate, decay in rows):
+        return None
+    keys = [(math.log(rate) if rate > 0 else -math.inf) + time / DAY_US / decay for time, _, rate, decay in rows]
+    order = sorted(range(len(rows)), key=lambda index: (keys[index], index))
+    return {rows[index][1]: (rank + 1) / len(rows) for rank, index in enumerate(order)}
 
 
-def _rate_keyed(chunks: Iterable[Chunk], rates: dict[str, float]) -> Iterator[Chunk]:
-    """``chunks`` with each ``add``'s confidence replaced by its fact's ask rate over the highest,
-    so that ``confidence`` ranks by it (:data:`RATE_AWARE`)."""
-    top = max(rates.values(), default=0.0) or 1.0
+def _rate_keyed(chunks: Iterable[Chunk], keys: dict[str, float]) -> Iterator[Chunk]:
+    """``chunks`` with each ``add``'s confidence replaced by its rank under the rate-aware bound."""
     for chunk in chunks:
-        yield {**chunk, "confidence": [None if fact_id is None or kind != "add" else rates[fact_id] / top
+        yield {**chunk, "confidence": [keys[fact_id] if kind == "add" else None
                                        for kind, fact_id in zip(chunk["event"], chunk["fact_id"])]}
 
 

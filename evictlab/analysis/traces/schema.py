@@ -48,6 +48,8 @@ SCHEMA = pa.schema(
         ("durability", pa.string()),
         ("authority", pa.string()),
         ("expected_valid_days", pa.int64()),
+        ("ask_rate", pa.float64()),
+        ("ask_decay_days", pa.float64()),
         ("role", pa.string()),
         ("text", pa.string()),
     ]
@@ -65,7 +67,8 @@ REQUIRED = {
     MESSAGE: ("role", "text"),
 }
 OPTIONAL = {
-    ADD: ("supersedes", "tokens", "content_key", "scope", "durability", "authority", "expected_valid_days"),
+    ADD: ("supersedes", "tokens", "content_key", "scope", "durability", "authority", "expected_valid_days",
+          "ask_rate", "ask_decay_days"),
     SEARCH: (), CONFIRM: ("scopes",), ASK: ("supersedes",), TICK: (), MESSAGE: (),
 }
 
@@ -164,6 +167,11 @@ class RowChecker:
         elif name == "confidence":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self.error(name, f"must be a finite number, got {value!r}")
+        elif name in ("ask_rate", "ask_decay_days"):
+            positive = name == "ask_decay_days"
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or value < 0 or (positive and value == 0)):
+                raise self.error(name, f"must be a finite number {'>' if positive else '>='} 0, got {value!r}")
         elif name in ("fact_ids", "scopes"):
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise self.error(name, f"must be a list of strings, got {value!r}")
