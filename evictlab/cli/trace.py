@@ -213,13 +213,15 @@ def params_from(args: argparse.Namespace) -> PolicyParams:
 def _register_replay(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "replay",
-        help="capacity curves: every policy at every capacity on traces, with keep-all and the exact optimum",
+        help="capacity curves: every policy at every capacity on traces, with keep-all and the bounds",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Replay trace files (--trace, repeatable), or --seeds generated workloads, through\n"
             "every policy at every capacity in DeerMem's update order (every memory of a trace in\n"
-            "one pass: a file is checked once, then streamed once), and add two bounds per\n"
-            "capacity: keep-all (no cap) and the exact offline optimum (knows every question).\n"
+            "one pass, the file streamed, never held whole), and add the bounds per capacity:\n"
+            "keep-all (no cap), the exact offline optimum (knows every question) and, for traces\n"
+            "that carry the generator's ask rates, the rate-aware bound (knows the rates, not the\n"
+            "questions; a second pass).\n"
             f"Writes {REPLAY_KIND}.run.json (the run record), {CURVE_ROWS} (one row per trace x policy x capacity)\n"
             f"{CURVE_SUMMARY} (mean and 95% bootstrap interval over traces) and {CURVE_PAIRED}\n"
             "(hybrid-v1 minus confidence and minus the best other policy, paired over traces:\n"
@@ -228,7 +230,7 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
         ),
         epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves",
     )
-    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the three files")
+    parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the files")
     parser.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
                         help="a trace file (.parquet or .jsonl), streamed, or an 'evictlab import deermem' folder"
                         " (its traces, one per bucket); repeatable")
