@@ -93,15 +93,65 @@ def test_numerics_apply_the_scalar_function_to_every_element(days, half_lives):
 
     grid = np.array(days)[None, :]
     lives = np.array(half_lives, dtype=float)[:, None]
-    tabled = arrays.EXACT.decay(grid, lives)
+    scalar = arrays.Numerics(vector=False)
+    tabled = scalar.decay(grid, lives)
     expected = np.array([[decay(d, h) for d in days] for h in half_lives])
     assert tabled.tobytes() == expected.tobytes()
     # Past the table limit only the combinations present are computed: the same doubles.
     limit, arrays._TABLE_LIMIT = arrays._TABLE_LIMIT, 0
     try:
-        assert arrays.EXACT.decay(grid, lives).tobytes() == expected.tobytes()
+        assert scalar.decay(grid, lives).tobytes() == expected.tobytes()
     finally:
         arrays._TABLE_LIMIT = limit
+
+
+def test_the_vector_route_only_without_numpys_own_kernels():
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    from evictlab.policies.arrays import EXACT, OWN_KERNELS, vector_maths
+
+    assert vector_maths({"SSE2": True, "AVX2": True, "X86_V3": True})
+    for name in OWN_KERNELS:
+        assert not vector_maths({"SSE2": True, "X86_V3": True, name: True})
+    assert not vector_maths({"ASIMD": True})  # off x86: the scalar route
+    assert EXACT.vector == vector_maths(__cpu_features__)
+    assert EXACT.route == ("vector" if EXACT.vector else "scalar")
+
+
+def test_the_vector_route_gives_the_scalar_doubles_and_errors():
+    """Bit for bit on random and edge arguments where the vector route is taken; elsewhere
+    (numpy's AVX512 kernels) the scalar route must be the one chosen."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    from evictlab.policies.arrays import EXACT, OWN_KERNELS, Numerics
+
+    if not EXACT.vector:
+        assert any(__cpu_features__.get(name) for name in OWN_KERNELS) or not __cpu_features__.get("SSE2")
+        return
+    vector, scalar = Numerics(vector=True), Numerics(vector=False)
+    rng = np.random.default_rng(7)
+    edges = np.array([0.0, -0.0, 1.0, -1.0, 1e-320, -1e-320, 0.5, 2.0, 1e300, -1e300, math.inf, -math.inf, math.nan])
+    days = np.concatenate([rng.uniform(-5, 5000, 20_000), np.exp(rng.uniform(-30, 10, 5_000)), edges])
+    lives = np.concatenate([rng.uniform(0.1, 400, 20_000), np.exp(rng.uniform(-10, 8, 5_000)), edges])
+    heats = np.concatenate([rng.uniform(0, 12, 20_000), np.exp(rng.uniform(-40, 5, 5_000)), np.abs(edges)])
+    positive = np.concatenate([np.exp(rng.uniform(-700, 700, 25_000)), np.abs(edges[2:])])  # log(0) raises
+    cases = [
+        ("decay", (days, lives)), ("decay", (days[:, None][:40], edges)), ("heat", (heats, days, lives)),
+        ("heat", (heats, days, 30.0)), ("exp", (-np.abs(days) / lives,)), ("exp", (rng.uniform(-745, 709, 25_000),)),
+        ("log", (positive,)), ("log", (positive + 1,)), ("power", (rng.uniform(0, 1, 25_000), days[:-13])),
+        ("power", (0.995, np.abs(days))),
+        ("power", (np.array([[0.5], [1.0], [math.inf], [math.nan]]), edges[[0, 1, 2, 4, 6, 7, 10, 11, 12]])),
+    ]
+    for name, args in cases:
+        fast, slow = getattr(vector, name)(*args), getattr(scalar, name)(*args)
+        assert fast.shape == slow.shape and fast.tobytes() == slow.tobytes(), name
+    for name, args, error in (("exp", (np.array([1.0, 1000.0]),), OverflowError),
+                              ("log", (np.array([1.0, -1.0]),), ValueError),
+                              ("log", (np.array([0.0]),), ValueError),
+                              ("power", (np.array([0.0]), -1.0), ZeroDivisionError)):
+        for route in (vector, scalar):
+            with pytest.raises(error):
+                getattr(route, name)(*args)
 
 
 def test_numerics_keep_negative_zero_apart():

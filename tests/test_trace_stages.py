@@ -17,6 +17,7 @@ from evictlab.analysis.traces.replay import replay, replay_specs
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.analysis.traces.stages import Lifecycle, stage_table
 from evictlab.cli import main
+from evictlab.policies.arrays import EXACT
 from evictlab.workbench.plots import stage_losses
 
 POLICIES = ("confidence", "hybrid-v1", "lru", "fifo", "lfu-aging")
@@ -145,6 +146,7 @@ def test_replay_command_names_its_stages_and_refuses_an_unknown_one(tmp_path, ca
                  str(tmp_path / "run")]) == 0
     manifest, tables = load_run(tmp_path / "run", "trace-replay")
     assert manifest["parameters"]["lifecycle"] == sorted(set(MIDDLEWARE) - {"injection"})
+    assert manifest["parameters"]["numerics"] == EXACT.route  # which route computed the exact maths
     assert (tables["stages.csv"]["stored but not injected"] == 0).all()
     capsys.readouterr()
     assert main(["trace", "replay", *tiny, "--lifecycle", "cache", "--output-dir", str(tmp_path / "no")]) == 2

@@ -12,9 +12,10 @@ the policy's ``score`` computes:
   negative for a future time; a policy clamps them as its scalar form does); from integer
   microseconds, ``((now - then) / 1e6) / 86400`` is the same double for any time a trace holds;
 * the transcendental steps (decay, access heat, ``exp``, ``log``, ``**``) go through
-  :class:`Numerics`, which applies the scalar function (Python's ``math`` and ``**``, never
-  numpy's vectorised ones, which differ in the last bit for a few percent of inputs on this
-  machine: a last bit decides a tie) once per distinct argument and gathers the results.
+  :class:`Numerics`: numpy's ``exp``/``log``/``log1p``/``power`` where they are the C library's
+  functions that Python's ``math`` and ``**`` call (:func:`vector_maths`), else the scalar
+  function once per distinct argument (numpy's own SIMD kernels differ in the last bit for a
+  few percent of inputs, and a last bit decides a tie).
 
 :class:`Params` is the setting a ``rank_keys`` call reads: :class:`~.base.PolicyParams`'
 seven fields as numbers, or as arrays shaped ``(settings, 1, 1)`` so that keys come out
@@ -31,10 +32,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from numpy._core._multiarray_umath import __cpu_features__  # type: ignore[import-not-found]
 
 from ._zoo import draws_for_keys
 from .base import PolicyParams
 from .signals import (
+    LN_9,
     decay,
     elapsed_days,
     fact_fields,
@@ -330,31 +333,76 @@ class Params:
         return (self.confidence_weight, self.confirmation_weight, self.access_weight)
 
 
+#: numpy's CPU features under which it computes float64 exp/log/log1p/power with its own SIMD
+#: kernels (numpy 2.4 dispatches them to X86_V4; earlier versions to AVX512F and AVX512_SKX).
+OWN_KERNELS = ("AVX512F", "AVX512_SKX", "X86_V4")
+
+
+def vector_maths(features: Mapping[str, bool]) -> bool:
+    """Whether numpy's float64 ``exp``, ``log``, ``log1p`` and ``power`` give Python's doubles here.
+
+    Why this holds: on an x86 machine where numpy does not dispatch its AVX512 kernels
+    (:data:`OWN_KERNELS`), numpy's float64 loops call the C library's ``exp``, ``log``, ``log1p``
+    and ``pow`` element by element, the very functions ``math.exp``, ``math.log``,
+    ``math.log1p`` and float ``**`` call, so every double is the same (checked on 10^6 samples
+    each, benchmarks/README.md; ``tests/test_rank_keys.py`` compares the two routes). With those
+    kernels, or off x86, the scalar route is taken. ``features``: numpy's ``__cpu_features__``.
+    """
+    return bool(features.get("SSE2")) and not any(features.get(name) for name in OWN_KERNELS)
+
+
+def _vector_decay(days: np.ndarray, half_life_days: np.ndarray) -> np.ndarray:
+    # decay's rules: max(0, days) (NaN days count as 0), a half-life <= 0 gives 0.0.
+    return np.where(half_life_days <= 0, 0.0, np.power(2.0, -np.where(days > 0, days, 0.0) / half_life_days))
+
+
 class Numerics:
     """The transcendental steps of a rank key, each exactly as the scalar policy computes it.
 
-    Every method takes numbers or arrays that broadcast together and applies the scalar
-    function to each element: once per distinct combination of arguments (by bit pattern,
-    so ``-0.0`` and ``0.0`` stay apart), with the results gathered back.
+    Every method takes numbers or arrays that broadcast together. The scalar route (``vector``
+    False) applies the scalar function to each distinct combination of arguments (by bit
+    pattern, so ``-0.0`` and ``0.0`` stay apart) and gathers the results. The vector route
+    computes with numpy's functions (only where :func:`vector_maths` holds) and leaves every
+    element whose result is not finite to the scalar function, which gives Python's value or
+    raises Python's error (an overflow, a log of a negative number).
     """
+
+    def __init__(self, vector: bool = False) -> None:
+        self.vector = vector
+
+    @property
+    def route(self) -> str:
+        return "vector" if self.vector else "scalar"
 
     def decay(self, days: Any, half_life_days: Any) -> np.ndarray:
         """:func:`~.signals.decay`: ``2 ** (-max(0, days) / half_life)``, 0.0 for a half-life <= 0."""
-        return self.apply(decay, days, half_life_days)
+        return self._route(decay, _vector_decay, days, half_life_days)
 
     def heat(self, heat: Any, days: Any, half_life_days: Any) -> np.ndarray:
         """:func:`~.signals.heat_component`: ``min(1, log1p(heat * decay) / ln 9)``."""
-        return self.apply(heat_component, heat, days, half_life_days)
+        return self._route(heat_component, lambda x, d, h: np.minimum(1.0, np.log1p(x * _vector_decay(d, h)) / LN_9),
+                           heat, days, half_life_days)
 
     def exp(self, x: Any) -> np.ndarray:
-        return self.apply(math.exp, x)
+        return self._route(math.exp, np.exp, x)
 
     def log(self, x: Any) -> np.ndarray:
-        return self.apply(math.log, x)
+        return self._route(math.log, np.log, x)
 
     def power(self, base: Any, exponent: Any) -> np.ndarray:
         """``base ** exponent`` as Python's float power computes it."""
-        return self.apply(pow, base, exponent)
+        return self._route(pow, np.power, base, exponent)
+
+    def _route(self, function: Callable[..., float], vector: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
+        if not self.vector:
+            return self.apply(function, *args)
+        arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
+        with np.errstate(all="ignore"):
+            out = np.array(vector(*arrays), dtype=np.float64)
+        odd = ~np.isfinite(out)
+        if odd.any():
+            out[odd] = self.apply(function, *(np.broadcast_to(array, out.shape)[odd] for array in arrays))
+        return out
 
     @staticmethod
     def apply(function: Callable[..., float], *args: Any) -> np.ndarray:
@@ -396,6 +444,6 @@ def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return bits.view(np.float64), which.reshape(array.shape)
 
 
-EXACT = Numerics()
+EXACT = Numerics(vector_maths(__cpu_features__))
 
 
