@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from evictlab.analysis.traces import schema
 from evictlab.analysis.traces.output import load_run
 from evictlab.analysis.traces.study import loss_map, run_study, study_summary, study_tasks
 from evictlab.cli import main
@@ -54,6 +55,18 @@ def test_replay_writes_curves_with_bounds_and_regret(tmp_path, capsys):
     assert manifest["summary"]["rows"]["audit.jsonl"] == len(audit)
     assert main(argv) == 2  # a finished run is never overwritten
     assert "refus" in capsys.readouterr().err
+
+
+def test_replay_checks_each_row_of_a_trace_file_once(tmp_path, monkeypatch, capsys):
+    trace = tmp_path / "t.parquet"
+    assert main(["trace", "generate", "--output", str(trace), "--seed", "1", *TINY]) == 0
+    checked = []
+    check = schema.RowChecker.check
+    monkeypatch.setattr(schema.RowChecker, "check", lambda self, values: (checked.append(1), check(self, values)))
+    assert main(["trace", "replay", "--trace", str(trace), "--policies", "confidence", "--capacities", "5",
+                 "--no-progress", "--output-dir", str(tmp_path / "run")]) == 0
+    assert len(checked) == len(schema.read_trace(trace)["time"])  # read_trace after the count
+    capsys.readouterr()
 
 
 def test_bad_trace_is_one_line_error_before_any_output(tmp_path, capsys):

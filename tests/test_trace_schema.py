@@ -36,6 +36,18 @@ def test_generated_trace_is_valid_and_round_trips(tmp_path):
     assert len(streamed) > 1 and sum(len(part["time"]) for part in streamed) == len(chunk["time"])
 
 
+def test_a_checked_file_is_not_checked_again_while_unchanged(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"time": "2026-01-01T00:00:00Z", "event": "ask"}\n')  # no fact_id: a bad row
+    stat = path.stat()
+    with pytest.raises(TraceError, match="required"):
+        list(iter_chunks(path))
+    assert [chunk["event"] for chunk in iter_chunks(path, checked=stat)] == [["ask"]]
+    path.write_text('{"time": "2026-01-01T00:00:00Z", "event": "ask"}\n\n')
+    with pytest.raises(TraceError, match="required"):  # changed since: checked again
+        list(iter_chunks(path, checked=stat))
+
+
 def test_lifecycle_columns_come_from_a_second_stream():
     """Tokens, labels, content keys and messages are drawn apart: every other field is as without them."""
     params = SMALL.replace(label_failure_rate=0.5)

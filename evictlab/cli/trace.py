@@ -275,8 +275,10 @@ def run_replay(args: argparse.Namespace) -> int:
         recorded = {"suite": args.suite, "traces": [name for name, _ in suite], "not_converted": dict(refused)}
     elif args.trace:
         paths = unique(args.trace, "--trace")
-        traces = [(str(path), partial(iter_chunks, path)) for path in paths]
-        events = [check_questions(iter_chunks(path), str(path)) for path in paths]  # bad rows fail before output
+        # Every row is checked once, before any output; the replay streams the unchanged file unchecked.
+        stats = [path.stat() for path in paths]
+        events = [check_questions(iter_chunks(path), str(path)) for path in paths]
+        traces = [(str(path), partial(iter_chunks, path, checked=stat)) for path, stat in zip(paths, stats)]
         check_replay_work(max(events), replays * len(paths), args.max_event_replays)
         recorded = {"traces": [str(path) for path in paths], **({"token_counting": rules} if rules else {})}
     else:
