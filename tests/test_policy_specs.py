@@ -8,6 +8,8 @@ from contextlib import redirect_stdout
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_zoo import CLOCK, days_before
 
 from evictlab import cli, palette
@@ -146,6 +148,25 @@ def test_seeded_draws_do_not_depend_on_parameters():
     assert {k: s.components["survived"] for k, s in plain.scores.items()} == {
         k: s.components["survived"] for k, s in tuned.scores.items()
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=6) | st.sampled_from(['a"b', "c\\d", "e\nf", "\x00", "日本", ""]), max_size=30),
+       st.integers(0, 2**40))
+def test_seeded_draws_are_the_documented_generator_s(keys, seed):
+    """SHA-256 of the JSON [namespace, seed, sorted ids], then random.random() in sorted-id order,
+    a repeated id keeping its last draw (the rule of _zoo.seeded_draws), written out here."""
+    import hashlib
+    import json
+    import random
+
+    from evictlab.policies._zoo import draws_for_keys
+
+    ordered = sorted(keys)
+    digest = hashlib.sha256(json.dumps(["random", seed, ordered], ensure_ascii=False).encode("utf-8")).digest()
+    draw = random.Random(int.from_bytes(digest[:8], "big")).random
+    by_key = dict(zip(ordered, [draw() for _ in ordered]))
+    assert draws_for_keys("random", keys, seed).tolist() == [by_key[key] for key in keys]
 
 
 # --------------------------------------------------------------------------- traits

@@ -117,7 +117,7 @@ class Signals:
         for row, (ids, mask, seed) in enumerate(zip(rows, valid, seeds.tolist())):
             key = ("draws", namespace, int(seed), tuple(ids[mask].tolist()))
             if key not in self._memo:
-                self._memo[key] = np.array(draws_for_keys(namespace, key[3], int(seed)))
+                self._memo[key] = draws_for_keys(namespace, key[3], int(seed))
             out[row, mask] = self._memo[key]
         return out.reshape(self.shape)
 
