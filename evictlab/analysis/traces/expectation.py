@@ -11,7 +11,8 @@ over the selections it tied at (``random``: ``k / n`` at each). Chances below 1e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,73 +42,110 @@ def static_key(policy: str) -> Callable[[dict[str, Any]], float] | None:
 
 
 class TieNeutral(Lifecycle):
-    """The lifecycle of a replay, counting ties at the cut and the tie-neutral chances (above)."""
+    """The lifecycle of a replay, counting ties at the cut and the tie-neutral chances (above).
+
+    Each policy with a :func:`static_key` keeps it as a column of the fact table
+    (``static_key:POLICY``); the chances are arrays of (memory, fact ordinal, key, chance)
+    entries, one per fact a memory may hold with a chance of at least :data:`NEGLIGIBLE`.
+    """
 
     def __init__(self, stages: frozenset[str], memories: Lockstep) -> None:
         super().__init__(stages, memories)
         self.policy = [spec.policy for spec in memories.specs]
-        self.rank = [static_key(policy) for policy in self.policy]
-        self.keys_of: dict[str, dict[str, float]] = {policy: {} for policy, rank in zip(self.policy, self.rank) if rank}
+        self.rank = {policy: rank for policy in self.policy if (rank := static_key(policy)) is not None}
+        self.static = np.array([policy in self.rank for policy in self.policy])
+        for policy in self.rank:
+            memories.table.column(f"static_key:{policy}", np.float64, np.nan)
         self.exact = stages <= EXACT_STAGES
-        self.chance: list[dict[str, float]] = [{} for _ in self.rank]
-        self.corrections: list[str] = []
-        self.content: dict[str, list[str]] = {}  # content key -> fact ids
-        count = len(self.rank)
+        self._memory, self._ordinal = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self._key, self._chance = np.zeros(0), np.zeros(0)
+        self.corrections: list[int] = []  # ordinals, in the order added
+        self.copies: Counter[str] = Counter()  # content key -> facts added under it
+        count = len(self.policy)
         self.cuts, self.tied, self.expected = (np.zeros(count) for _ in range(3))
+
+    def _keys(self, members: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The static keys of table ``rows`` ((K, ...), one row of them per member) under each member's policy."""
+        keys = np.empty(rows.shape)
+        of = np.array([self.policy[member] for member in members.tolist()])
+        for policy in self.rank:
+            mine = of == policy
+            keys[mine] = self.memories.table.extra[f"static_key:{policy}"][rows[mine]]
+        return keys
 
     def before_selection(self, write: Any) -> None:
         super().before_selection(write)
-        for row in write.rows:
-            fact_id = row["fact_id"]
-            self.content.setdefault(self.content_key(fact_id), []).append(fact_id)
+        if not write.rows:
+            return
+        table = self.memories.table
+        ordinals = np.array([self.ordinals[row["fact_id"]] for row in write.rows])
+        for row, ordinal in zip(write.rows, ordinals.tolist()):
+            self.copies[self.content_key(row["fact_id"])] += 1
             if category_name(row["category"]) == CORRECTION:
-                self.corrections.append(fact_id)
-        for memory, rank in enumerate(self.rank):
-            if rank is None:
-                continue
-            held, keys = self.memories.contains, self.keys_of[self.policy[memory]]
-            for row in write.rows:
-                keys[row["fact_id"]] = rank(row)
-                if held(row["fact_id"])[memory]:
-                    self.chance[memory][row["fact_id"]] = 1.0
+                self.corrections.append(ordinal)
+        rows = np.array([table.index[row["fact_id"]] for row in write.rows])
+        for policy, rank in self.rank.items():
+            table.extra[f"static_key:{policy}"][rows] = [rank(row) for row in write.rows]
+        static = np.flatnonzero(self.static)
+        held = np.nonzero(self.memories.present[static[:, None], rows[None, :]])
+        members = static[held[0]]
+        self._add(members, ordinals[held[1]], self._keys(members, rows[held[1]]), np.ones(len(members)))
+
+    def _add(self, memory: np.ndarray, ordinal: np.ndarray, key: np.ndarray, chance: np.ndarray) -> None:
+        self._memory, self._ordinal = np.concatenate((self._memory, memory)), np.concatenate((self._ordinal, ordinal))
+        self._key, self._chance = np.concatenate((self._key, key)), np.concatenate((self._chance, chance))
 
     def after_selection(self, write: Any, evicted: list[list[str]]) -> None:
-        for memory, gone in enumerate(evicted):
-            if gone and self.rank[memory] is not None:
-                self._cut(memory, self.memories.kept_ids(memory), gone)
+        cut = [memory for memory, gone in enumerate(evicted) if gone and self.static[memory]]
+        if cut:
+            self._cut(np.array(cut), evicted)
         super().after_selection(write, evicted)
 
-    def _cut(self, memory: int, kept: Sequence[str], gone: Sequence[str]) -> None:
-        keys = self.keys_of[self.policy[memory]]
-        line = min(keys[fact_id] for fact_id in kept) if kept else np.inf
-        tied_kept = sum(keys[fact_id] == line for fact_id in kept)
-        tied = tied_kept + sum(keys[fact_id] == line for fact_id in gone)
-        self.cuts[memory] += 1
-        self.tied[memory] += tied > tied_kept
-        share = tied_kept / tied if tied else 0.0
-        chance = self.chance[memory]
-        for fact_id in list(chance):
-            if keys[fact_id] < line:
-                del chance[fact_id]
-            elif keys[fact_id] == line:
-                chance[fact_id] *= share
-                if chance[fact_id] < NEGLIGIBLE:
-                    del chance[fact_id]
+    def _cut(self, members: np.ndarray, evicted: list[list[str]]) -> None:
+        """Every member's cut line (its lowest kept key), ties at it, and the chances it changes."""
+        memories = self.memories
+        rows, valid = memories.stored(members)
+        keys = self._keys(members, rows)
+        line = np.where(valid, keys, np.inf).min(axis=1, initial=np.inf)
+        tied_kept = (valid & (keys == line[:, None])).sum(axis=1)
+        which = np.repeat(np.arange(len(members)), [len(evicted[member]) for member in members.tolist()])
+        gone = np.array([memories.table.index[fact_id] for member in members.tolist() for fact_id in evicted[member]])
+        tied_gone = self._keys(members[which], gone) == line[which]
+        tied = tied_kept + np.bincount(which[tied_gone], minlength=len(members))
+        self.cuts[members] += 1
+        self.tied[members] += tied > tied_kept
+        share = np.divide(tied_kept, tied, out=np.zeros(len(members)), where=tied > 0)
+        position = np.full(len(self.policy), -1)
+        position[members] = np.arange(len(members))
+        entries = np.flatnonzero(position[self._memory] >= 0)
+        at = position[self._memory[entries]]
+        key, chance = self._key[entries], self._chance[entries]
+        equal = key == line[at]
+        chance = np.where(equal, chance * share[at], chance)
+        self._chance[entries] = chance
+        drop = entries[(key < line[at]) | (equal & (chance < NEGLIGIBLE))]
+        if len(drop):
+            keep = np.ones(len(self._memory), dtype=bool)
+            keep[drop] = False
+            self._memory, self._ordinal = self._memory[keep], self._ordinal[keep]
+            self._key, self._chance = self._key[keep], self._chance[keep]
 
     def answerable(self, fact_id: str) -> np.ndarray:
         found = super().answerable(fact_id)
-        unique = fact_id in self.ordinals and len(self.content[self.content_key(fact_id)]) == 1
-        for memory, chance in enumerate(self.chance):
-            self.expected[memory] += chance.get(fact_id, 0.0) if unique else np.nan
+        if fact_id in self.ordinals and self.copies[self.content_key(fact_id)] == 1:
+            hit = self._ordinal == self.ordinals[fact_id]
+            np.add.at(self.expected, self._memory[hit], self._chance[hit])
+        else:
+            self.expected[:] = np.nan
         return found
 
     def columns(self, memory: int, asks: int) -> dict[str, float]:
         """The memory's :data:`TIE_COLUMNS` (NaN where undefined, above)."""
-        if self.rank[memory] is None:
+        if not self.static[memory]:
             return dict.fromkeys(TIE_COLUMNS, np.nan)
         exact = self.exact and asks > 0
-        chance = self.chance[memory]
-        survival = sum(chance.get(fact_id, 0.0) for fact_id in self.corrections)
+        mine = (self._memory == memory) & np.isin(self._ordinal, self.corrections)
+        survival = sum(self._chance[mine][np.argsort(self._ordinal[mine])].tolist())  # in the order added
         return {
             "tied_selection_rate": self.tied[memory] / self.cuts[memory] if self.cuts[memory] else np.nan,
             "answerable_expected": self.expected[memory] / asks if exact else np.nan,
