@@ -1,13 +1,14 @@
 """Every figure function of :mod:`evictlab.workbench.plots` with real inputs, built as the notebooks build them.
 
-``figure_builders(tmp)`` returns ``{name: build}``; ``build(**options)`` passes the figure
-function's keyword options (``source``, ``size``). The inputs are small (the demo pools, a
+``figure_builders(tmp)`` returns ``{name: build}``, each a :func:`functools.partial` of the figure
+function on its data (``build.args``, ``build.keywords``: what the title checks compare with);
+``build(**options)`` passes its keyword options (``source``, ``size``). The inputs are small (the demo pools, a
 coarse lattice, few seeds) so that the whole set builds in a few seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -22,7 +23,7 @@ from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.lifecycle import MIDDLEWARE
 from evictlab.analysis.traces.metrics import curve_rows, curve_summary
 from evictlab.analysis.traces.stages import stage_table
-from evictlab.analysis.traces.study import loss_map, run_study, study_summary, study_tasks
+from evictlab.analysis.traces.study import run_study, study_summary, study_tasks
 from evictlab.core.runspec import RunSpec
 from evictlab.core.stores.deermem import read_store
 from evictlab.distributed import Placement
@@ -32,7 +33,7 @@ from evictlab.workbench import loaders, plots
 #: A source line as long as the notebooks' (the longest title line a figure carries).
 SOURCE = "longmemeval-demo.json (sha256 145cc9337f80, synthetic demo data), spec pr4810-final"
 
-Builder = Callable[..., Figure]
+Builder = partial[Figure]
 
 
 def figure_builders(tmp: Path) -> dict[str, Builder]:
@@ -69,32 +70,30 @@ def figure_builders(tmp: Path) -> dict[str, Builder]:
     store = read_store(tmp / "store")
     store_facts = shadow_facts(store)
     shadow = shadow_summary(store, check_events(store), store_facts)
+    losses = stage_table(trace_rows[trace_rows["lost_evicted"].notna()])
     return {
-        "pool_overview": lambda **o: plots.pool_overview(cases, **o),
-        "pool_metadata": lambda **o: plots.pool_metadata(facts, **o),
-        "evidence_lengths": lambda **o: plots.evidence_lengths(cases, bank, support_limit=limit,
-                                                               bank_limits=(40, 700), **o),
-        "retention_by_scenario": lambda **o: plots.retention_by_scenario(retention, **o),
-        "support_rank_distribution": lambda **o: plots.support_rank_distribution(retention, **o),
-        "qa_accuracy": lambda **o: plots.qa_accuracy(qa_report.accuracy_frame(qa_rows), **o),
-        "qa_paired": lambda **o: plots.qa_paired(stats, **o),
-        "qa_grade_rules": lambda **o: plots.qa_grade_rules(qa_rows, **o),
-        "qa_tokens": lambda **o: plots.qa_tokens(qa_rows, **o),
-        "weight_simplex_maps": lambda **o: plots.weight_simplex_maps(weights.summary, 5, **o),
-        "stability_maps": lambda **o: plots.stability_maps(validation.stability(weights.rows), **o),
-        "half_life_heatmaps": lambda **o: plots.half_life_heatmaps(half_lives, 5, **o),
-        "variant_cascade": lambda **o: plots.variant_cascade(plots.cascade_changes(steps),
-                                                             plots.cascade_retention(steps), **o),
-        "explanation_figure": lambda **o: plots.explanation_figure(
-            explanation, policy="hybrid-v1", capacity=5, support_fact_ids=case.support_fact_ids,
-            weights=plots.score_weights("hybrid-v1", params), case_label=f"case {case.case_id}", **o),
-        "zoo_heatmap": lambda **o: plots.zoo_heatmap(zoo_summary, **o),
-        "capacity_curves": lambda **o: plots.capacity_curves(zoo_summary, **o),
-        "robustness_curves": lambda **o: plots.robustness_curves(curves, 7, **o),
-        "trace_capacity_curves": lambda **o: plots.trace_capacity_curves(trace_summary, **o),
-        "stage_losses": lambda **o: plots.stage_losses(stage_table(trace_rows[trace_rows["lost_evicted"].notna()]),
-                                                       **o),
-        "study_advantage": lambda **o: plots.study_advantage(study_summary(study_rows), **o),
-        "loss_map_figure": lambda **o: plots.loss_map_figure(loss_map(study_rows, *grid), **o),
-        "shadow_figure": lambda **o: plots.shadow_figure(shadow, store_facts, **o),
+        "pool_overview": partial(plots.pool_overview, cases),
+        "pool_metadata": partial(plots.pool_metadata, facts),
+        "evidence_lengths": partial(plots.evidence_lengths, cases, bank, support_limit=limit, bank_limits=(40, 700)),
+        "retention_by_scenario": partial(plots.retention_by_scenario, retention),
+        "support_rank_distribution": partial(plots.support_rank_distribution, retention),
+        "qa_accuracy": partial(plots.qa_accuracy, qa_report.accuracy_frame(qa_rows)),
+        "qa_paired": partial(plots.qa_paired, stats),
+        "qa_grade_rules": partial(plots.qa_grade_rules, qa_rows),
+        "qa_tokens": partial(plots.qa_tokens, qa_rows),
+        "weight_simplex_maps": partial(plots.weight_simplex_maps, weights.summary, 5),
+        "stability_maps": partial(plots.stability_maps, validation.stability(weights.rows)),
+        "half_life_heatmaps": partial(plots.half_life_heatmaps, half_lives, 5),
+        "variant_cascade": partial(plots.variant_cascade, plots.cascade_changes(steps), plots.cascade_retention(steps)),
+        "explanation_figure": partial(plots.explanation_figure, explanation, policy="hybrid-v1", capacity=5,
+                                      support_fact_ids=case.support_fact_ids, case_label=f"case {case.case_id}",
+                                      weights=plots.score_weights("hybrid-v1", params)),
+        "zoo_heatmap": partial(plots.zoo_heatmap, zoo_summary),
+        "capacity_curves": partial(plots.capacity_curves, zoo_summary),
+        "robustness_curves": partial(plots.robustness_curves, curves, 7),
+        "trace_capacity_curves": partial(plots.trace_capacity_curves, trace_summary),
+        "stage_losses": partial(plots.stage_losses, losses),
+        "study_advantage": partial(plots.study_advantage, study_summary(study_rows)),
+        "loss_map_figure": partial(plots.loss_map_figure, study_rows, *grid),
+        "shadow_figure": partial(plots.shadow_figure, shadow, store_facts),
     }

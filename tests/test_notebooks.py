@@ -30,7 +30,7 @@ FIGURES = {  # the figures each notebook saves in smoke mode
     "07_explorer.ipynb": ["07_explorer_capacity_7", "07_explorer_more_confirmation", "07_explorer_start"],
     "08_policy_zoo.ipynb": ["08_explanation", "08_zoo_heatmap"],
     "09_robustness.ipynb": ["09_robustness_k5", "09_robustness_k7", "09_robustness_k9"],
-    "10_traces.ipynb": ["10_capacity_curves", "10_loss_map", "10_study_advantage"],
+    "10_traces.ipynb": ["10_capacity_curves", "10_loss_map", "10_stage_losses", "10_study_advantage"],
 }
 
 #: What the last title line of every figure a notebook saves names: the QA run of notebook 06,

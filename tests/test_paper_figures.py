@@ -5,22 +5,25 @@ curves drawn from their values."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 from unittest import mock
 
 import numpy as np
+import pandas as pd
 import pytest
 from figure_builders import SOURCE, figure_builders
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from scipy import stats
 
 from evictlab.analysis import robustness, validation, zoo
 from evictlab.analysis.sweep import make_grid, run_sweep
-from evictlab.analysis.traces import study
-from evictlab.policies import known_policies
-from evictlab.workbench import loaders, plots, report_document
+from evictlab.analysis.traces import inference, study
+from evictlab.policies import PolicyParams, known_policies
+from evictlab.workbench import loaders, plots, report, report_document
 from evictlab.workbench.plots import style
 from evictlab.workbench.plots import traces as plot_traces
 from evictlab.workbench.plots.style import MIN_TEXT_PT, PAPER_SIZES
@@ -170,20 +173,6 @@ def test_robustness_levels_sit_at_their_values_in_their_units_on_one_percent_axi
     assert legend[-2:] == ["support retained (mean)", "decision churn"]
 
 
-def test_titles_state_the_numbers_and_settings_of_their_data():
-    pool_set = loaders.load_pool_set()
-    cases = loaders.cases_frame(pool_set)
-    assert plots.figure_title(plots.pool_overview(cases.iloc[:30])) == "The 30 prepared cases"
-    rows = zoo.zoo_rows(pool_set, capacities=(5,), seeds=range(2))
-    title = plots.figure_title(plots.zoo_heatmap(zoo.zoo_summary(rows)))
-    by_order = list(dict.fromkeys(rows.loc[rows["tie_break"] == "input-order", "policy"]))
-    assert by_order and f"({', '.join(by_order)} break ties by input order; the others" in title
-    for name in ("confidence", "hybrid-v1"):  # without DeerMem's policies the sentence changes with the data
-        rows = rows[rows["policy"] != name]
-    title = plots.figure_title(plots.zoo_heatmap(zoo.zoo_summary(rows)))
-    assert "(every policy reports the expectation over tie orders)" in title
-
-
 def caption(stem: str) -> str:
     return report_document.caption_for(stem)
 
@@ -243,6 +232,10 @@ def claim_policies_of_the_retention_figure():
 def claim_the_loss_rank_policy():
     """01_pool_overview's loss rank is "the rank at which the confidence policy would drop the support"."""
     assert "the confidence policy would drop the support" in caption("01_pool_overview")
+    loss_rank_is_the_confidence_rank()
+
+
+def loss_rank_is_the_confidence_rank():
     pool_set = loaders.load_pool_set()
     cases = loaders.cases_frame(pool_set).set_index("case_id")
     ranks = loaders.retention(pool_set)
@@ -281,8 +274,401 @@ def claim_trace_bounds():
     assert {"keep-all", "optimum"} <= set(plot_traces.BOUND_NAMES)
 
 
-#: Each caption that states a number or names a policy or a notebook, and the check that its data agree.
-CAPTION_CLAIMS = {
+def claim_rank_line_and_reserved_slots(builders):
+    """02_support_rank_distribution: right of the dashed line "evicted at that capacity", unless a reserved slot
+    keeps it."""
+    assert "Right of the dashed line it is evicted at that capacity; hatched bars are supports kept anyway by a" \
+        " reserved correction slot" in caption("02_support_rank_distribution")
+    frame = builders["support_rank_distribution"].args[0]
+    beyond = frame[frame["support_rank"] > frame["capacity"]]
+    assert len(beyond) and not beyond.loc[beyond["reserved_correction_slots"] == 0, "support_retained"].any()
+    assert beyond.loc[beyond["support_retained"], "scenario"].eq("correction_reserve").all()
+
+
+def claim_half_life_cells(builders):
+    """04_half_lives_*: cells labelled with the supports kept, at "the weights the title states" (its title claim)."""
+    assert "labelled with the supports kept (of the cases its panel title states)" in caption("04_half_lives_k5")
+    build = builders["half_life_heatmaps"]
+    summary, capacity = build.args
+    fig = build()
+    at = summary[(summary["capacity"] == capacity) & (summary["scenario"] == "access_help")]
+    panel = next(ax for ax in fig.axes if ax.get_title().startswith("access_help"))
+    assert sorted(int(text.get_text()) for text in panel.texts) == sorted(at["support_retained"].astype(int))
+
+
+def claim_every_policy_one_line_each(builders):
+    """04_capacity_curves: "every registered policy", equal values on one line, the bounds dashed."""
+    assert "for every registered policy" in caption("04_capacity_curves") and "the bounds are dashed" in caption(
+        "04_capacity_curves")
+    assert set(zoo.zoo_order(known_policies())) == set(known_policies())  # zoo_rows' default: all of them
+    build = builders["capacity_curves"]
+    summary = build.args[0]
+    fig = build()
+    roles = summary.drop_duplicates("policy").set_index("policy")["role"]
+    for line in fig.axes[0].get_lines():
+        names = [re.sub(r" \(.*\)$", "", name) for name in " ".join(line.get_label().split()).split(" = ")]
+        assert (line.get_linestyle() != "-") == (roles[names[0]] == "bound"), names
+
+
+def claim_presets_named(builders):
+    """05_variant_cascade: "the presets the figure names, in order" (its title claim checks the order)."""
+    assert "(the presets the figure names, in order)" in caption("05_variant_cascade")
+    title_variant_cascade(builders["variant_cascade"])
+
+
+def claim_the_loss_map_policies(builders):
+    """10_loss_map: "hybrid-v1 answers fewer questions than confidence", as the figure's title."""
+    assert "hybrid-v1 answers fewer questions than confidence" in caption("10_loss_map")
+    title_loss_map_figure(builders["loss_map_figure"])
+
+
+def claim_stage_bars(builders):
+    """10_stage_losses: "for DeerMem's two policies, the best baseline and keep-all; each bar sums to 1"."""
+    stated = "for DeerMem's two policies, the best baseline and keep-all; each bar sums to 1"
+    assert stated in caption("10_stage_losses")
+    notebook = (report.NOTEBOOK_DIR / "10_traces.ipynb").read_text()
+    assert 'shown = [\\"confidence\\", \\"hybrid-v1\\", plots.best_baseline(summary), \\"keep-all\\"]' in notebook
+    title_stage_losses(builders["stage_losses"])
+
+
+# --------------------------------------------------------------------------- titles against their data
+
+
+def titles(fig: Figure) -> list[str]:
+    """The figure's title as written (before wrapping) and its panels' titles, each on one line."""
+    texts = [plots.figure_title(fig) if fig.get_suptitle() else ""]
+    texts += [ax.get_title(loc) for ax in fig.axes if ax.get_visible() for loc in ("center", "left", "right")]
+    return [" ".join(text.split()) for text in texts if text.strip()]
+
+
+def panel_cases(fig: Figure) -> dict[str, int]:
+    """``{group: n}`` of the panels titled "group (n cases)" or "group (retained of n cases)"."""
+    found = (re.match(r"(\S+(?: cases)?) \((?:retained of )?(\d+) cases\)", title) for title in titles(fig))
+    return {match[1]: int(match[2]) for match in found if match}
+
+
+def cases_of(frame, column: str | None = None) -> dict[str, int]:
+    """Cases per scenario and in all, as distinct ``case_id`` values or from a ``cases`` column."""
+    if column is None:
+        return {**frame.groupby("scenario")["case_id"].nunique().to_dict(), style.ALL_CASES: frame["case_id"].nunique()}
+    counts = frame[frame["scenario"] != style.ALL_CASES].groupby("scenario")[column].first().astype(int).to_dict()
+    return {**counts, style.ALL_CASES: sum(counts.values())}
+
+
+def legend_entries(fig: Figure, aliases: dict[str, str] | None = None) -> list[list[str]]:
+    """The names each legend entry of ``fig`` stands for (``a (role) = b (role)`` -> ``[a, b]``; a
+    label in ``aliases`` is replaced by its name)."""
+    labels = (" ".join(text.get_text().split()) for legend in fig.legends for text in legend.get_texts())
+    aliases = aliases or {}
+    return [[aliases.get(name, re.sub(r" \(.*\)$", "", name)) for name in label.split(" = ")] for label in labels]
+
+
+def check_one_entry_per_line(fig: Figure, frame, keys: list[str], values: list[str],
+                             aliases: dict[str, str] | None = None) -> None:
+    """Each policy of ``frame`` named in exactly one legend entry of ``fig``, and an entry naming several
+    only where their curves (``values`` over ``keys``) are identical, as every such pair must be."""
+    curves = {str(name): tuple(map(tuple, rows.sort_values(keys)[values].to_numpy()))
+              for name, rows in frame.groupby("policy")}
+    entries = [members for members in legend_entries(fig, aliases) if set(members) <= set(curves)]
+    named = [name for members in entries for name in members]
+    assert sorted(named) == sorted(curves), f"policies named in no or in two legend entries: {entries}"
+    entry = {name: index for index, members in enumerate(entries) for name in members}
+    for first, second in itertools.combinations(named, 2):
+        same = curves[first] == curves[second]
+        assert same == (entry[first] == entry[second]), (
+            f"{first} and {second}: {'identical curves in two entries' if same else 'different curves in one entry'}")
+
+
+def title_pool_overview(build):
+    """"The N prepared cases" counts the cases drawn; the loss-rank panel names the policy that ranks."""
+    cases = build.args[0]
+    assert titles(build())[:3] == [f"The {len(cases)} prepared cases", "Cases per scenario, by question type",
+                                   "Loss rank: the support's rank under the confidence policy"]
+    assert titles(build.func(cases.iloc[:30]))[0] == "The 30 prepared cases"
+    loss_rank_is_the_confidence_rank()
+
+
+def title_pool_metadata(build):
+    """"confidence and freshness signals" of "every pool": a mark per fact, a row per case, x the confidence."""
+    facts = build.args[0]
+    fig = build()
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert sum(len(ax.get_yticks()) for ax in panels) == facts["case_id"].nunique()
+    assert sum(len(c.get_offsets()) for ax in panels for c in ax.collections) == len(facts)
+    assert all(ax.get_xlabel().startswith("confidence") for ax in panels)
+
+
+def title_evidence_lengths(build):
+    """"Distractor bank (N records)" counts the bank; "bar = median" is each scenario's median support length."""
+    cases, bank = build.args
+    fig = build()
+    assert f"Distractor bank ({len(bank)} records)" in titles(fig)
+    official = cases[cases["source"] == "longmemeval"]
+    medians = official.groupby("scenario")["support_chars"].median()
+    bars = [segment[0][1] for c in fig.axes[0].collections if isinstance(c, LineCollection)
+            for segment in c.get_segments()]
+    assert sorted(bars) == sorted(medians.to_list())
+
+
+def title_retention_by_scenario(build):
+    """Each panel's "(N cases)" counts the cases of its scenario, also for a subset of them."""
+    frame = build.args[0]
+    assert panel_cases(build()) == cases_of(frame)
+    fewer = frame[frame["case_id"].isin(frame["case_id"].unique()[::3])]
+    assert panel_cases(build.func(fewer)) == cases_of(fewer)
+
+
+def title_support_rank_distribution(build):
+    """The panels' case counts, and "(dashed line: capacity K)": K is a capacity of the frame, the line at K + 0.5."""
+    frame = build.args[0]
+    fig = build()
+    counts = cases_of(frame)
+    del counts[style.ALL_CASES]
+    assert panel_cases(fig) == counts
+    capacity = int(re.search(r"\(dashed line: capacity (\d+)\)", titles(fig)[0])[1])
+    assert capacity in set(frame["capacity"])
+    dashed = {line.get_xdata()[0] for ax in fig.axes for line in ax.get_lines() if line.get_linestyle() == "--"}
+    assert dashed == {capacity + 0.5}
+
+
+def title_capacity_curves(build):
+    """The panels' case counts, and "(a = b: equal values in every panel, one line)"."""
+    summary = build.args[0]
+    fig = build()
+    assert panel_cases(fig) == cases_of(summary, "cases")
+    check_one_entry_per_line(fig, summary, ["scenario", "capacity"], ["scenario", "capacity", "retained", "cases"])
+
+
+def title_weight_simplex_maps(build):
+    """Policy, capacity, lattice step and half-lives of the sweep; DeerMem's default weights and its value per panel."""
+    summary, capacity = build.args
+    fig = build()
+    title, *panels = titles(fig)
+    (policy,) = summary["policy"].unique()
+    step = 1 / (summary["confidence_weight"].nunique() - 1)
+    (confirmation,), (access,) = (summary[f"{n}_half_life_days"].unique() for n in ("confirmation", "access"))
+    assert title.startswith(f"{policy} at capacity {capacity}: ")
+    assert f"lattice step {step:g}; half-lives {confirmation:g} / {access:g} days" in title
+    assert PolicyParams().weights == plots.DEERMEM_WEIGHTS
+    at = summary[(summary["capacity"] == capacity)
+                 & np.all(np.isclose(summary[list(plots.WEIGHT_COLUMNS)], plots.DEERMEM_WEIGHTS), axis=1)]
+    kept = {**at.groupby("scenario")["support_retained"].sum(), style.ALL_CASES: at["support_retained"].sum()}
+    cases = cases_of(summary, "cases")
+    assert panels == [f"{group} ({n} cases) DeerMem default: "
+                      + (f"{kept[group]}/{n} kept" if len(at) else "not on the lattice") for group, n in cases.items()]
+    assert f"DeerMem default {plots.DEERMEM_WEIGHTS}" in [text.get_text() for text in fig.legends[0].get_texts()]
+
+
+def title_stability_maps(build):
+    """One "capacity K" panel per capacity of the data, and "(all cases)": every case counted in each range."""
+    stability = build.args[0]
+    assert titles(build())[1:] == [f"capacity {c}" for c in sorted(stability["capacity"].unique())]
+    assert set(stability["cases"]) == {len(loaders.cases_frame(loaders.load_pool_set()))}
+
+
+def title_half_life_heatmaps(build):
+    """Policy, capacity and weights of the sweep, the panels' case counts, DeerMem's default half-lives."""
+    summary, capacity = build.args
+    fig = build()
+    (policy,) = summary["policy"].unique()
+    weights = tuple(float(summary[column].unique().item()) for column in plots.WEIGHT_COLUMNS)
+    assert titles(fig)[0].startswith(f"{policy} at capacity {capacity} with weights {weights}: ")
+    assert panel_cases(fig) == cases_of(summary, "cases")
+    params = PolicyParams()
+    assert (params.confirmation_half_life_days, params.access_half_life_days) == plots.DEERMEM_HALF_LIVES
+    assert legend_entries(fig) == [[f"DeerMem default: confirmation {params.confirmation_half_life_days:g} days,"
+                                    f" access {params.access_half_life_days:g} days"]]
+
+
+def title_variant_cascade(build):
+    """"Protocol variants: a -> b -> c": the presets retained, in the order of the steps compared."""
+    changes, retention = build.args
+    presets = list(dict.fromkeys(retention["preset"]))
+    assert titles(build())[0] == "Protocol variants: " + " -> ".join(presets)
+    assert list(dict.fromkeys(changes["step"])) == [f"{a} -> {b}" for a, b in itertools.pairwise(presets)]
+
+
+def title_explanation_figure(build):
+    """Policy, capacity and case of the title: the capacity facts kept, scores the policy's weighted sum."""
+    frame, options = build.args[0], build.keywords
+    title = titles(build())[0]
+    assert f": {options['policy']} at capacity {options['capacity']}, {options['case_label']} " in title
+    assert int(frame["kept"].sum()) == options["capacity"]
+    assert options["weights"] == plots.score_weights(options["policy"], PolicyParams())
+    weighted = sum(weight * frame[name] for name, weight in options["weights"].items())
+    assert np.allclose(weighted, frame["score"])
+    assert set(options["support_fact_ids"]) <= set(frame["fact_id"])
+
+
+def title_qa_accuracy(build):
+    """"95% Wilson confidence intervals": each drawn interval is the Wilson score interval at that level."""
+    accuracy = build.args[0]
+    (method,), (alpha,) = accuracy["method"].unique(), accuracy["alpha"].unique()
+    assert (method, alpha) == ("wilson", 0.05)
+    assert titles(build())[0] == "QA accuracy with 95% Wilson confidence intervals"
+    z, n, p = stats.norm.ppf(1 - alpha / 2), accuracy["cases"], accuracy["correct"] / accuracy["cases"]
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert np.allclose(accuracy["lower"], centre - half) and np.allclose(accuracy["upper"], centre + half)
+
+
+def title_qa_paired(build):
+    """The two policies compared, the bootstrap's level, and the exact McNemar p of each suite."""
+    frame = build.args[0]
+    found = titles(build())
+    (first,), (second,), (alpha,) = (frame[column].unique() for column in ("first_policy", "second_policy", "alpha"))
+    assert found[0] == f"{second} vs {first} on the same cases"
+    assert f"Paired bootstrap, {round(100 * (1 - alpha))}% percentile interval" in found
+    assert "Paired outcomes per case (exact McNemar test)" in found
+    for row in frame.itertuples():
+        discordant = row.only_first_correct + row.only_second_correct
+        assert np.isclose(row.p_value, stats.binomtest(row.only_first_correct, discordant, 0.5).pvalue)
+
+
+def title_qa_tokens(build):
+    """"(sum: policy N, ...)": each policy's total tokens of that kind."""
+    rows = build.args[0]
+    for title, column in zip(titles(build())[1:], ("prompt_tokens", "completion_tokens")):
+        stated = {name: int(count.replace(",", "")) for name, count in re.findall(r"([\w-]+) ([\d,]+)", title)}
+        assert stated == rows.groupby("policy")[column].sum().astype(int).to_dict()
+
+
+def title_zoo_heatmap(build):
+    """The seeds a policy is averaged over, and which policies break ties by input order."""
+    summary = build.args[0]
+    title = titles(build())[0]
+    seeds = summary.groupby("policy")["seeds"].max()
+    for policy, count in seeds.items():
+        assert (f"; {policy}: mean over {count} seeds" in title) == (count > 1), policy
+    rows = zoo.zoo_rows(loaders.load_pool_set(), capacities=(5,), seeds=range(2))
+    by_order = list(dict.fromkeys(rows.loc[rows["tie_break"] == "input-order", "policy"]))
+    assert by_order and f"({', '.join(by_order)} break ties by input order; the others" in title
+    rows = rows[~rows["policy"].isin(["confidence", "hybrid-v1"])]  # without them the sentence changes with the data
+    title = titles(build.func(zoo.zoo_summary(rows)))[0]
+    assert "(every policy reports the expectation over tie orders)" in title
+
+
+def title_robustness_curves(build):
+    """"Robustness at capacity K": curves of that capacity; "95% of single seeds (band)": robustness's quantiles."""
+    curves, capacity = build.args
+    title = titles(build())[0]
+    assert title.startswith(f"Robustness at capacity {capacity}: ") and capacity in set(curves["capacity"])
+    low, high = robustness.QUANTILES
+    assert f"{round(100 * (high - low))}% of single seeds (band)" in title
+
+
+def title_shadow_figure(build):
+    """"disagreement P% of N events": the months' disagreeing events over all of them."""
+    summary = build.args[0]
+    events = sum(month["events"] for month in summary["months"])
+    disagreeing = sum(month["disagreeing"] for month in summary["months"])
+    assert f"disagreement {100 * disagreeing / events:.0f}% of {events} events" in titles(build())
+
+
+def title_study_advantage(build):
+    """"over confidence" and "bar: 10th-90th percentile": each bar spans a policy's p10 to p90 against that baseline."""
+    summary = build.args[0]
+    fig = build()
+    assert titles(fig)[0].startswith("Answerable-rate advantage over confidence bar: 10th-90th percentile")
+    assert (study.PERCENTILES[0], study.PERCENTILES[-1]) == (10, 90)
+    drawn = sorted(tuple(np.round(segment[:, 1], 9)) for c in fig.axes[0].collections
+                   if isinstance(c, LineCollection) for segment in c.get_segments())
+    others = summary[summary["policy"] != "confidence"]
+    spans = sorted(zip(*(np.round(others[f"advantage_vs_confidence_{p}"], 9) for p in ("p10", "p90"))))
+    assert drawn == spans
+
+
+def title_loss_map_figure(build):
+    """"Where hybrid-v1 answers fewer questions than confidence": the map drawn is the loss map of those two."""
+    rows, x, y = build.args
+    fig = build()
+    assert titles(fig)[0] == "Where hybrid-v1 answers fewer questions than confidence"
+    (image,) = fig.axes[0].get_images()
+    expected = study.loss_map(rows, x, y, policy="hybrid-v1", baseline="confidence").to_numpy(dtype=float)
+    assert np.array_equal(np.asarray(image.get_array()), expected, equal_nan=True)
+    flipped = study.loss_map(rows, x, y, policy="confidence", baseline="hybrid-v1").to_numpy(dtype=float)
+    assert not np.array_equal(expected, flipped, equal_nan=True)
+
+
+def title_stage_losses(build):
+    """A panel per policy of the table, a bar per capacity, each bar's stages summing to 1."""
+    table = build.args[0]
+    fig = build()
+    assert titles(fig)[1:] == style.policy_order(table["policy"].unique())
+    capacities = [str(c) for c in sorted(table["capacity"].unique())]
+    for ax in fig.axes[: table["policy"].nunique()]:
+        assert [tick.get_text() for tick in ax.get_xticklabels()] == capacities
+        tops = {}
+        for bar in ax.patches:
+            tops[round(bar.get_x(), 6)] = max(tops.get(round(bar.get_x(), 6), 0.0), bar.get_y() + bar.get_height())
+        assert np.allclose(list(tops.values()), 1.0)
+
+
+BOUND_LABELS = {label: name for name, (*_, label) in plot_traces.BOUND_STYLES.items()}
+
+
+def check_intervals_apart(fig: Figure) -> int:
+    """No two interval bars of one panel touch (bars of different policies, in pixels, their widths
+    included); the number of bars."""
+    FigureCanvasAgg(fig).draw()
+    bars = 0
+    for ax in fig.axes:
+        drawn = [(collection.get_linewidth()[0] * fig.dpi / 72, ax.transData.transform(segment))
+                 for collection in ax.collections if isinstance(collection, LineCollection)
+                 for segment in collection.get_segments()]
+        bars += len(drawn)
+        for (width, first), (other, second) in itertools.combinations(drawn, 2):
+            apart = abs(first[0, 0] - second[0, 0]) > (width + other) / 2
+            below = max(first[:, 1].min(), second[:, 1].min()) > min(first[:, 1].max(), second[:, 1].max())
+            assert apart or below, f"interval bars overlap in {ax.get_ylabel()!r}: {first.tolist()}, {second.tolist()}"
+    return bars
+
+
+def title_trace_capacity_curves(build):
+    """The seeds and the 95 % intervals of the title, the best baseline named, strong and faint lines,
+    one legend entry per line (bounds too), and interval bars that never overlap."""
+    summary = build.args[0]
+    fig = build()
+    seeds = int(summary["traces"].max())
+    assert seeds > 1 and f"(mean over {seeds} seeds; bars: 95 % bootstrap intervals, side by side)" in titles(fig)[0]
+    assert inference.LEVEL == 0.95
+    policies = summary[~summary["policy"].isin(plot_traces.BOUND_NAMES)]
+    others = policies[~policies["policy"].isin(["confidence", "hybrid-v1"])]
+    best = others.groupby("policy")["answerable_rate"].mean().idxmax()
+    labels = {" ".join(line.get_label().split()): line for line in fig.axes[0].get_lines()}
+    assert f"{best} (best baseline)" in labels
+    for label, line in labels.items():
+        strong = all(name in ("confidence", "hybrid-v1", f"{best} (best baseline)", *BOUND_LABELS)
+                     for name in label.split(" = "))
+        assert (line.get_alpha() is None) == strong and (line.get_linewidth() >= 1.6) == strong, label
+    check_one_entry_per_line(fig, policies, ["capacity"], ["capacity", "answerable_rate", "stale_kept_rate"])
+    check_one_entry_per_line(fig, summary[summary["policy"].isin(plot_traces.BOUND_NAMES)], ["capacity"],
+                             ["capacity", "answerable_rate"], BOUND_LABELS)
+    assert check_intervals_apart(fig) == 2 * 3 * summary["capacity"].nunique()  # two panels, three strong policies
+
+
+def test_identical_trace_curves_share_one_legend_entry_and_interval_bars_stay_apart(builders):
+    """lfu-aging given lru's curves is one line with lru; the checks fail on two entries or bars that touch."""
+    summary = builders["trace_capacity_curves"].args[0]
+    twin = pd.concat([summary, summary[summary["policy"] == "lru"].assign(policy="lfu-aging")], ignore_index=True)
+    fig = plots.trace_capacity_curves(twin)
+    assert "lru = lfu-aging (best baseline)" in [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+    values = ["capacity", "answerable_rate", "stale_kept_rate"]
+    check_one_entry_per_line(fig, twin[~twin["policy"].isin(plot_traces.BOUND_NAMES)], ["capacity"], values)
+    apart = twin.assign(answerable_rate=twin["answerable_rate"] + np.where(twin["policy"] == "lfu-aging", 1e-3, 0))
+    with pytest.raises(AssertionError, match="identical curves in two entries"):
+        check_one_entry_per_line(plots.trace_capacity_curves(apart), twin[twin["policy"].isin(["lru", "lfu-aging"])],
+                                 ["capacity"], values)
+    crowded = Figure()
+    ax = crowded.add_subplot()
+    ax.vlines([10, 10], [0.2, 0.3], [0.5, 0.6])
+    with pytest.raises(AssertionError, match="interval bars overlap"):
+        check_intervals_apart(crowded)
+
+
+#: Each caption (by file-name pattern) that states a number or names a policy or a notebook, and each figure
+#: (by function) whose titles state a number or a setting, with the check that its data agree.
+CLAIMS = {
     "03_weight_simplex_k*": claim_colour_of_full_retention,
     "03_weight_stability": claim_plateau_is_zero,
     "09_robustness_k*": claim_band_of_single_seeds,
@@ -294,17 +680,40 @@ CAPTION_CLAIMS = {
     "07_explorer_*": claim_explorer_notebook,
     "01_pool_metadata": claim_every_fact_of_every_pool,
     "10_capacity_curves": claim_trace_bounds,
+    "02_support_rank_distribution": claim_rank_line_and_reserved_slots,
+    "04_half_lives_*": claim_half_life_cells,
+    "04_capacity_curves": claim_every_policy_one_line_each,
+    "05_variant_cascade": claim_presets_named,
+    "10_loss_map": claim_the_loss_map_policies,
+    "10_stage_losses": claim_stage_bars,
 }
+TITLE_CLAIMS = {name.removeprefix("title_"): check for name, check in list(globals().items())
+                if name.startswith("title_") and callable(check)}
+CLAIMS.update(TITLE_CLAIMS)
 NUMBER_WORDS = r"\d|%|\b(?:two|three|four|five|six|seven|eight|nine|ten|twice|half)\b(?!-)"
+SETTING_WORDS = r"\b(?:capacity|capacities|weights?|half-lives|seeds?|spec|presets?|lattice|optimum)\b"
 
 
-def test_every_caption_stating_a_number_or_a_policy_is_checked():
-    names = [re.escape(name) for name in known_policies()]
-    pattern = re.compile(rf"{NUMBER_WORDS}|\b(?:{'|'.join(names)}|optimum)\b")
-    stating = {key for key, text in report_document.CAPTIONS.items() if pattern.search(text)}
-    assert stating - set(CAPTION_CLAIMS) == set(), "captions stating numbers or policies with no check of their data"
+def stating(text: str) -> bool:
+    """Whether ``text`` states a number, a setting or a policy's name."""
+    names = "|".join(re.escape(name) for name in known_policies())
+    return re.search(rf"{NUMBER_WORDS}|{SETTING_WORDS}|\b(?:{names})\b", text) is not None
 
 
-@pytest.mark.parametrize("pattern", sorted(CAPTION_CLAIMS))
-def test_the_caption_agrees_with_its_data(pattern):
-    CAPTION_CLAIMS[pattern]()
+def test_every_caption_and_title_stating_a_number_a_setting_or_a_policy_is_checked(builders):
+    captions = {key for key, text in report_document.CAPTIONS.items() if stating(text)}
+    assert captions - set(CLAIMS) == set(), "captions stating numbers or policies with no check of their data"
+    figures = {name for name, build in builders.items() if any(map(stating, titles(build())))}
+    assert figures - set(CLAIMS) == set(), "titles stating numbers or settings with no check of their data"
+    assert stating("hybrid-v1 at capacity 5") and not stating("Grader rule that decided each answer")
+
+
+@pytest.mark.parametrize("key", sorted(CLAIMS))
+def test_the_caption_or_title_agrees_with_its_data(key, builders):
+    """A caption's claim (keyed by its file-name pattern) or a figure's titles (keyed by its function,
+    checked against the data it was built from)."""
+    check = CLAIMS[key]
+    if key in builders:
+        check(builders[key])
+    else:
+        check(*([builders] if inspect.signature(check).parameters else []))

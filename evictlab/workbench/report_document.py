@@ -57,7 +57,8 @@ CAPTIONS: dict[str, str] = {
     " how much retention changes within one lattice step of it (0 is a plateau, a dark cell a point where a small"
     " change of one weight changes the result); the ring marks DeerMem's default.",
     "04_half_lives_*": "Support retained over confirmation and access half-lives at the weights the title states;"
-    " each cell is labelled with kept/cases, DeerMem's default half-lives outlined.",
+    " each cell is labelled with the supports kept (of the cases its panel title states), DeerMem's default"
+    " half-lives outlined.",
     "04_capacity_curves": "Support retained against capacity for every registered policy, one panel per scenario."
     " Values are drawn as they are, so policies with equal values share a line; the bounds are dashed.",
     "05_variant_cascade": "What each step of the protocol-variant cascade (the presets the figure names, in"
@@ -76,13 +77,17 @@ CAPTIONS: dict[str, str] = {
     "09_robustness_k*": "Robustness: support retained against the perturbation level, one panel per kind of"
     " perturbation; each policy's line is the mean over seeds, the band the 95 % range of single seeds, the"
     " dotted line its decision churn.",
-    "10_capacity_curves": "Trace mode: the answerable rate against capacity on the generated workloads (the"
-    " seeds the title states), replayed write by write in DeerMem's update order, for each policy between"
-    " keep-all and the exact offline optimum.",
+    "10_capacity_curves": "Trace mode: the answerable and stale-kept rate against capacity on the generated"
+    " workloads (the seeds the title states), replayed write by write in DeerMem's update order, for each policy"
+    " between keep-all and the exact offline optimum; DeerMem's two policies, the best baseline and the bounds"
+    " strong, identical curves one line with both names.",
+    "10_stage_losses": "Trace mode: where each unanswered question was lost, by lifecycle stage, per capacity, for"
+    " DeerMem's two policies, the best baseline and keep-all; each bar sums to 1.",
     "10_study_advantage": "Trace mode: each policy's answerable-rate advantage over the baseline per capacity"
     " across the study's workloads and seeds; bars span the 10th to 90th percentile, dots are medians, win"
     " rates above.",
-    "10_loss_map": "Trace mode: the share of (seed, capacity) cells in which each policy loses, as a heat map.",
+    "10_loss_map": "Trace mode: over two of the study's parameters, the share of (seed, capacity) cells in which"
+    " hybrid-v1 answers fewer questions than confidence.",
     "08_explanation": "One pool explained: each fact's score split into its weighted components, the cut line,"
     " evicted facts hatched, and the smallest change that would have kept the support.",
 }

@@ -50,7 +50,7 @@ def bootstrap_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float,
     return float(low), float(high)
 
 
-def _others(rows: pd.DataFrame) -> list[str]:
+def baselines(rows: pd.DataFrame) -> list[str]:
     """The policies of ``rows`` that are neither DeerMem's (under any modifier) nor a bound."""
     replayed = rows.loc[rows["role"] != BOUND, "policy"] if "role" in rows else rows["policy"]
     return [policy for policy in dict.fromkeys(replayed) if root_policy(resolve_policy(policy)).name
@@ -70,7 +70,7 @@ def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) 
     if not {FIRST, SECOND} <= set(rows["policy"]):
         raise ContractError(f"paired_table needs rows of {FIRST} and {SECOND}")
     records: list[dict[str, Any]] = []
-    others = _others(rows)
+    others = baselines(rows)
     rows = with_tie_neutral(rows)
     for capacity, at in rows.groupby("capacity", sort=True):
         wide = {metric: at.pivot_table(index="trace", columns="policy", values=metric, aggfunc="first", dropna=False)

@@ -27,7 +27,7 @@ The modules, one per family of figures; use them through this package
 * :mod:`.explorer` (07, 08): the explorer's live figure and the explanation figure;
 * :mod:`.zoo` (04, 08): the policy-zoo heatmap and capacity curves;
 * :mod:`.robustness` (09): retention and churn against perturbation levels;
-* :mod:`.traces` (10): trace-mode capacity curves, study advantages and loss maps;
+* :mod:`.traces` (10): trace-mode capacity curves, stage losses, study advantages and loss maps;
 * :mod:`.store`: the shadow-mode figure of an imported store's audit.
 """
 
@@ -63,7 +63,7 @@ from .sweeps import (
     ternary_xy,
     weight_simplex_maps,
 )
-from .traces import loss_map_figure, stage_losses, study_advantage, trace_capacity_curves
+from .traces import best_baseline, loss_map_figure, stage_losses, study_advantage, trace_capacity_curves
 from .variants import (
     CASCADE_METRICS,
     cascade_changes,
@@ -90,6 +90,7 @@ __all__ = [
     "WEIGHT_COLUMNS",
     "ExplorerFigure",
     "SavedFigure",
+    "best_baseline",
     "capacity_curves",
     "cascade_changes",
     "cascade_retention",

@@ -132,9 +132,8 @@ def support_rank_distribution(
         )
     reserved = Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx", label="kept by a reserved slot")
     policy_legend(fig, policies, extra=[reserved] if "support_retained" in shown else ())
-    title_with_source(
-        fig, f"Rank of the support fact in its pool of {max_rank} (dashed line: capacity {capacity})", source
-    )
+    title = f"Rank of the support fact among its pool's facts (dashed line: capacity {capacity})"
+    title_with_source(fig, title, source)
     return fig
 
 

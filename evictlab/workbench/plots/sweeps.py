@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, PathPatch, Polygon, Rectangle
 from matplotlib.path import Path as MplPath
 
+from ...policies import PolicyParams
 from ...selection.tables import format_count
 from .style import (
     ALL_CASES,
@@ -43,9 +44,9 @@ from .style import (
 
 #: The scenarios where a signal must not beat a clearly better support (spec 2.9).
 CONTROL_SCENARIOS = ("confidence_control", "noisy_signal_control")
-#: DeerMem's default weights (confidence, confirmation, access) and half-lives (days).
-DEERMEM_WEIGHTS = (0.65, 0.25, 0.10)
-DEERMEM_HALF_LIVES = (90, 30)  # confirmation, access
+#: DeerMem's default weights (confidence, confirmation, access) and half-lives (days, confirmation and access).
+DEERMEM_WEIGHTS = PolicyParams().weights
+DEERMEM_HALF_LIVES = (PolicyParams().confirmation_half_life_days, PolicyParams().access_half_life_days)
 WEIGHT_COLUMNS = ("confidence_weight", "confirmation_weight", "access_weight")
 
 _SQRT3_2 = math.sqrt(3) / 2

@@ -15,13 +15,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...analysis.traces.inference import baselines
+from ...analysis.traces.study import loss_map
 from .style import (
     MARKERS,
     OKABE_ITO,
     SEQUENTIAL_CMAP,
     bottom_legend,
     dodge,
+    grid_shape,
+    hide_unused,
     identical_lines,
+    label_panels,
     merged_label,
     paper_figure,
     policy_color,
@@ -34,52 +39,73 @@ from .style import (
 )
 
 BOUND_NAMES = ("optimum", "rate-aware", "keep-all")
+#: How each bound is drawn (answerable panel only): colour, line style, width, legend label; a bound
+#: identical to an earlier one is drawn in that one's style with both labels.
+BOUND_STYLES = {
+    "optimum": ("black", "-", 2.2, "exact offline optimum"),
+    "rate-aware": ("black", ":", 2.2, "rate-aware bound"),
+    "keep-all": (OKABE_ITO["grey"], "--", 1.6, "keep-all (no cap)"),
+}
 CURVE_PANELS = (
     ("answerable_rate", "answerable rate (needed fact in memory)"),
     ("stale_kept_rate", "stale-kept rate (old value kept, update gone)"),
 )
+#: Horizontal offsets (in decades of capacity) of the strong policies' interval bars, so that no
+#: two bars at one capacity overlap.
+INTERVAL_DODGE = 0.03
+
+
+def best_baseline(summary: pd.DataFrame) -> str | None:
+    """The policy of ``summary`` with the highest mean answerable rate over its capacities among those
+    that are neither DeerMem's nor a bound (the rule of the paired findings, over every capacity)."""
+    summary = summary[~summary["policy"].isin(BOUND_NAMES)]
+    others = baselines(summary)
+    means = summary[summary["policy"].isin(others)].groupby("policy", sort=False)["answerable_rate"].mean()
+    return str(means.sort_values(ascending=False, kind="stable").index[0]) if len(means) else None
 
 
 @styled
 def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     """Answerable and stale-kept rate against capacity (log axis), one line per policy.
 
-    ``summary``: :func:`evictlab.analysis.traces.metrics.curve_summary`. The band between the exact
-    offline optimum (its lower edge) and the keep-all ceiling (no cap) is shaded in the
-    answerable panel: no policy can rise above the optimum at its capacity. Where the summary
-    has intervals (several traces), each policy's 95 % interval is drawn as a thin band.
+    ``summary``: :func:`evictlab.analysis.traces.metrics.curve_summary`. Drawn strong: DeerMem's two
+    policies, the best baseline (:func:`best_baseline`) and, in the answerable panel, the bounds
+    (the exact offline optimum, the rate-aware bound, keep-all); every other policy faint. Policies
+    with identical curves are one line with both names. With several traces (seeds) each strong
+    policy's 95 % interval is a bar beside its marker, the bars of one capacity side by side.
     """
     require_columns(summary, ["policy", "capacity", "answerable_rate", "stale_kept_rate"], "trace_capacity_curves")
     capacities = sorted(summary["capacity"].unique())
     ordered = summary[~summary["policy"].isin(BOUND_NAMES)].sort_values("capacity", kind="stable")
     lines = identical_lines(ordered, "policy", ["capacity", *(metric for metric, _ in CURVE_PANELS)])
-    policies = [p for p in policy_order(ordered["policy"]) if p in lines]
-    fig = paper_figure(3.2, 6.0)
+    drawn = summary[summary["policy"].isin(BOUND_NAMES)]
+    drawn = drawn.iloc[np.lexsort((drawn["capacity"], drawn["policy"].map(BOUND_NAMES.index)))]
+    bounds = identical_lines(drawn, "policy", ["capacity", "answerable_rate"])
+    best = best_baseline(ordered)
+    strong = [p for p in policy_order(lines) if {"confidence", "hybrid-v1", best} & set(lines[p])]
+    faint = [p for p in policy_order(lines) if p not in strong]
+    seeds = int(summary["traces"].max()) if "traces" in summary else 1
+    fig = paper_figure(3.4, 6.4)
     axes = side_by_side(fig, sharex=True)
     by_policy = {policy: frame.sort_values("capacity") for policy, frame in summary.groupby("policy")}
     for ax, (metric, label) in zip(axes, CURVE_PANELS):
-        if metric == "answerable_rate" and {"optimum", "keep-all"} <= set(by_policy):
-            optimum, keep_all = by_policy["optimum"], by_policy["keep-all"]
-            ax.fill_between(optimum["capacity"], optimum[metric], keep_all.set_index("capacity")[metric]
-                            .reindex(optimum["capacity"]).to_numpy(), color=OKABE_ITO["grey"], alpha=0.18,
-                            linewidth=0, label="optimum to keep-all (bounds)")
-            ax.plot(optimum["capacity"], optimum[metric], color="black", linewidth=2.2, label="exact offline optimum")
-            ax.plot(keep_all["capacity"], keep_all[metric], color=OKABE_ITO["grey"], linestyle="--", linewidth=1.6,
-                    label="keep-all (no cap)")
-            if "rate-aware" in by_policy:
-                aware = by_policy["rate-aware"]
-                ax.plot(aware["capacity"], aware[metric], color="black", linestyle=":", linewidth=1.8,
-                        label="rate-aware bound (knows ask rates)")
-        for index, policy in enumerate(policies):
+        for bound, same in (bounds.items() if metric == "answerable_rate" else ()):
+            color, style, width, _ = BOUND_STYLES[bound]
+            ax.plot(by_policy[bound]["capacity"], by_policy[bound][metric], color=color, linestyle=style,
+                    linewidth=width, label=merged_label([BOUND_STYLES[name][3] for name in same]), zorder=4)
+        for index, policy in enumerate(strong):
             line = by_policy[policy]
-            values = line[metric].to_numpy(dtype=float)
-            ax.plot(line["capacity"], values, color=policy_color(policy), marker=MARKERS[index % len(MARKERS)],
-                    markersize=4.5, markeredgecolor="black", markeredgewidth=0.4,
-                    linewidth=2.6 if policy in ("confidence", "hybrid-v1") else 1.3, label=merged_label(lines[policy]))
+            ax.plot(line["capacity"], line[metric], color=policy_color(policy), marker=MARKERS[index],
+                    markersize=5, markeredgecolor="black", markeredgewidth=0.4, linewidth=2.4, zorder=3,
+                    label=merged_label(lines[policy]) + (" (best baseline)" if best in lines[policy] else ""))
             low, high = f"{metric}_low", f"{metric}_high"
-            if low in line and line[low].notna().any():
-                ax.fill_between(line["capacity"], line[low], line[high], color=policy_color(policy), alpha=0.12,
-                                linewidth=0)
+            if seeds > 1 and low in line and line[low].notna().any():
+                x = line["capacity"].to_numpy(dtype=float) * 10 ** (INTERVAL_DODGE * (index - (len(strong) - 1) / 2))
+                ax.vlines(x, line[low], line[high], color=policy_color(policy), linewidth=1.4, zorder=5)
+        for policy in faint:
+            line = by_policy[policy]
+            ax.plot(line["capacity"], line[metric], color=policy_color(policy), linewidth=1.0, alpha=0.45, zorder=2,
+                    label=merged_label(lines[policy]))
         ax.set_xscale("log")
         ax.set_xticks(capacities, [str(capacity) for capacity in capacities])
         ax.minorticks_off()
@@ -90,7 +116,9 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
         ax.set_axisbelow(True)
     handles, labels = axes[0].get_legend_handles_labels()
     bottom_legend(fig, handles, labels)
-    title_with_source(fig, "Memory over time: capacity curves of every policy against the bounds", source)
+    mean = f"mean over {seeds} seeds; bars: 95 % bootstrap intervals, side by side" if seeds > 1 else "one seed"
+    title_with_source(fig, f"Memory over time: capacity curves, DeerMem's policies, the best baseline and the bounds"
+                           f" strong, the others faint ({mean})", source)
     return fig
 
 
@@ -134,9 +162,12 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
 
 
 @styled
-def loss_map_figure(losses: pd.DataFrame, *, policy: str = "hybrid-v1", baseline: str = "confidence",
+def loss_map_figure(rows: pd.DataFrame, x: str, y: str, *, policy: str = "hybrid-v1", baseline: str = "confidence",
                     source: str | None = None) -> Figure:
-    """A heat map of :func:`evictlab.analysis.traces.study.loss_map`: share of cells where ``policy`` loses."""
+    """A heat map of :func:`evictlab.analysis.traces.study.loss_map` of a study's ``rows`` over grid
+    parameters ``x`` and ``y``: the share of cells where ``policy`` answers fewer questions than
+    ``baseline`` (the two the title names)."""
+    losses = loss_map(rows, x, y, policy=policy, baseline=baseline)
     if losses.empty:
         raise ValueError("loss_map_figure needs at least one cell")
     cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
@@ -149,8 +180,8 @@ def loss_map_figure(losses: pd.DataFrame, *, policy: str = "hybrid-v1", baseline
             ax.text(j, i, f"{value:.0%}", ha="center", va="center", color=text_color(cmap, value))
     ax.set_xticks(range(values.shape[1]), [_label(value) for value in losses.columns])
     ax.set_yticks(range(values.shape[0]), [_label(value) for value in losses.index])
-    ax.set_xlabel(str(losses.columns.name))
-    ax.set_ylabel(str(losses.index.name))
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
     fig.colorbar(image, ax=ax, shrink=0.85).set_label(f"share of cells where {policy} < {baseline}")
     title_with_source(fig, f"Where {policy} answers fewer questions than {baseline}", source)
     return fig
@@ -162,27 +193,30 @@ def _label(value: object) -> str:
 
 @styled
 def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
-    """Stacked bars of :func:`evictlab.analysis.traces.stages.stage_table`: per capacity (one
-    panel each) and policy, the share of questions answered and lost to each lifecycle stage."""
+    """Stacked bars of :func:`evictlab.analysis.traces.stages.stage_table`: one panel per policy, a bar
+    per capacity, the share of questions answered and lost to each lifecycle stage (each bar sums to 1)."""
     require_columns(table, ["policy", "capacity", "answered"], "stage_losses")
     parts = [column for column in table.columns if column not in ("policy", "capacity")]
     capacities = sorted(table["capacity"].unique())
     policies = policy_order(table["policy"].unique())
-    fig = paper_figure(3.4, 2.4 * len(capacities) + 1.2)
-    axes = np.atleast_1d(side_by_side(fig, len(capacities), sharey=True, squeeze=False)).ravel()
+    rows, cols = grid_shape(len(policies), 4)
+    fig = paper_figure(2.0 * rows + 1.6)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     hues = ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion", "reddish_purple")
     colors = ["#d9d9d9", *(OKABE_ITO[hue] for hue in hues)]
-    for ax, capacity in zip(axes, capacities):
-        cells = table[table["capacity"] == capacity].set_index("policy").reindex(policies).fillna(0.0)
-        bottom = np.zeros(len(policies))
+    for ax, policy in zip(axes.flat, policies):
+        cells = table[table["policy"] == policy].set_index("capacity").reindex(capacities).fillna(0.0)
+        bottom = np.zeros(len(capacities))
         for part, color in zip(parts, colors):
-            ax.bar(range(len(policies)), cells[part], bottom=bottom, color=color, label=part, width=0.75)
+            ax.bar(range(len(capacities)), cells[part], bottom=bottom, color=color, label=part, width=0.75)
             bottom += cells[part].to_numpy()
-        ax.set_xticks(range(len(policies)), policies, rotation=60, ha="right")
-        ax.set_title(f"capacity {capacity}")
+        ax.set_xticks(range(len(capacities)), [str(capacity) for capacity in capacities],
+                      rotation=90 if len(capacities) > 4 else 0)
+        ax.set_title(policy)
         ax.set_ylim(0, 1)
-        ax.set_ylabel("share of questions")
-    handles, labels = axes[0].get_legend_handles_labels()
+    label_panels(axes, len(policies), "capacity", "share of questions")
+    hide_unused(axes, len(policies))
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     bottom_legend(fig, handles, labels)
     title_with_source(fig, "Where the unanswered questions were lost, by lifecycle stage", source)
     return fig
