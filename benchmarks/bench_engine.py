@@ -7,14 +7,12 @@
    their ratio (target: >= 100x).
 2. The floor: synthetic pools of 10, 100 and 1,000 facts per case (45 cases; exact score ties
    common), ``hybrid-v1`` over 924 settings (weight step 0.05 x 2 x 2 half-lives) x 3
-   capacities (50/70/90 % of the pool). Per selection: the floor (:func:`floor_decisions`, a
-   minimal numpy implementation of the same decisions written independently of the engine,
-   starting from numeric signals), the engine from the cases' fact dicts (building the grid
-   and preparing the cases included; the preparation alone is printed too) and the scalar
-   loop on a sample. Target: engine <= 3x the floor. Every sampled scalar decision is compared
-   with the engine's (exit status 1 if one differs); the floor's differing decisions are
-   counted (numpy's power and log1p may differ from Python's in the last bit, which flips
-   exact ties).
+   capacities (50/70/90 % of the pool). Per selection, on the same rank keys (made untimed,
+   :func:`floor_keys`): the floor (:func:`floor_topk`, a bare stable argsort and top-k mask per
+   row), the one selector's every output (:func:`selector_outputs`), the engine from the cases'
+   fact dicts (the grid built and the cases prepared included) and the scalar loop on a sample.
+   Targets: the selector <= 6x the floor, the engine >= 100x the scalar loop. Every sampled
+   scalar decision is compared with the engine's (exit status 1 if one differs).
 3. The dense grid: weight step 0.01 (5,151 points) x 45 cases x 3 capacities through the
    engine alone and through a whole ``run_sweep`` (both policies, tidy rows): wall time
    (untraced) and peak memory traced by tracemalloc (numpy's buffers included).

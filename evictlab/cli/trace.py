@@ -22,12 +22,11 @@ from ..analysis.traces.generate import (
 from ..analysis.traces.inference import FINDING_CAPACITY, MIN_SEEDS, finding_sentences, paired_table
 from ..analysis.traces.knowledge import knowledge_update_trace
 from ..analysis.traces.lifecycle import STAGES, parse_stages
-from ..analysis.traces.memory import check_capacity, check_policy_spec
+from ..analysis.traces.memory import check_capacities, check_policy_spec
 from ..analysis.traces.metrics import (
     DEFAULT_CAPACITIES,
     MAX_EVENT_REPLAYS,
     TraceSource,
-    check_capacities,
     check_replay_work,
     curve_rows,
     curve_summary,
@@ -255,7 +254,7 @@ def run_replay(args: argparse.Namespace) -> int:
     args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
     if args.audit_capacity is not None:
         try:
-            check_capacity(args.audit_capacity)
+            check_capacities([args.audit_capacity])
         except ContractError as error:
             raise ContractError(f"--audit-capacity: {error}") from None
     for policy in policies:

@@ -45,7 +45,7 @@ def test_max_events_lifts_the_generator_bound_deliberately(tmp_path, cli_error):
     [
         (["--seeds", "1000000000"], "pass --max-event-replays"),
         (["--seeds", "2", "--max-event-replays", "100"], "over the limit of 100;"),
-        (["--capacities", str(10**30)], "capacity must be an integer in [1, 1,000,000,000]"),
+        (["--capacities", str(10**30)], "is outside [1, 1,000,000,000] (a replay's cap)"),
         (["--horizon-days", "1e6"], "pass --max-events"),
     ],
 )
@@ -101,5 +101,5 @@ def test_audit_capacity_is_refused_before_the_run_folder_exists(capacity, tmp_pa
     out = tmp_path / "out"
     code, line = cli_error("trace", "replay", "--seeds", "1", *TINY, "--audit-capacity", capacity,
                            "--output-dir", str(out))
-    assert code == 2 and "--audit-capacity" in line and "capacity must be an integer" in line
+    assert code == 2 and "--audit-capacity" in line and "is outside [1, 1,000,000,000]" in line
     assert not out.exists()

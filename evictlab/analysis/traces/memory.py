@@ -25,14 +25,14 @@ collections decide exactly as the spec says:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...errors import ContractError
-from ...policies import BOUND, Policy, PolicyParams, SelectionContext
+from ...policies import BOUND, Policy, PolicyParams, SelectionContext, check_capacity_range
 from ...policies.arrays import NO_TIME, Signals, category_name
 from ...policies.hybrid import CORRECTION
 from ...policies.modifiers import ModifiedPolicy, resolve_policy
@@ -77,10 +77,9 @@ def check_policy_spec(policy: str) -> str:
     return policy
 
 
-def check_capacity(capacity: int) -> int:
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not 1 <= capacity <= MAX_CAPACITY:
-        raise ContractError(f"capacity must be an integer in [1, {MAX_CAPACITY:,}], got {capacity!r}")
-    return int(capacity)
+def check_capacities(capacities: Iterable[Any]) -> tuple[int, ...]:
+    """Capacities of a replay: :func:`~evictlab.policies.check_capacity_range` in [1, :data:`MAX_CAPACITY`]."""
+    return check_capacity_range(capacities, low=1, high=MAX_CAPACITY, where="a replay's cap")
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class MemorySpec:
     def of(cls, policy: str, capacity: int | None, seed: int = 0) -> MemorySpec:
         """Checked: a replayable policy; an ``unlimited`` one (keep-all) runs without a cap."""
         check_policy_spec(policy)
-        return cls(policy, None if capacity is None or uncapped(policy) else check_capacity(capacity), seed)
+        return cls(policy, None if capacity is None or uncapped(policy) else check_capacities([capacity])[0], seed)
 
 
 def _grown(array: np.ndarray, size: int, fill: Any) -> np.ndarray:

@@ -25,7 +25,7 @@ from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
 from .lifecycle import DAY_US, DEFAULT_STAGES
-from .memory import MemorySpec, check_capacity, check_policy_spec, replayable, root_policy, uncapped
+from .memory import MemorySpec, check_capacities, check_policy_spec, replayable, root_policy, uncapped
 from .optimum import MAX_OPTIMUM_ARCS, network, offline_optima, outline
 from .replay import replay_specs
 from .schema import Chunk
@@ -88,13 +88,6 @@ def uncapped_bounds() -> list[str]:
 def role_of(policy: str) -> str:
     """``policy``, ``baseline`` or ``bound``: the ``role`` trait of the policy under any modifiers."""
     return BOUND if policy in (OPTIMUM, RATE_AWARE) else root_policy(resolve_policy(policy)).role
-
-
-def check_capacities(capacities: Sequence[int]) -> tuple[int, ...]:
-    values = tuple(check_capacity(capacity) for capacity in capacities)
-    if not values:
-        raise ContractError("no capacities to replay")
-    return values
 
 
 def curve_rows(

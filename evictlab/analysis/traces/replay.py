@@ -44,10 +44,12 @@ from .expectation import TieNeutral
 from .lifecycle import DEFAULT_STAGES, LOSSES
 from .memory import Lockstep, MemorySpec
 from .reference import ReferenceMemory
-from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk
+from .schema import ADD, ASK, CONFIRM, MESSAGE, OPTIONAL, REQUIRED, SEARCH, Chunk
 from .stages import Lifecycle
 
 Memories = Lockstep | ReferenceMemory
+#: The fields an ``add`` row may carry (the others are empty): what a :class:`Write`'s rows hold.
+_ADD_FIELDS = ("time", "event", *REQUIRED[ADD], *OPTIONAL[ADD])
 #: Events between two calls of a replay's ``on_events`` (progress).
 PROGRESS_EVERY = 4096
 
@@ -122,8 +124,8 @@ def returned_ids(fact_ids: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Write:
-    """One update of a trace (spec 1.5): its time, the ids reinforced, its ``add`` rows (every
-    field, in row order) and its feed (the ``message`` rows since the previous update)."""
+    """One update of a trace (spec 1.5): its time, the ids reinforced, its ``add`` rows (the fields
+    an add carries, in row order) and its feed (the ``message`` rows since the previous update)."""
 
     now: int
     reinforced: frozenset[str]
@@ -173,7 +175,7 @@ def replay(
                     chunk["reinforcement"][index] if signal is None else signal,
                 )
             else:
-                added.append({name: column[index] for name, column in chunk.items()})
+                added.append({name: chunk[name][index] for name in _ADD_FIELDS})
         write = Write(pending_time, frozenset(reinforced), tuple(added), messages)
         if reinforced:
             memories.stamp(reinforced, pending_time)
@@ -284,7 +286,6 @@ class ReplayResult:
     policy: str
     capacity: int | None
     counts: ReplayCounts = field(repr=False)
-    seed: int = 0
     #: Unanswered questions by the stage that lost them (:data:`.lifecycle.LOSSES`), with a lifecycle.
     losses: tuple[int, ...] | None = None
     #: Ties at the cut and the tie-neutral expectations (:data:`.expectation.TIE_COLUMNS`).
@@ -319,7 +320,7 @@ def replay_specs(
     memories = Lockstep(specs, params)
     stages = TieNeutral(lifecycle, memories)
     counts = replay(chunks, memories, on_events=on_events, lifecycle=stages)
-    return [ReplayResult(spec.policy, spec.capacity, found, spec.seed, tuple(lost), stages.columns(memory, found.asks))
+    return [ReplayResult(spec.policy, spec.capacity, found, tuple(lost), stages.columns(memory, found.asks))
             for memory, (spec, found, lost) in enumerate(zip(specs, counts, stages.losses.tolist()))]
 
 

@@ -31,8 +31,8 @@ from ...errors import ContractError
 from ...policies import BOUND, DEERMEM_POLICIES
 from .generate import MAX_TRACE_EVENTS, WorkloadParams, generate
 from .lifecycle import DEFAULT_STAGES
-from .memory import check_policy_spec
-from .metrics import DEFAULT_CAPACITIES, MAX_EVENT_REPLAYS, check_capacities, check_replay_work, curve_rows
+from .memory import check_capacities, check_policy_spec
+from .metrics import DEFAULT_CAPACITIES, MAX_EVENT_REPLAYS, check_replay_work, curve_rows
 from .optimum import MAX_OPTIMUM_ARCS
 
 #: Tasks (grid points x seeds) a study may run; ``--max-tasks`` raises it.
