@@ -48,20 +48,56 @@ from ..policies.ties import NEAR_TIE_RELATIVE, keep_probability
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
 class RankedKeys:
-    """One batch's keys reduced to one sortable array.
+    """One batch's keys reduced to one sortable array, each part computed when first read.
 
     ``key`` (S, R, F): the policy's key when it has one, else the code of each fact's key tuple
     (its rank among the row's distinct tuples); equal ⇔ tied; padding NaN. ``value`` (S, R, F):
-    each fact's score (``-keys[value_key]``); padding NaN. ``order``: the stable ranking when
-    reducing computed it. ``by_code``: for codes, the score of each code (S, R, F), else None.
+    each fact's score (``-keys[value_key]``); padding NaN. ``order``: the stable ranking, when
+    the keys are several (reducing them computes it). ``by_code``: for codes, the score of each
+    code (S, R, F), else None. A trace replay reads the ranking alone.
     """
 
-    key: np.ndarray
-    value: np.ndarray
-    order: np.ndarray | None = None
-    by_code: np.ndarray | None = None
+    def __init__(self, policy: Policy, signals: Signals, params: Params) -> None:
+        raw = policy.rank_keys(signals, params)
+        shape = np.broadcast_shapes(signals.shape, *(np.shape(key) for key in raw))
+        self.shape = (1, *shape) if len(shape) == 2 else shape
+        self.valid = np.broadcast_to(signals.valid, self.shape)
+        self._raw = [np.broadcast_to(np.asarray(key, dtype=np.float64), self.shape) for key in raw]
+        self._value_key = policy.value_key
+
+    @functools.cached_property
+    def value(self) -> np.ndarray:
+        return np.where(self.valid, -self._raw[self._value_key], np.nan)
+
+    @functools.cached_property
+    def order(self) -> np.ndarray | None:
+        return None if len(self._raw) == 1 else np.lexsort((*reversed(self._raw), ~self.valid), axis=-1)
+
+    @functools.cached_property
+    def _codes(self) -> np.ndarray:
+        """Each fact's code (its rank among the row's distinct key tuples); padding's is arbitrary."""
+        order = cast(np.ndarray, self.order)
+        new = np.zeros(self.shape, dtype=bool)
+        for key in (np.take_along_axis(key, order, axis=-1) for key in self._raw):
+            new[..., 1:] |= key[..., 1:] != key[..., :-1]
+        codes = np.empty(self.shape)
+        np.put_along_axis(codes, order, np.cumsum(new, axis=-1, dtype=np.float64), axis=-1)
+        return codes
+
+    @functools.cached_property
+    def key(self) -> np.ndarray:
+        return np.where(self.valid, self._raw[0] if self.order is None else self._codes, np.nan)
+
+    @functools.cached_property
+    def by_code(self) -> np.ndarray | None:
+        if self.order is None:
+            return None
+        by_code = np.zeros(self.shape)
+        # Padding writes into the last slot, which no code reaches when a row has padding.
+        slots = np.where(self.valid, self._codes, self.shape[-1] - 1).astype(np.int64)
+        np.put_along_axis(by_code, slots, np.where(self.valid, self.value, 0.0), axis=-1)
+        return by_code
 
     def ranking(self) -> np.ndarray:
         """Input positions best first, padding last (S, R, F): a stable sort of the keys."""
@@ -79,27 +115,7 @@ class RankedKeys:
 
 def ranked_keys(policy: Policy, signals: Signals, params: Params) -> RankedKeys:
     """The policy's keys for ``signals`` (shape (R, F)) as :class:`RankedKeys`."""
-    raw = policy.rank_keys(signals, params)
-    shape = np.broadcast_shapes(signals.shape, *(np.shape(key) for key in raw))
-    if len(shape) == 2:
-        shape = (1, *shape)
-    valid = np.broadcast_to(signals.valid, shape)
-    value = np.where(valid, -np.broadcast_to(raw[policy.value_key], shape), np.nan)
-    if len(raw) == 1:
-        return RankedKeys(np.where(valid, np.broadcast_to(raw[0], shape), np.nan), value)
-    keys = [np.broadcast_to(np.asarray(key, dtype=np.float64), shape) for key in raw]
-    order = np.lexsort((*reversed(keys), ~valid), axis=-1)
-    ranked = [np.take_along_axis(key, order, axis=-1) for key in keys]
-    new = np.zeros(shape, dtype=bool)
-    for key in ranked:
-        new[..., 1:] |= key[..., 1:] != key[..., :-1]
-    codes = np.empty(shape)
-    np.put_along_axis(codes, order, np.cumsum(new, axis=-1, dtype=np.float64), axis=-1)
-    by_code = np.zeros(shape)
-    # Padding writes into the last slot, which no code reaches when a row has padding.
-    slots = np.where(valid, codes, shape[-1] - 1).astype(np.int64)
-    np.put_along_axis(by_code, slots, np.where(valid, value, 0.0), axis=-1)
-    return RankedKeys(np.where(valid, codes, np.nan), value, order, by_code)
+    return RankedKeys(policy, signals, params)
 
 
 def reservation_of(policy: Policy, params: Params) -> Reservation | None:
@@ -193,9 +209,7 @@ def select_rows(
     sizes = signals.sizes
     caps = np.array(capacities, dtype=np.int64).reshape(-1)
     seeds = np.broadcast_to(np.asarray(seeds).reshape(-1), sizes.shape)
-    key = np.empty(signals.shape)
     ranking = np.empty(signals.shape, dtype=np.int64)
-    sorted_ = np.zeros(sizes.shape, dtype=bool)  # rows whose ranking came with their keys
     members = np.zeros(signals.shape, dtype=bool)
     reserved = np.zeros(sizes.shape, dtype=np.int64)
     for selector, rows in groups:
@@ -205,16 +219,11 @@ def select_rows(
         setting = Params.of(params, seeds[rows])
         if selector.unlimited:
             caps[rows] = np.maximum(caps[rows], sizes[rows])
-        keys = ranked_keys(selector, part, setting)
-        key[rows] = keys.key[0]
-        if keys.order is not None:
-            ranking[rows], sorted_[rows] = keys.order[0], True
+        ranking[rows] = ranked_keys(selector, part, setting).ranking()[0]
         reservation = reservation_of(selector, setting)
         mine = in_category(part, reservation)
         members[rows] = mine
         reserved[rows] = reserved_counts(reservation, sizes[rows], mine.sum(axis=-1), caps[rows][:, None])[0, :, 0]
-    if not sorted_.all():
-        ranking[~sorted_] = np.argsort(key[~sorted_], axis=-1, kind="stable")
     kept = kept_ranked(ranking[None], signals.valid, members, reserved[None, :, None], sizes, caps[:, None])
     return RowDecisions(ranking, kept[0, :, 0], reserved, sizes, caps)
 

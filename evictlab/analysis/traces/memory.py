@@ -24,6 +24,7 @@ collections decide exactly as the spec says:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -192,21 +193,24 @@ class FactTable:
             self.counts["access_count"][row] += 1
 
     def signals(self, now: int, rows: np.ndarray, valid: np.ndarray) -> Signals:
-        """The signals of ``rows`` (any shape; padding where not ``valid``) at ``now``."""
-        return Signals.of_columns(
+        """The signals of ``rows`` (any shape; padding where not ``valid``) at ``now``: every row
+        of the table read once (:meth:`Signals.of_columns`), then gathered."""
+        size = self.size
+        every = Signals.of_columns(
             now,
-            confidence=self.confidence[rows],
-            created=self.times["created"][rows],
-            confirmed=self.times["confirmed"][rows],
-            accessed=self.times["accessed"][rows],
-            heat=self.heat[rows],
-            access_count=self.counts["access_count"][rows],
-            confirmation_count=self.counts["confirmation_count"][rows],
-            category=self.category[rows],
+            confidence=self.confidence[:size],
+            created=self.times["created"][:size],
+            confirmed=self.times["confirmed"][:size],
+            accessed=self.times["accessed"][:size],
+            heat=self.heat[:size],
+            access_count=self.counts["access_count"][:size],
+            confirmation_count=self.counts["confirmation_count"][:size],
+            category=self.category[:size],
             category_names=self.category_names,
-            fact_ids=self.ids[rows],
-            valid=valid,
+            fact_ids=self.ids[:size],
+            valid=np.ones(size, dtype=bool),
         )
+        return dataclasses.replace(every.take(rows), valid=valid)
 
     def facts(self, rows: np.ndarray) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """DeerMem-shaped fact dicts and usage map of ``rows`` (for a scalar ``select``)."""
