@@ -26,11 +26,19 @@ libCacheSim and an OrderedDict loop, a study, streaming.
 6. **Streaming.** The 1,000,000-event trace written as Parquet, replayed by a child process
    that reads it in chunks; its peak resident memory is reported (target: < 2 GiB).
 
+7. **Issue #23's two figures.** The default study: ``evictlab trace study --seeds 20 --policies
+   ALL --workers 2`` (20 generated default workloads x every default policy x the 6 default
+   capacities, DeerMem's middleware stages), in a child process: wall and CPU time (target:
+   under 5 minutes on 2 cores). The exact optimum of the 10^6-event trace of parts 3, 4 and 6
+   at capacity 10 (:func:`~evictlab.analysis.traces.optimum.offline_optimum`: outline, network
+   and solver; target: under 10 s).
+
 Times are CPU seconds of the process (``time.process_time``; a child's from ``RUSAGE_CHILDREN``)
 beside wall time; the load average is printed beside each part.
 
 Run: ``.venv/bin/python benchmarks/bench_traces.py`` (``--quick``: 20,000 events, 2 x 10^5 for
-the scaling parts, a 40-workload study, no streaming; ``--parts 2,3``: only those parts).
+the scaling parts and part 7's optimum, a 40-workload study, no streaming; ``--parts 2,3``: only
+those parts).
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ import pyarrow.parquet as pq
 from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.memory import Lockstep, MemorySpec
 from evictlab.analysis.traces.metrics import default_policies
+from evictlab.analysis.traces.optimum import offline_optimum
 from evictlab.analysis.traces.reference import ReferenceMemory
 from evictlab.analysis.traces.replay import make_memory, replay, returned_ids
 from evictlab.analysis.traces.schema import chunk_table, iter_chunks, write_trace
@@ -62,6 +71,7 @@ from evictlab.distributed import Placement, dask_client, run_tasks
 
 CURVE_BUDGET_SECONDS = 60
 STUDY_BUDGET_SECONDS = 600
+STUDY_DEFAULT_BUDGET_SECONDS, OPTIMUM_BUDGET_SECONDS = 300, 10
 #: 100 grid points; with 10 seeds, 1,000 workloads.
 STUDY_GRID = {
     "confidence_noise": [0.0, 0.15, 0.3, 0.6, 1.0],
@@ -253,6 +263,32 @@ def study(workloads: int, sample: int) -> bool:
     return same
 
 
+def issue_23_figures(parts: list[dict]) -> None:
+    """Part 7: the default study through the CLI on 2 workers, and the 10^6-event optimum at capacity 10."""
+    policies = default_policies()
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-m", "evictlab", "trace", "study", "--seeds", "20", "--policies",
+                   ",".join(policies), "--workers", "2", "--no-progress", "--output-dir", str(Path(folder) / "out")]
+        print(f"7. the default study: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
+              f" load average before {load()}")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    met = "met" if wall <= STUDY_DEFAULT_BUDGET_SECONDS else "NOT met"
+    print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU of the waited-for processes (budget {STUDY_DEFAULT_BUDGET_SECONDS} s:"
+          f" {met}); load average after {load()}")
+    trace = joined(parts)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    best = offline_optimum([trace], 10)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    met = "met" if wall <= OPTIMUM_BUDGET_SECONDS else "NOT met"
+    print(f"   optimum of {len(trace['time']):,} events at capacity 10: {best.answerable:,} of {best.asks:,} questions;"
+          f" {wall:.1f} s wall, {cpu:.1f} s CPU (budget {OPTIMUM_BUDGET_SECONDS} s: {met}); load average {load()}")
+
+
 def load() -> str:
     return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
@@ -311,7 +347,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small traces and study, no streaming")
     parser.add_argument("--reference-events", type=int, default=10_000,
                         help="events compared with the scalar loop in part 1 [10000]")
-    parser.add_argument("--parts", default="1,2,3,4,5,6", help="the parts to run [1,2,3,4,5,6]")
+    parser.add_argument("--parts", default="1,2,3,4,5,6,7", help="the parts to run [1,2,3,4,5,6,7]")
     parser.add_argument("--replay-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.replay_file:  # the child process of part 6
@@ -325,7 +361,7 @@ def main() -> int:
         same &= equivalence({name: values[: args.reference_events] for name, values in chunk.items()}, 100)
     if 2 in parts:
         cli_curve(chunk)
-    long = long_parts(2 if args.quick else 10) if parts & {3, 4, 6} else []
+    long = long_parts(2 if args.quick else 10) if parts & {3, 4, 6, 7} else []
     if 3 in parts:
         scaling(long[0], joined(long))
     if 4 in parts:
@@ -334,6 +370,8 @@ def main() -> int:
         same &= study(40 if args.quick else 1000, 10 if args.quick else 20)
     if 6 in parts and not args.quick:
         streaming(long)
+    if 7 in parts:
+        issue_23_figures(long)
     return 0 if same else 1
 
 

@@ -25,7 +25,6 @@ seven fields as numbers, or as arrays shaped ``(settings, 1, 1)`` so that keys c
 from __future__ import annotations
 
 import datetime as _dt
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -53,9 +52,6 @@ from .signals import (
 NO_TIME = np.iinfo(np.int64).min
 #: Counts are int64; a count beyond this (no store holds one) reads as this.
 MAX_COUNT = 1 << 53
-# The largest table of results :meth:`Numerics.apply` computes for every combination of
-# distinct arguments; past it, only the combinations present are computed.
-_TABLE_LIMIT = 1 << 16
 
 
 def category_name(value: Any) -> str:
@@ -341,12 +337,10 @@ OWN_KERNELS = ("AVX512F", "AVX512_SKX", "X86_V4")
 def vector_maths(features: Mapping[str, bool]) -> bool:
     """Whether numpy's float64 ``exp``, ``log``, ``log1p`` and ``power`` give Python's doubles here.
 
-    Why this holds: on an x86 machine where numpy does not dispatch its AVX512 kernels
-    (:data:`OWN_KERNELS`), numpy's float64 loops call the C library's ``exp``, ``log``, ``log1p``
-    and ``pow`` element by element, the very functions ``math.exp``, ``math.log``,
-    ``math.log1p`` and float ``**`` call, so every double is the same (checked on 10^6 samples
-    each, benchmarks/README.md; ``tests/test_rank_keys.py`` compares the two routes). With those
-    kernels, or off x86, the scalar route is taken. ``features``: numpy's ``__cpu_features__``.
+    Why: on x86 without the kernels of :data:`OWN_KERNELS`, numpy's float64 loops call the C
+    library's ``exp``, ``log``, ``log1p`` and ``pow`` element by element, the very functions
+    ``math`` and float ``**`` call (the same doubles on 10^6 samples each; tests/test_rank_keys.py
+    compares the routes). Otherwise the scalar route. ``features``: numpy's ``__cpu_features__``.
     """
     return bool(features.get("SSE2")) and not any(features.get(name) for name in OWN_KERNELS)
 
@@ -406,34 +400,18 @@ class Numerics:
 
     @staticmethod
     def apply(function: Callable[..., float], *args: Any) -> np.ndarray:
-        """``function`` on every element of the broadcast arguments, once per distinct combination.
-
-        Each argument's distinct values are found on its own (unbroadcast) array; when every
-        combination of them is no more than the elements (a pool's ages x a grid's
-        half-lives) their results are tabulated, otherwise only the combinations that occur
-        are computed. ``function`` is called on Python floats (``map`` over the one argument
-        that varies, else through ``np.frompyfunc``).
-        """
+        """``function`` on every element of the broadcast arguments, called on Python floats once
+        per distinct combination of arguments present (each argument's values found on its own
+        unbroadcast array)."""
         arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         distinct, inverses = zip(*(_distinct(array) for array in arrays))
-        sizes = tuple(len(values) for values in distinct)
-        vector = np.frompyfunc(function, len(args), 1)
-        varying = [values for values in distinct if len(values) != 1]
-        if len(varying) == 1 and len(varying[0]):
-            columns = [itertools.repeat(float(values[0])) if len(values) == 1 else values.tolist()
-                       for values in distinct]
-            table = np.fromiter(map(function, *columns), dtype=np.float64, count=len(varying[0])).reshape(sizes)
-            return table[tuple(np.broadcast_arrays(*inverses))]
-        if math.prod(sizes) <= min(_TABLE_LIMIT, max(1, math.prod(shape))):
-            grids = np.meshgrid(*distinct, indexing="ij", sparse=True)
-            table = np.asarray(vector(*grids), dtype=np.float64).reshape(sizes)
-            return table[tuple(np.broadcast_arrays(*inverses))]
-        codes = np.ravel_multi_index(np.broadcast_arrays(*inverses), sizes)
+        codes = np.ravel_multi_index(np.broadcast_arrays(*inverses), [len(values) for values in distinct])
         present, which = np.unique(codes, return_inverse=True)
-        indices = np.unravel_index(present, sizes)
-        results = np.asarray(vector(*(values[index] for values, index in zip(distinct, indices))), dtype=np.float64)
-        return results.reshape(-1)[which].reshape(shape)
+        indices = np.unravel_index(present, [len(values) for values in distinct])
+        columns = [values[index].tolist() for values, index in zip(distinct, indices)]
+        results = np.fromiter(map(function, *columns), dtype=np.float64, count=len(present))
+        return results[which.reshape(-1)].reshape(shape)
 
 
 def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

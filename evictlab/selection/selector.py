@@ -113,9 +113,8 @@ class RankedKeys:
         return np.where(found, values, np.nan)
 
 
-def ranked_keys(policy: Policy, signals: Signals, params: Params) -> RankedKeys:
-    """The policy's keys for ``signals`` (shape (R, F)) as :class:`RankedKeys`."""
-    return RankedKeys(policy, signals, params)
+#: The policy's keys for ``signals`` (shape (R, F)) as :class:`RankedKeys`.
+ranked_keys = RankedKeys
 
 
 def reservation_of(policy: Policy, params: Params) -> Reservation | None:

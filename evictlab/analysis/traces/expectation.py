@@ -75,9 +75,9 @@ class TieNeutral(Lifecycle):
 
     def before_selection(self, write: Any) -> None:
         super().before_selection(write)
+        table = self.memories.table
         if not write.rows:
             return
-        table = self.memories.table
         ordinals = np.array([self.ordinals[row["fact_id"]] for row in write.rows])
         for row, ordinal in zip(write.rows, ordinals.tolist()):
             self.copies[self.content_key(row["fact_id"])] += 1
@@ -89,11 +89,9 @@ class TieNeutral(Lifecycle):
         static = np.flatnonzero(self.static)
         held = np.nonzero(self.memories.present[static[:, None], rows[None, :]])
         members = static[held[0]]
-        self._add(members, ordinals[held[1]], self._keys(members, rows[held[1]]), np.ones(len(members)))
-
-    def _add(self, memory: np.ndarray, ordinal: np.ndarray, key: np.ndarray, chance: np.ndarray) -> None:
-        self._memory, self._ordinal = np.concatenate((self._memory, memory)), np.concatenate((self._ordinal, ordinal))
-        self._key, self._chance = np.concatenate((self._key, key)), np.concatenate((self._chance, chance))
+        self._memory, self._ordinal = np.r_[self._memory, members], np.r_[self._ordinal, ordinals[held[1]]]
+        self._key = np.r_[self._key, self._keys(members, rows[held[1]])]
+        self._chance = np.r_[self._chance, np.ones(len(members))]
 
     def after_selection(self, write: Any, evicted: list[list[str]]) -> None:
         cut = [memory for memory, gone in enumerate(evicted) if gone and self.static[memory]]
