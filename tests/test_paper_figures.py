@@ -1,6 +1,6 @@
 """Every figure at both paper sizes: the width asked for, text of at least 8 pt, none of it off the canvas
-or crowding another; SVG text as text; captions against their data; the stability map and the robustness
-curves drawn from their values."""
+or crowding another; SVG text as text; captions and titles against their data; the stability map and the
+robustness curves drawn from their values."""
 
 from __future__ import annotations
 
@@ -64,26 +64,12 @@ def drawn_texts(fig: Figure) -> list[tuple[str, float, object]]:
     return [(text.get_text(), text.get_fontsize(), text.get_window_extent(renderer)) for text in dict.fromkeys(drawn)]
 
 
-#: Figures whose texts still run into each other or out of their panel at a size (tick labels of
-#: neighbouring scenarios, bar labels of adjacent bars, heat-map cells, unbreakable panel titles):
-#: the test below checks that they still do, so that it fails once one of them is mended.
-CROWDED = {
-    ("evidence_lengths", "one-column"), ("evidence_lengths", "two-column"),
-    ("half_life_heatmaps", "one-column"), ("pool_metadata", "two-column"),
-    ("pool_overview", "one-column"), ("pool_overview", "two-column"),
-    ("qa_tokens", "one-column"), ("qa_tokens", "two-column"),
-    ("retention_by_scenario", "one-column"), ("retention_by_scenario", "two-column"),
-    ("variant_cascade", "one-column"), ("variant_cascade", "two-column"),
-    ("zoo_heatmap", "one-column"), ("zoo_heatmap", "two-column"),
-}
-
-
 @pytest.mark.filterwarnings("error:constrained_layout not applied")
 @pytest.mark.parametrize("size", list(PAPER_SIZES))
 @pytest.mark.parametrize("name", sorted(figure_functions()))
 def test_the_figure_fits_the_paper_width_with_readable_text_on_the_canvas(builders, name, size):
-    """The width asked for, text of at least 8 pt, none of it off the canvas; and (outside
-    :data:`CROWDED`) no text running into another or out of its panel."""
+    """The width asked for, text of at least 8 pt, none of it off the canvas, running into another
+    text or out of its panel."""
     fig = builders[name](size=size, source=SOURCE)
     assert fig.get_figwidth() == PAPER_SIZES[size]
     texts = drawn_texts(fig)
@@ -93,11 +79,7 @@ def test_the_figure_fits_the_paper_width_with_readable_text_on_the_canvas(builde
         assert points >= MIN_TEXT_PT, f"{name} ({size}): {text!r} at {points} pt"
         assert extent.x0 >= -1 and extent.y0 >= -1 and extent.x1 <= width + 1 and extent.y1 <= height + 1, (
             f"{name} ({size}): {text!r} leaves the canvas: {extent.bounds} of {width:.0f} x {height:.0f} px")
-    crowded = crowding(fig, texts)
-    if (name, size) in CROWDED:
-        assert crowded, f"{name} ({size}) no longer crowds: take it out of CROWDED"
-    else:
-        assert crowded == [], f"{name} ({size})"
+    assert crowding(fig, texts) == [], f"{name} ({size})"
 
 
 def crowding(fig: Figure, texts: list[tuple[str, float, object]]) -> list[str]:

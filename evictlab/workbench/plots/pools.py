@@ -10,10 +10,10 @@ from matplotlib.ticker import MaxNLocator
 
 from .style import (
     OKABE_ITO,
+    bottom_legend,
     dodge,
     grid_shape,
     hide_unused,
-    one_column,
     paper_figure,
     require_columns,
     scenario_order,
@@ -32,7 +32,7 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
     """
     require_columns(cases, ["scenario", "question_type", "loss_rank"], "pool_overview")
     scenarios = scenario_order(cases["scenario"])
-    fig = paper_figure(3.4, 6.4)
+    fig = paper_figure(4.4, 7.6)  # room for the upright scenario names
     left, right = side_by_side(fig)
     x = np.arange(len(scenarios))
 
@@ -47,12 +47,11 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
         bottom += values
     for xi, total in zip(x, bottom):
         left.text(xi, total, f"{int(total)}", ha="center", va="bottom")
-    left.set_xticks(x, wrap_labels(scenarios))
+    left.set_xticks(x, scenarios, rotation=90)
     left.set_xlabel("scenario")
     left.set_ylabel("cases")
     left.set_title("Cases per scenario, by question type")
-    left.set_ylim(0, bottom.max() * 1.55)
-    left.legend(frameon=False, loc="upper right")
+    left.set_ylim(0, bottom.max() * 1.12)
 
     ranks = sorted(cases["loss_rank"].unique())
     rank_counts = cases.groupby(["scenario", "loss_rank"]).size().unstack(fill_value=0).reindex(scenarios, fill_value=0)
@@ -63,12 +62,12 @@ def pool_overview(cases: pd.DataFrame, *, source: str | None = None) -> Figure:
     for offset, rank, color in zip(offsets, ranks, rank_colors * len(ranks)):
         values = rank_counts[rank].to_numpy()
         right.bar(x + offset, values, width, color=color, edgecolor="black", linewidth=0.5, label=f"loss rank {rank}")
-    right.set_xticks(x, wrap_labels(scenarios))
+    right.set_xticks(x, scenarios, rotation=90)
     right.set_xlabel("scenario")
     right.set_ylabel("cases")
     right.set_title("Loss rank: the support's rank under the confidence policy")
-    right.legend(frameon=False, loc="upper right")
-    right.set_ylim(0, rank_counts.to_numpy().max() * 1.55)
+    right.set_ylim(0, rank_counts.to_numpy().max() * 1.1)
+    bottom_legend(fig, [*left.get_legend_handles_labels()[0], *right.get_legend_handles_labels()[0]])
     title_with_source(fig, f"The {len(cases)} prepared cases", source)
     return fig
 
@@ -84,8 +83,8 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
     require_columns(facts, ["case_id", "scenario", "loss_rank", "role", "confidence", "confirmed", "heated"],
                     "pool_metadata")
     scenarios = scenario_order(facts["scenario"])
-    rows, cols = grid_shape(len(scenarios) + 1, 2 if one_column() else 3)
-    fig = paper_figure(2.9 * rows + 0.5, 2.2 * rows + 0.5)
+    rows, cols = grid_shape(len(scenarios) + 1, 2)
+    fig = paper_figure(2.5 * rows + 0.5, 2.2 * rows + 0.5)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False))
     markers = {"plain": "o", "confirmed": "^", "heated": "s"}
     # Each signal on its own sub-line of a case (axis inverted: negative is above).
@@ -117,9 +116,9 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
         ax.set_yticks(range(len(case_ids)), labels)
         ax.set_ylim(len(case_ids) - 0.5, -0.5)
         ax.set_xlim(0.45, 1.0)
-        ax.set_xlabel("confidence (0 to 1)")
+        ax.set_title(wrap_labels([scenario])[0])
+        ax.set_xlabel("confidence")
         ax.set_ylabel("case (loss rank)")
-        ax.set_title(scenario)
     legend_ax = axes.flat[len(scenarios)]
     legend_ax.axis("off")
 
@@ -172,7 +171,7 @@ def evidence_lengths(
             left.hlines(np.median(values), x - 0.3, x + 0.3, color="black", linewidth=1.5, zorder=4)
     if support_limit is not None:
         left.axhline(support_limit, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
-        left.text(len(scenarios) - 0.5, support_limit, f"selection limit {support_limit}", ha="right", va="bottom",
+        left.text(len(scenarios) - 0.5, support_limit, f"selection limit {support_limit}", ha="right", va="top",
                   color=OKABE_ITO["vermillion"])
     left.set_xticks(range(len(scenarios)), wrap_labels(scenarios))
     left.set_xlabel("scenario")
@@ -183,7 +182,6 @@ def evidence_lengths(
     types = sorted(bank["question_type"].unique())
     type_colors = [OKABE_ITO[c] for c in ("sky_blue", "orange", "reddish_purple", "bluish_green")]
     lengths = bank["evidence_chars"].to_numpy()
-    upper = max(int(lengths.max()), bank_limits[1] if bank_limits else 0)
     bins = length_bins(lengths, bank_limits)
     right.hist([bank.loc[bank["question_type"] == t, "evidence_chars"].to_numpy() for t in types], bins=bins,
                stacked=True, color=type_colors[: len(types)], edgecolor="black", linewidth=0.5, label=types)
@@ -191,15 +189,14 @@ def evidence_lengths(
         # The filter keeps lo <= length <= hi (whole characters): its edges lie half a character
         # outside, where the bins also break, so a record at exactly lo or hi is drawn inside.
         for edge in (bank_limits[0] - 0.5, bank_limits[1] + 0.5):
-            right.axvline(edge, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1)
-        right.text(bank_limits[1] - upper * 0.02, right.get_ylim()[1] * 0.97,
-                   f"bank filter\n{bank_limits[0]} to {bank_limits[1]}\n(both kept)", ha="right", va="top",
-                   color=OKABE_ITO["vermillion"])
+            kept = f"bank filter {bank_limits[0]} to {bank_limits[1]} (both kept)"
+            right.axvline(edge, color=OKABE_ITO["vermillion"], linestyle="--", linewidth=1,
+                          label=kept if edge > bank_limits[0] else None)
     right.set_xlabel("distractor evidence length (characters)")
     right.set_ylabel("bank records")
     right.yaxis.set_major_locator(MaxNLocator(integer=True))
     right.set_title(f"Distractor bank ({len(bank)} records)")
-    right.legend(frameon=False, loc="upper center")
+    right.legend(frameon=False, loc="upper right")
     title_with_source(fig, "Evidence lengths that the protocol's filters see", source)
     return fig
 

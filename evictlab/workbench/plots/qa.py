@@ -20,7 +20,6 @@ from .style import (
     side_by_side,
     styled,
     title_with_source,
-    wrap_labels,
 )
 
 
@@ -169,7 +168,7 @@ def qa_tokens(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
     require_columns(rows, ["scenario", "policy", "prompt_tokens", "completion_tokens"], "qa_tokens")
     scenarios = scenario_order(rows["scenario"])
     policies = policy_order(rows["policy"])
-    fig = paper_figure(3.4, 6.2)
+    fig = paper_figure(4.4, 7.6)  # room for the upright scenario names
     axes = side_by_side(fig)
     offsets, width = dodge(len(policies))
     for ax, column, label in zip(axes, ("prompt_tokens", "completion_tokens"), ("prompt", "completion")):
@@ -185,12 +184,12 @@ def qa_tokens(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
                        medianprops={"color": "black", "linewidth": 1.2},
                        whiskerprops={"linewidth": 0.8}, capprops={"linewidth": 0.8},
                        flierprops={"marker": "o", "markersize": 3, "markerfacecolor": policy_color(policy)})
-        ax.set_xticks(range(len(scenarios)), wrap_labels(scenarios))
+        ax.set_xticks(range(len(scenarios)), scenarios, rotation=90)
         ax.set_xlabel("scenario")
         ax.set_ylabel(f"{label} tokens per request")
         ax.set_ylim(bottom=0)
-        totals = ", ".join(f"{p} {int(rows.loc[rows['policy'] == p, column].sum()):,}" for p in policies)
-        ax.set_title(f"{label.capitalize()} tokens (sum: {totals})")
+        totals = "\n".join(f"{p} {int(rows.loc[rows['policy'] == p, column].sum()):,}" for p in policies)
+        ax.set_title(f"{label.capitalize()} tokens, sums:\n{totals}")
     policy_legend(fig, policies)
     title_with_source(fig, "Token use of the answer requests", source)
     return fig

@@ -24,6 +24,7 @@ from .style import (
     require_columns,
     scenario_order,
     styled,
+    text_width,
     title_with_source,
     wrap_text,
 )
@@ -47,7 +48,10 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
     fig = paper_figure(2.3 * rows + 0.8)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     offsets, width = dodge(len(policies))
-    vertical = len(policies) > 3
+    # Bar labels across where the widest fits its bar (a panel less its tick labels), else upright.
+    most = frame["case_id"].nunique() if "case_id" in frame else 999
+    widest = text_width(f"{most}/{most}", MIN_TEXT_PT)
+    vertical = widest + 2 > (72 * paper_width() / cols - 45) * width / len(capacities)
     for ax, (name, members) in zip(axes.flat, groups):
         counts = members.groupby(["policy", "capacity"], observed=True)["support_retained"].agg(["sum", "count"])
         cases = _case_count(members[members["capacity"] == capacities[0]], policies)
@@ -62,7 +66,7 @@ def retention_by_scenario(frame: pd.DataFrame, *, include_total: bool = True, so
                         rotation=90 if vertical else 0)
         ax.set_xticks(range(len(capacities)), [str(c) for c in capacities])
         ax.set_title(f"{name} ({cases} cases)")
-        ax.set_ylim(0, 125 if vertical else 115)
+        ax.set_ylim(0, 145 if vertical else 115)
         ax.set_yticks([0, 25, 50, 75, 100])
     label_panels(axes, len(groups), "capacity (facts kept)", "support retained (% of cases)")
     hide_unused(axes, len(groups))

@@ -30,6 +30,8 @@ from .style import (
     bottom_legend,
     grid_shape,
     hide_unused,
+    label_panels,
+    one_column,
     paper_figure,
     percent,
     require_columns,
@@ -436,12 +438,12 @@ def half_life_heatmaps(
                                                       linewidth=1.6, zorder=4))
         ax.set_xticks(range(len(access)), [f"{a:g}" for a in access], rotation=45 if len(access) > 6 else 0)
         ax.set_yticks(range(len(confirmation)), [f"{c:g}" for c in confirmation])
-        ax.set_xlabel("access half-life (days)")
-        ax.set_ylabel("confirmation half-life (days)")
-        ax.set_title(f"{group} (retained of {cases} cases)")
+        ax.set_title(f"{group} ({cases} cases)")
+    label_panels(axes, len(groups), "access half-life (days)", "confirmation half-life (days)")
     hide_unused(axes, len(groups))
     assert image is not None  # there is always the all-cases panel
-    colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.75, pad=0.02)
+    colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.75, pad=0.02,
+                            location="bottom" if one_column() else "right")
     colorbar.set_label("support retained (% of the panel's cases)")
     handles = [Patch(facecolor="none", edgecolor="black", linewidth=1.6,
                      label=f"DeerMem default: confirmation {marked[0]:g} days, access {marked[1]:g} days")]

@@ -18,12 +18,10 @@ from .style import (
     MARKERS,
     OKABE_ITO,
     bottom_legend,
-    legend_columns,
-    paper_figure,
+    paper_width,
     percent,
     policy_color,
     require_columns,
-    side_by_side,
     styled,
     title_with_source,
 )
@@ -94,7 +92,7 @@ def _side_label(side: Mapping[str, Any]) -> str:
 
 @styled
 def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: str | None = None) -> Figure:
-    """The preset cascade: what each step changes (left) and support retained per preset (right).
+    """The preset cascade: what each step changes (top) and support retained per preset (below).
 
     ``changes``: :func:`cascade_changes`; ``retention``: :func:`cascade_retention`.
     """
@@ -102,9 +100,11 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
     require_columns(retention, ["preset", "policy", "capacity", "retained", "cases"], "variant_cascade retention")
     steps = list(dict.fromkeys(changes["step"]))
     measures = list(dict.fromkeys(changes["measure"]))
-    height = 1.6 + 0.3 * len(measures) * max(1, len(steps))
-    fig = paper_figure(height, height + 2.6)
-    left, right = side_by_side(fig, width_ratios=[1.45, 1])
+    height = 1.0 + 0.24 * len(measures) * max(1, len(steps))
+    fig = Figure(figsize=(paper_width(), height + 2.4), layout="constrained")
+    # Stacked, each in a subfigure of its own, so that the long measure names narrow only their panel.
+    top, below = fig.subfigures(2, 1, height_ratios=[height, 2.4])  # type: ignore[misc]  # two: an array
+    left, right = top.subplots(), below.subplots()
     height = 0.8 / len(steps)
     y = np.arange(len(measures))
     for index, step in enumerate(steps):
@@ -152,7 +152,7 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
     right.set_ylabel(f"support retained (cases of {cases})")
     right.set_title("Support retained under each preset")
     right.grid(axis="y", color="#e5e5e5", linewidth=0.7)
-    right.legend(frameon=False, loc="lower right", ncols=legend_columns(right.get_legend_handles_labels()[1], 2))
-    bottom_legend(fig, *left.get_legend_handles_labels(), title="step")
+    (steps_drawn, step_names), (lines, line_names) = left.get_legend_handles_labels(), right.get_legend_handles_labels()
+    bottom_legend(fig, [*steps_drawn, *lines], [*step_names, *line_names], most=2)
     title_with_source(fig, "Protocol variants: " + " -> ".join(presets), source)
     return fig

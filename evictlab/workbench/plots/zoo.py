@@ -26,6 +26,7 @@ from .style import (
     hide_unused,
     identical_lines,
     merged_label,
+    one_column,
     paper_figure,
     paper_width,
     percent,
@@ -36,7 +37,6 @@ from .style import (
     text_color,
     text_width,
     title_with_source,
-    wrap_labels,
 )
 
 # --------------------------------------------------------------------------- zoo table (08)
@@ -46,10 +46,12 @@ from .style import (
 def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     """Every policy (rows) x capacity x scenario (columns), coloured by support retained.
 
-    ``summary``: :func:`evictlab.analysis.zoo.zoo_summary`. Cells read "retained/cases" (expected
-    counts with one decimal); rows keep the summary's order and are separated by role
-    (DeerMem, zoo, random floor, bounds), and each row label says how many of its decisions a
-    tie at the cut line settled (when the summary has ``ties``).
+    ``summary``: :func:`evictlab.analysis.zoo.zoo_summary`. One panel per capacity (in a row at
+    two-column size, stacked at one-column size). Cells read the supports retained (expected counts
+    with one decimal) of the cases the column names, where they fit the cell, else the colour
+    alone says it; rows keep the
+    summary's order and are separated by role (DeerMem, zoo, random floor, bounds), and each row
+    label says how many of its decisions a tie at the cut line settled (when the summary has ``ties``).
     """
     require_columns(summary, ["policy", "role", "scenario", "capacity", "retained", "cases", "seeds"], "zoo_heatmap")
     policies = list(dict.fromkeys(summary["policy"]))
@@ -63,39 +65,40 @@ def zoo_heatmap(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
     )
     seeds = summary.groupby("policy", sort=False)["seeds"].max()
     averaged = seeds[seeds > 1]
-    cases = np.array([[indexed["cases"].get((p, c, g), np.nan) for c, g in columns] for p in policies], dtype=float)
-    share = 100 * retained / cases
-    fig = paper_figure(0.3 * len(policies) + 2.4)
-    # Counts in the cells where they fit: across, else upright, else only the colour says it.
-    cell = (72 * paper_width() - 170) / len(columns)
-    rotation = 0 if cell > text_width("45.0/45", MIN_TEXT_PT) + 2 else 90 if cell > 1.3 * MIN_TEXT_PT else None
-    ax = fig.subplots()
-    cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
-    image = ax.imshow(share, cmap=cmap, vmin=0, vmax=100, aspect="auto")
-    for (i, j), value in np.ndenumerate(retained):
-        if not np.isnan(value) and rotation is not None:
-            count = f"{value:.1f}" if policies[i] in averaged else format_count(value)
-            ax.text(j, i, f"{count}/{int(cases[i, j])}", ha="center", va="center",
-                    rotation=rotation, color=text_color(cmap, share[i, j] / 100))
-    for block in range(1, len(capacities)):
-        ax.axvline(block * len(groups) - 0.5, color="white", linewidth=4)
-    changes = [i for i in range(1, len(policies)) if roles.iloc[i] != roles.iloc[i - 1]]
-    for i in changes:
-        ax.axhline(i - 0.5, color="white", linewidth=3)
-    ax.set_xticks(range(len(columns)), wrap_labels([group for _, group in columns]), rotation=90)
+    share = 100 * retained / np.array([[indexed["cases"].get((p, c, g), np.nan) for c, g in columns]
+                                       for p in policies], dtype=float)
+    counts = [[f"{value:.1f}" if p in averaged else format_count(value) for value in values]
+              for p, values in zip(policies, retained)]
     ties = summary[summary["scenario"] == ALL_CASES].groupby("policy")["ties"].sum() if "ties" in summary else {}
     labels = [f"{p} ({roles[p]}" + (f", {format_count(ties[p])} tied)" if ties.get(p, 0) else ")") for p in policies]
-    ax.set_yticks(range(len(policies)), labels)
-    ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    for block, capacity in enumerate(capacities):
-        ax.text((block + 0.5) * len(groups) - 0.5, -0.75, f"capacity {capacity}", ha="center", va="bottom",
-                fontweight="bold")
-    ax.set_ylim(len(policies) - 0.5, -1.3)
-    ax.set_xlabel("scenario, per capacity (facts kept)")
-    ax.set_ylabel("policy (role)")
-    colorbar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.01)
+    cases = summary.groupby("scenario")["cases"].max()
+    # One panel per capacity: in a row at two-column size, in a column at one-column size.
+    row = 12.0 if one_column() else 21.6  # points per policy
+    stack = len(capacities) if one_column() else 1
+    fig = paper_figure(stack * (row * len(policies) / 72 + 0.4) + 2.4)
+    axes = np.atleast_1d(fig.subplots(stack, len(capacities) // stack, sharex=one_column(), sharey=not one_column()))
+    # Each cell's count (of the cases its column names) where the widest fits the cells, else only the colour.
+    room = 72 * paper_width() - max(text_width(label, MIN_TEXT_PT) for label in labels) - 40
+    fits = room / (len(columns) // stack) > max(text_width(count, MIN_TEXT_PT) for line in counts for count in line) + 3
+    cmap = matplotlib.colormaps[SEQUENTIAL_CMAP]
+    changes = [i for i in range(1, len(policies)) if roles.iloc[i] != roles.iloc[i - 1]]
+    for block, (ax, capacity) in enumerate(zip(axes, capacities)):
+        part = slice(block * len(groups), (block + 1) * len(groups))
+        image = ax.imshow(share[:, part], cmap=cmap, vmin=0, vmax=100, aspect="auto")
+        for (i, j), value in np.ndenumerate(share[:, part]):
+            if fits and not np.isnan(value):
+                ax.text(j, i, counts[i][part.start + j], ha="center", va="center", color=text_color(cmap, value / 100))
+        for i in changes:
+            ax.axhline(i - 0.5, color="white", linewidth=3)
+        ax.set_xticks(range(len(groups)), [f"{group} ({int(cases[group])})" for group in groups], rotation=90)
+        ax.set_yticks(range(len(policies)), labels)
+        ax.tick_params(length=0)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        ax.set_title(f"capacity {capacity}", fontweight="bold")
+    axes[-1 if one_column() else len(axes) // 2].set_xlabel("scenario (cases)")
+    axes[len(axes) // 2 if one_column() else 0].set_ylabel("policy (role)")
+    colorbar = fig.colorbar(image, ax=list(axes), shrink=0.8, pad=0.01, location="bottom")
     colorbar.set_label("support retained (% of cases)")
     note = "".join(f"; {policy}: mean over {count} seeds" for policy, count in averaged.items())
     title_with_source(
