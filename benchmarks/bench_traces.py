@@ -124,6 +124,16 @@ def equivalence(chunk: dict, capacity: int) -> bool:
     return same
 
 
+def child_times(command: list[str]) -> tuple[float, float]:
+    """Wall seconds of a child process, and the CPU seconds of it and the processes it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def cli_curve(chunk: dict) -> None:
     """``evictlab trace replay`` on the trace as a file, in a child process."""
     with tempfile.TemporaryDirectory() as folder:
@@ -132,12 +142,7 @@ def cli_curve(chunk: dict) -> None:
                    str(Path(folder) / "out"), "--no-progress"]
         print(f"2. full capacity curve through the CLI: {len(chunk['time']):,} events, {len(default_policies())}"
               f" policies x 6 capacities, keep-all and the optimum; load average before {load()}")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        wall, cpu = child_times(command)
     met = "met" if wall <= CURVE_BUDGET_SECONDS else "NOT met"
     print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU (budget {CURVE_BUDGET_SECONDS} s: {met});"
           f" load average after {load()}")
@@ -271,12 +276,7 @@ def issue_23_figures(parts: list[dict]) -> None:
                    ",".join(policies), "--workers", "2", "--no-progress", "--output-dir", str(Path(folder) / "out")]
         print(f"7. the default study: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
               f" load average before {load()}")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        wall, cpu = child_times(command)
     met = "met" if wall <= STUDY_DEFAULT_BUDGET_SECONDS else "NOT met"
     print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU of the waited-for processes (budget {STUDY_DEFAULT_BUDGET_SECONDS} s:"
           f" {met}); load average after {load()}")
