@@ -217,7 +217,7 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
         description=(
             "Replay trace files (--trace, repeatable), or --seeds generated workloads, through\n"
             "every policy at every capacity in DeerMem's update order (every memory of a trace in\n"
-            "one pass, the file streamed, never held whole), and add the bounds per capacity:\n"
+            "one pass, the file's rows checked once, streamed, never held whole), and add the bounds:\n"
             "keep-all (no cap), the exact offline optimum (knows every question) and, for traces\n"
             "that carry the generator's ask rates, the rate-aware bound (knows the rates, not the\n"
             "questions; a second pass).\n"
