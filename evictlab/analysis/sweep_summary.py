@@ -8,13 +8,13 @@ extremes of the whole, :func:`merge_extremes`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from ..selection.decisions import SETTING_COLUMNS
+from ..selection.tables import group_ids, key_codes
 
 SUMMARY_COLUMNS = (
     "preset",
@@ -53,7 +53,7 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     depend on its rows alone (pandas' compensated group sums, in row order), so the summaries
     of a sweep's chunks are this summary of all its rows, cut where the chunks are cut.
     """
-    group, first = _group_ids(rows, SUMMARY_KEYS)
+    group, first = group_ids([key_codes(rows[key]) for key in SUMMARY_KEYS])
     # Grouped by codes already numbered: a categorical of them is grouped without hashing again.
     codes = pd.Categorical.from_codes(group, categories=pd.RangeIndex(len(first)))
     sums = (
@@ -69,34 +69,6 @@ def scenario_summary(rows: pd.DataFrame) -> pd.DataFrame:
     counts["retention"] = sums["retention"].to_numpy()
     counts["support_retained_rate"] = counts["support_retained"] / counts["cases"]
     return counts[list(SUMMARY_COLUMNS)]
-
-
-def _group_ids(rows: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group of ``keys`` (numbered in order of first appearance) and each group's first row."""
-    codes, sizes = [], []
-    for key in keys:
-        column = rows[key]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            codes.append(column.cat.codes.to_numpy())
-            sizes.append(max(len(column.cat.categories), 1))
-        else:  # integers (setting, capacity): their offsets from the least are codes
-            values = column.to_numpy()
-            low = int(values.min()) if len(values) else 0
-            codes.append(values - low)
-            sizes.append(int(values.max()) - low + 1 if len(values) else 1)
-    count, total = len(rows), math.prod(sizes)
-    ids = np.ravel_multi_index(codes, sizes) if count else np.zeros(0, np.int64)
-    if total > max(4 * count, 1 << 20):  # too many possible keys for a table of them: hash
-        group, _ = pd.factorize(ids)
-        rises = np.ones(count, dtype=bool)
-        rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]  # a group's first row: the count rises
-        return group, np.flatnonzero(rises)
-    first_at = np.full(total, count, dtype=np.int64)
-    np.minimum.at(first_at, ids, np.arange(count))
-    first = np.sort(first_at[first_at < count])
-    number = np.empty(total, dtype=np.int64)
-    number[ids[first]] = np.arange(len(first))
-    return number[ids], first
 
 
 def extreme_settings(summary: pd.DataFrame) -> pd.DataFrame:

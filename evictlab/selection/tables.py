@@ -7,6 +7,7 @@ the report's) is a view of :func:`evictlab.selection.decisions.decide_grid`'s fr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,25 +33,26 @@ def retention_counts(
     """
     keys = list(keys)
     per_case_keys = [*keys, "case_id"] if "case_id" not in keys else keys
-    if total is not None:
-        spread = decisions.assign(**{total_key: total})
-        frames = [decisions, spread]
-        decisions = pd.concat([_plain(frame, per_case_keys) for frame in frames], ignore_index=True)
-    else:
-        decisions = _plain(decisions, per_case_keys)
-    per_case = decisions.groupby(per_case_keys, sort=False)
-    mean = per_case["value"].mean().rename("retained")
-    tied = per_case["support_tied"].mean().rename("ties")
+    copies = 1 if total is None else 2
+    value = "retention" if "retention" in decisions else "support_retained"
+    columns = {key: key_codes(decisions[key], total if key == total_key else None, copies) for key in per_case_keys}
+    case, first_row = group_ids([columns[key] for key in per_case_keys])
+    per_case = np.bincount(case)
+    retained = np.bincount(case, weights=_doubles(decisions, value, copies)) / per_case
+    ties = np.bincount(case, weights=_doubles(decisions, "support_tied", copies)) / per_case
     # Rows already averaged over seeds (the zoo's) say how many in their own "seeds" column.
-    seeds = (per_case["seeds"].max() if "seeds" in decisions else per_case["value"].size()).rename("seeds")
-    cases = pd.concat([mean, seeds, tied], axis=1).reset_index()
-    grouped = cases.groupby(keys, sort=False)
-    counts = grouped.agg(
-        retained=("retained", "sum"), cases=("retained", "size"), seeds=("seeds", "max"), ties=("ties", "sum")
-    ).reset_index()
-    counts["cases"] = counts["cases"].astype(np.int64)
-    counts["seeds"] = counts["seeds"].astype(np.int64)
-    counts["retained"] = counts["retained"].astype(np.float64)
+    seeds = per_case
+    if "seeds" in decisions:
+        seeds = np.zeros(len(per_case), dtype=np.int64)
+        np.maximum.at(seeds, case, _doubles(decisions, "seeds", copies).astype(np.int64))
+    group, first_case = group_ids([(columns[key][0][first_row], columns[key][1]) for key in keys])
+    first = first_row[first_case]
+    most_seeds = np.zeros(len(first), dtype=np.int64)
+    np.maximum.at(most_seeds, group, seeds)
+    counts = pd.DataFrame({key: columns[key][1][columns[key][0][first]] for key in keys}).assign(
+        retained=np.bincount(group, weights=retained), cases=np.bincount(group).astype(np.int64),
+        seeds=most_seeds, ties=np.bincount(group, weights=ties),
+    )  # fmt: skip
     if (counts["seeds"] == 1).all() and (counts["retained"] % 1 == 0).all():
         counts["retained"] = counts["retained"].round().astype(np.int64)
     if (counts["ties"] % 1 == 0).all():
@@ -58,17 +60,48 @@ def retention_counts(
     return counts
 
 
-def _plain(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """The key columns as plain objects (so groups follow the rows), the counted ``value``
-    (``retention``, else ``support_retained``) and ``support_tied``."""
-    value = "retention" if "retention" in frame else "support_retained"
-    out = frame[[*keys, *(["seeds"] if "seeds" in frame else [])]].copy()
-    out["value"] = frame[value].astype(np.float64)
-    out["support_tied"] = frame["support_tied"].astype(np.float64) if "support_tied" in frame else 0.0
-    for key in keys:
-        if isinstance(out[key].dtype, pd.CategoricalDtype):
-            out[key] = out[key].astype(object)
-    return out
+def key_codes(column: pd.Series, total: object = None, copies: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """A key column as ``(codes, values)``, ``values[codes]`` being the column: a categorical's
+    codes, an integer's offsets from its least value, other values numbered as they first appear.
+    The rows come ``copies`` times over; with ``total``, the second copy is all ``total``."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, values = column.cat.codes.to_numpy(dtype=np.int64), np.asarray(column.cat.categories, dtype=object)
+    elif pd.api.types.is_integer_dtype(column.dtype) and len(column):
+        numbers = column.to_numpy(dtype=np.int64)
+        low = int(numbers.min())
+        codes, values = numbers - low, np.arange(low, int(numbers.max()) + 1)
+    else:
+        codes, values = pd.factorize(column.to_numpy())
+    if total is not None:
+        return np.concatenate([codes, np.full(len(codes), len(values))]), np.append(np.asarray(values, object), total)
+    return np.tile(codes, copies), np.asarray(values)
+
+
+def group_ids(keys: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group of equal keys (:func:`key_codes` of each), numbered in order of first
+    appearance, and each group's first row."""
+    count = len(keys[0][0]) if keys else 0
+    sizes = [max(len(values), 1) for _, values in keys]
+    total = math.prod(sizes)
+    if total > max(4 * count, 1 << 20):  # too many possible keys for a table of them: hash
+        group = np.zeros(count, dtype=np.int64)
+        for (codes, _), size in zip(keys, sizes):
+            group = pd.factorize(group * size + codes)[0]
+        rises = np.ones(count, dtype=bool)
+        rises[1:] = group[1:] > np.maximum.accumulate(group)[:-1]  # a group's first row: the count rises
+        return group, np.flatnonzero(rises)
+    ids = np.ravel_multi_index([codes for codes, _ in keys], sizes) if count and keys else np.zeros(count, np.int64)
+    first_at = np.full(total, count, dtype=np.int64)
+    np.minimum.at(first_at, ids, np.arange(count))
+    first = np.sort(first_at[first_at < count])
+    number = np.empty(total, dtype=np.int64)
+    number[ids[first]] = np.arange(len(first))
+    return number[ids], first
+
+
+def _doubles(frame: pd.DataFrame, name: str, copies: int) -> np.ndarray:
+    """A column as doubles, its rows ``copies`` times over (zeros where the frame has no such column)."""
+    return np.tile(frame[name].to_numpy(dtype=np.float64) if name in frame else np.zeros(len(frame)), copies)
 
 
 def format_count(value: float) -> str:
