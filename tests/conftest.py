@@ -25,7 +25,8 @@ from evictlab.analysis.qa.tasks import build_tasks
 #: shared smoke report (the third) for the tests that read it. The rest keep their order.
 LONGEST_FIRST = (
     "tests/test_wheel.py::test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv",
-    "tests/test_report.py::test_the_readme_example_spec_gives_a_report_of_every_notebook",
+    "tests/test_report.py::test_the_readme_example_spec_gives_a_report_of_every_notebook"
+    "_and_a_subset_leaves_it_intact",
     "tests/test_report.py::test_report_succeeds_and_executes_every_notebook",
     "tests/test_gate.py::test_every_kept_set_change_of_100_perturbations_fails_and_20_reruns_pass",
     "tests/attacks/test_attack_disk_runs.py::test_a_report_on_a_disk_that_fills_up_ends_error_and_resumes",

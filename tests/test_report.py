@@ -581,17 +581,37 @@ def test_spec_and_preset_exclude_each_other_and_a_bad_spec_writes_nothing(tmp_pa
     assert not output.exists()
 
 
-def test_the_readme_example_spec_gives_a_report_of_every_notebook(tmp_path):
-    """Custom weights: every notebook runs; the published totals are not checked, and notebook 02 says so."""
+def test_the_readme_example_spec_gives_a_report_of_every_notebook_and_a_subset_leaves_it_intact(
+    tmp_path, monkeypatch
+):
+    """Custom weights: every notebook runs; the published totals are not checked, and notebook 02 says so.
+    Then ``--notebooks 05`` on the same spec, into the default folder too, goes to a folder of its
+    own and leaves every file of the full report as it was (issue #25's acceptance)."""
     spec = "pr4810-final:confidence_weight=0.55,confirmation_weight=0.35"
-    output = tmp_path / "custom"
-    assert cli.main(["report", "--smoke", "--spec", spec, "--output-dir", str(output), "--no-progress"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["report", "--smoke", "--spec", spec, "--no-progress"]) == 0
+    (output,) = (tmp_path / "results").iterdir()
+    assert output.name == report.default_name(parse_spec(spec), True)
     record = json.loads((output / report.MANIFEST_FILE).read_text())
     assert [entry["status"] for entry in record["summary"]["notebooks"]] == ["success"] * len(report.NOTEBOOKS)
     assert record["parameters"]["spec"] == spec
     executed = nbformat.read(output / "notebooks" / "02_retention.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for cell in executed.cells if cell.cell_type == "code" for o in cell.outputs)
     assert "is not a published preset: its totals are not checked against the published ones" in printed
+
+    def files(folder: Path) -> dict[str, tuple[int, str]]:
+        return {str(path.relative_to(folder)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+                for path in sorted(folder.rglob("*")) if path.is_file()}  # fmt: skip
+
+    full = files(output)
+    assert len([name for name in full if name.startswith("figures/")]) > 20  # the full report's figures
+    assert cli.main(["report", "--smoke", "--spec", spec, "--notebooks", "05", "--no-progress"]) == 0
+    subset = output.with_name(output.name + "-nb-05")
+    assert sorted(path.name for path in (tmp_path / "results").iterdir()) == sorted([output.name, subset.name])
+    assert files(output) == full  # not one file of the full report rewritten, added or removed
+    made = json.loads((subset / report.MANIFEST_FILE).read_text())
+    assert [entry["name"] for entry in made["summary"]["notebooks"]] == ["05_protocol_variants.ipynb"]
+    assert sorted(path.name for path in (subset / "notebooks").glob("*.ipynb")) == ["05_protocol_variants.ipynb"]
 
 
 def test_the_notebooks_spec_names_the_reports_dataset_and_preset(tmp_path):
