@@ -73,7 +73,8 @@ def key_codes(column: pd.Series, total: object = None, copies: int = 1) -> tuple
     else:
         codes, values = pd.factorize(column.to_numpy())
     if total is not None:
-        return np.concatenate([codes, np.full(len(codes), len(values))]), np.append(np.asarray(values, object), total)
+        every = np.append(np.asarray(values, object), np.array([total], object))
+        return np.concatenate([codes, np.full(len(codes), len(values))]), every
     return np.tile(codes, copies), np.asarray(values)
 
 
