@@ -180,31 +180,40 @@ def structure_problem(value: Any, max_depth: int = MAX_DEPTH, *, strings: bool =
 
     ``strings=False`` skips the string check (for input that cannot hold a lone surrogate).
     """
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    found = _scalar_problem(value, strings)
+    if found:
+        return f"<root>: {found}"
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)] if isinstance(value, (dict, list)) else []
     while stack:
         item, path, depth = stack.pop()
-        if isinstance(item, str):
-            if strings and not is_text(item):
-                return f"{path or '<root>'}: a string holds a lone surrogate (not Unicode text)"
-            continue
-        if isinstance(item, int) and item.bit_length() > _MAX_INTEGER_BITS:
-            # YAML's hexadecimal or octal integers convert without Python's digit limit, but
-            # no message could then print them.
-            return f"{path or '<root>'}: an integer has more digits than evictlab reads (4300)"
-        if not isinstance(item, (dict, list)):
-            continue
         if depth >= max_depth:
             return f"{path or '<root>'}: nested more than {max_depth} levels deep"
-        entries = item.items() if isinstance(item, dict) else enumerate(item)
-        for key, child in entries:
-            if strings and isinstance(key, str) and not is_text(key):
+        in_list = isinstance(item, list)
+        for key, child in enumerate(item) if in_list else item.items():
+            if strings and not in_list and isinstance(key, str) and not is_text(key):
                 return f"{path or '<root>'}: a key holds a lone surrogate (not Unicode text)"
-            if isinstance(item, list):
-                name = f"{path}[{key}]"
-            else:
-                name = f"{path}.{printable(key)}" if path else printable(key)
-            stack.append((child, name, depth + 1))
+            # Only containers are visited later (with their path); other values are checked here.
+            if isinstance(child, (dict, list)):
+                stack.append((child, _child_path(path, key, in_list), depth + 1))
+            elif isinstance(child, (str, int)) and (found := _scalar_problem(child, strings)):
+                return f"{_child_path(path, key, in_list)}: {found}"
     return None
+
+
+def _scalar_problem(value: Any, strings: bool) -> str | None:
+    if isinstance(value, str):
+        return "a string holds a lone surrogate (not Unicode text)" if strings and not is_text(value) else None
+    if isinstance(value, int) and value.bit_length() > _MAX_INTEGER_BITS:
+        # YAML's hexadecimal or octal integers convert without Python's digit limit, but
+        # no message could then print them.
+        return "an integer has more digits than evictlab reads (4300)"
+    return None
+
+
+def _child_path(path: str, key: Any, in_list: bool) -> str:
+    if in_list:
+        return f"{path}[{key}]"
+    return f"{path}.{printable(key)}" if path else printable(key)
 
 
 def is_text(text: str) -> bool:
