@@ -523,12 +523,12 @@ def test_allow_unpinned_is_a_reserved_parameter(tmp_path, capsys):
 
 
 def test_allow_unpinned_is_passed_to_every_notebook(tmp_path):
-    result = report.run_report(tmp_path / "out", smoke=True, notebooks=["01"], allow_unpinned=True, progress=False)
+    result = report.run_report(tmp_path / "out", smoke=True, notebooks=["05"], allow_unpinned=True, progress=False)
     assert result.ok, result.error
     manifest = json.loads(result.manifest_path.read_text())
     assert manifest["parameters"]["allow_unpinned"] is True
     assert "pinned" not in manifest["dataset"]  # the embedded demo is pinned; the flag only permits
-    executed = nbformat.read(result.output_dir / "notebooks" / "01_pools.ipynb", as_version=4)
+    executed = nbformat.read(result.output_dir / "notebooks" / "05_protocol_variants.ipynb", as_version=4)
     assert executed.metadata["papermill"]["parameters"]["spec"] == "pr4810-final:allow_unpinned=true"
 
 

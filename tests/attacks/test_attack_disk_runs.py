@@ -83,4 +83,4 @@ def test_grade_qa_on_a_disk_that_fills_up_ends_error_and_resumes(tmpfs, stub_env
 @pytest.mark.slow
 def test_a_report_on_a_disk_that_fills_up_ends_error_and_resumes(tmpfs):  # noqa: F811
     disk = tmpfs("64m")
-    full_disk_attack(disk, ["report", "--smoke", "--notebooks", "01", "--no-progress"], disk / "out", "report")
+    full_disk_attack(disk, ["report", "--smoke", "--notebooks", "05", "--no-progress"], disk / "out", "report")
