@@ -50,23 +50,28 @@ lint: $(STAMP)
 	$(BIN)/ruff check evictlab tests benchmarks
 	$(BIN)/mypy
 
-# The whole suite in two lanes: the fast one first (a failure there stops before the slow one).
+# pytest on PYTEST_WORKERS workers. The tests' bytecode (pytest's rewritten asserts) and
+# evictlab's are cached even where PYTHONDONTWRITEBYTECODE is set: every worker, every
+# `python -m evictlab` a test starts and every notebook kernel would compile them again.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+# A free worker takes one test at a time, the longest first (LONGEST_FIRST in tests/conftest.py).
+ONE_AT_A_TIME := --maxschedchunk 1
+
+# The whole suite in one session, so neither lane ends with one worker idle: the longest
+# tests start first and the short ones fill both workers to the end.
 test: lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(SLOW_LANE) $(PYTEST_ARGS)
+	$(PYTEST) $(ONE_AT_A_TIME) $(PYTEST_ARGS)
 
 # The daily lane: every test not marked slow (notebooks, report runs, the wheel).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
-# The rest: the tests marked slow (the smoke report runs once and is shared by them). A free
-# worker takes one test at a time, the longest first (LONGEST_FIRST in tests/conftest.py).
-SLOW_LANE := -m slow --maxschedchunk 1
+# The rest: the tests marked slow (the smoke report runs once and is shared by them).
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(SLOW_LANE) $(PYTEST_ARGS)
+	$(PYTEST) -m slow $(ONE_AT_A_TIME) $(PYTEST_ARGS)
 
 test-exact: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS) $(EXACT_TESTS)
+	$(PYTEST) $(PYTEST_ARGS) $(EXACT_TESTS)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
@@ -93,8 +98,8 @@ notebook-filter: $(STAMP)
 
 help:
 	@echo "make report          set up .venv and run the notebook suite on the demo dataset"
-	@echo "make test            set up .venv, run make lint, the fast lane, then the slow lane"
-	@echo "make test-fast       the tests not marked slow (daily work; about 8 min of CPU)"
+	@echo "make test            set up .venv, run make lint, then every test in one session"
+	@echo "make test-fast       the tests not marked slow (daily work; about 6.5 min of CPU)"
 	@echo "make test-slow       only the tests marked slow (notebooks, reports, the wheel)"
 	@echo "make lint            only ruff (package, tests, benchmarks) and mypy (package)"
 	@echo "make lab             JupyterLab on the notebooks (adds --allow-root when run as root)"

@@ -19,21 +19,36 @@ from qa_harness import API_KEY, KEY_ENV, URL_ENV, Responder, demo_pool_set, run_
 
 from evictlab.analysis.qa.tasks import build_tasks
 
-#: The slow lane's longest tests, in the order they start. The Makefile runs that lane with
-#: ``--maxschedchunk 1``, so a free worker takes the next test: the long ones start first, and
-#: the wheel's build and the README spec's report run while the other worker executes the
-#: shared smoke report (the third) for the tests that read it. The rest keep their order.
+#: The suite's longest tests (both lanes), in the order they start. ``make test`` and the slow lane
+#: run with ``--maxschedchunk 1``: each worker holds two tests, and a free one takes the next.
+#: The smoke report (made by the first, shared by every test that reads it) and the README spec's
+#: report run at once on the two workers, beside the gate and the wheel; the short tests then fill
+#: both workers to the end. The rest keep their order.
 LONGEST_FIRST = (
-    "tests/test_wheel.py::test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv",
-    "tests/test_report.py::test_the_readme_example_spec_gives_a_report_of_every_notebook"
-    "_and_a_subset_leaves_it_intact",
     "tests/test_report.py::test_report_succeeds_and_executes_every_notebook",
     "tests/test_gate.py::test_every_kept_set_change_of_100_perturbations_fails_and_20_reruns_pass",
+    "tests/test_report.py::test_the_readme_example_spec_gives_a_report_of_every_notebook"
+    "_and_a_subset_leaves_it_intact",
+    "tests/test_wheel.py::test_the_wheel_runs_the_report_in_a_fresh_python_3_12_venv",
+    "tests/test_trace_stages.py::test_stage_losses_sum_to_the_total_loss_on_1000_traces",
+    "tests/test_browser_lab.py::test_explorer_notebook_runs_and_responds_in_jupyterlab",
     "tests/attacks/test_attack_disk_runs.py::test_a_report_on_a_disk_that_fills_up_ends_error_and_resumes",
+    "tests/attacks/test_attack_runs.py::test_report_with_a_forged_legacy_manifest_deletes_nothing",
     "tests/attacks/test_attack_runs.py::test_a_second_run_into_a_busy_folder_is_refused_and_the_first_finishes"
     "_untouched[report]",
-    "tests/attacks/test_attack_runs.py::test_run_qa_and_grade_qa_refuse_a_busy_folder",
-    "tests/test_sweep_output.py::test_a_killed_sweep_continues_from_its_last_complete_chunk",
+    "tests/attacks/test_attack_dask.py::test_ctrl_c_or_sigterm_on_a_local_cluster_prints_no_worker_traceback"
+    "[SIGINT-True]",
+    "tests/attacks/test_attack_dask.py::test_ctrl_c_or_sigterm_on_a_local_cluster_prints_no_worker_traceback"
+    "[SIGTERM-True]",
+    "tests/attacks/test_attack_dask.py::test_ctrl_c_or_sigterm_on_a_local_cluster_prints_no_worker_traceback"
+    "[SIGTERM-False]",
+    "tests/test_trace_golden.py::test_kept_lists_at_every_write_are_todays[0]",
+    "tests/test_trace_golden.py::test_kept_lists_at_every_write_are_todays[1]",
+    "tests/test_trace_golden.py::test_kept_lists_at_every_write_are_todays[2]",
+    "tests/test_report.py::test_key_tables_follow_the_qa_parameters_given_with_p",
+    "tests/test_browser_lab.py::test_make_lab_serves_the_notebooks_and_stops",
+    "tests/test_notebooks.py::test_a_dataset_the_spec_names_is_named_under_every_figure",
+    "tests/test_trace_optimum.py::test_no_policy_beats_the_optimum",
 )
 
 
