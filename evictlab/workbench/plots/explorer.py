@@ -131,8 +131,7 @@ def explanation_figure(
     ax.set_ylim(len(ordered) - 0.5, -0.5)
     ax.set_xlabel("score" + (" = sum of the weighted components" if weights else ""))
     ax.set_ylabel("fact (rank order, best first)")
-    ax.grid(axis="x", color="#e5e5e5", linewidth=0.7)
-    ax.set_axisbelow(True)
+    ax.grid(True, axis="x")
     notes = [_support_note(row) for _, row in ordered.iterrows() if row["fact_id"] in support]
     if notes:
         # In the empty band right of the longest bar, at the top.
@@ -251,8 +250,7 @@ class ExplorerFigure:
         right.set_xticks(range(1, pool_size + 1))
         right.set_xlabel("rank of the support fact in its pool (1 = highest score)")
         right.set_ylabel("scenario (one dot per case)")
-        right.grid(axis="x", color="#eeeeee", linewidth=0.7)
-        right.set_axisbelow(True)
+        right.grid(True, axis="x")
         right.set_title("Where each support ranks")
         handles = [
             *self.references.values(),

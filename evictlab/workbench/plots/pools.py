@@ -142,14 +142,8 @@ def pool_metadata(facts: pd.DataFrame, *, source: str | None = None) -> Figure:
 
 
 @styled
-def evidence_lengths(
-    cases: pd.DataFrame,
-    bank: pd.DataFrame,
-    *,
-    support_limit: int | None = None,
-    bank_limits: tuple[int, int] | None = None,
-    source: str | None = None,
-) -> Figure:
+def evidence_lengths(cases: pd.DataFrame, bank: pd.DataFrame, *, support_limit: int | None = None,
+                     bank_limits: tuple[int, int] | None = None, source: str | None = None) -> Figure:
     """Rendered evidence lengths: each official case's support, and the distractor bank.
 
     ``cases``: ``scenario``, ``source`` and ``support_chars``; only ``longmemeval`` cases are

@@ -56,13 +56,14 @@ def qa_accuracy(accuracy: pd.DataFrame, *, source: str | None = None) -> Figure:
         ax.set_ylim(len(groups) - 0.5, -0.5)
         ax.set_xlim(-3, 112)
         ax.set_xticks([0, 20, 40, 60, 80, 100])
-        ax.grid(axis="x", color="#e5e5e5", linewidth=0.8)
-        ax.set_axisbelow(True)
+        ax.grid(True, axis="x")
         ax.set_title("per scenario" if level == "scenario" else "per suite (official = LongMemEval, overall = all)",
                      loc="left")
     axes[-1].set_xlabel("accuracy (% of cases answered correctly)")
     policy_legend(fig, policies)
-    title_with_source(fig, f"QA accuracy with {_interval_label(accuracy)} confidence intervals", source)
+    method = str(accuracy["method"].iloc[0]) if "method" in accuracy else "binomial"
+    alpha = float(accuracy["alpha"].iloc[0]) if "alpha" in accuracy else 0.05
+    title_with_source(fig, f"QA accuracy with {interval_label(method, alpha)} confidence intervals", source)
     return fig
 
 
@@ -197,9 +198,3 @@ def qa_tokens(rows: pd.DataFrame, *, source: str | None = None) -> Figure:
 
 def _format_p(p: float) -> str:
     return f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}"
-
-
-def _interval_label(frame: pd.DataFrame) -> str:
-    method = str(frame["method"].iloc[0]) if "method" in frame else "binomial"
-    alpha = float(frame["alpha"].iloc[0]) if "alpha" in frame else 0.05
-    return interval_label(method, alpha)

@@ -26,7 +26,6 @@ from .style import (
     styled,
     text_width,
     title_with_source,
-    wrap_text,
 )
 
 
@@ -105,7 +104,10 @@ def support_rank_distribution(
         for offset, policy in zip(offsets, policies):
             rows = members[members["policy"] == policy]
             counts = rows["support_rank"].value_counts()
-            reserved = reserved_keeps(rows, capacity).value_counts()
+            # Kept although ranked right of the line: only a reserved slot keeps such a support.
+            beyond = rows["support_retained"].astype(bool) & (rows["support_rank"] > capacity) if "support_retained" \
+                in rows else np.zeros(len(rows), dtype=bool)
+            reserved = rows.loc[beyond, "support_rank"].value_counts()
             held = np.array([reserved.get(r, 0) for r in ranks])
             total = np.array([counts.get(r, 0) for r in ranks])
             ax.bar(ranks + offset, total - held, width, color=policy_color(policy), edgecolor="black", linewidth=0.5)
@@ -121,33 +123,11 @@ def support_rank_distribution(
         ax.text(capacity + 0.35, top * 1.08, f"kept: rank ≤ {capacity}", va="top", ha="right")
     label_panels(axes, len(scenarios), "support rank (1 = highest score)", "cases")
     hide_unused(axes, len(scenarios))
-    if len(scenarios) < axes.size:
-        note = axes.flat[len(scenarios)]
-        note.set_visible(True)
-        note.axis("off")
-        note.text(
-            0.05,
-            0.5,
-            wrap_text(f"A support ranked right of the dashed line is evicted at capacity {capacity}, unless the"
-                      " policy reserves a slot for it (hybrid-v1 keeps one correction fact this way).",
-                      MIN_TEXT_PT, 0.85 * 72 * paper_width() / cols),
-            transform=note.transAxes,
-            va="center",
-        )
     reserved = Patch(facecolor="white", edgecolor="black", linewidth=0.5, hatch="xx", label="kept by a reserved slot")
     policy_legend(fig, policies, extra=[reserved] if "support_retained" in shown else ())
     title = f"Rank of the support fact among its pool's facts (dashed line: capacity {capacity})"
     title_with_source(fig, title, source)
     return fig
-
-
-def reserved_keeps(rows: pd.DataFrame, capacity: int) -> pd.Series:
-    """Support ranks of the rows whose support was kept although ranked below ``capacity``:
-    only a reserved slot keeps such a fact (empty without a ``support_retained`` column)."""
-    if "support_retained" not in rows:
-        return rows["support_rank"].iloc[:0]
-    kept = rows["support_retained"].astype(bool) & (rows["support_rank"] > capacity)
-    return rows.loc[kept, "support_rank"]
 
 
 def _case_count(members: pd.DataFrame, policies: Sequence[str]) -> int:

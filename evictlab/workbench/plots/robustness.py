@@ -61,8 +61,7 @@ def robustness_curves(curves: pd.DataFrame, capacity: int, *, source: str | None
         if index % cols == 0:
             ax.set_ylabel("% (solid: supports retained, dotted: kept sets changed)")
         ax.set_ylim(0, 105)
-        ax.grid(color="#e5e5e5", linewidth=0.7)
-        ax.set_axisbelow(True)
+        ax.grid(True)
     hide_unused(axes, len(names))
     styles = [Line2D([], [], color="black", linewidth=2, marker="o", label="support retained (mean)"),
               Line2D([], [], color="black", linestyle=":", linewidth=1.4, label="decision churn")]

@@ -55,7 +55,6 @@ def shadow_figure(summary: dict[str, Any], facts: pd.DataFrame, *, source: str |
     margins.set_ylabel("facts")
     margins.set_title("margins (cut line: highest evicted confidence)")
     for ax in (months, categories, margins):
-        ax.grid(color="#e5e5e5", linewidth=0.7)
-        ax.set_axisbelow(True)
+        ax.grid(True)
     title_with_source(fig, "Shadow mode: what hybrid-v1 would have evicted instead of confidence", source)
     return fig

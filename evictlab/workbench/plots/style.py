@@ -97,7 +97,10 @@ STYLE: dict[str, Any] = {
     "figure.titlesize": MIN_TEXT_PT + 1,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.grid": False,
+    "axes.grid": False,  # a panel that wants one turns it on (ax.grid(True)): light, below the data
+    "grid.color": "#e5e5e5",
+    "grid.linewidth": 0.7,
+    "axes.axisbelow": True,
     "figure.facecolor": "white",
     "axes.facecolor": "white",
     "savefig.facecolor": "white",

@@ -206,14 +206,8 @@ def control_losses(summary: pd.DataFrame, scenarios: Sequence[str] = CONTROL_SCE
 
 
 @styled
-def weight_simplex_maps(
-    summary: pd.DataFrame,
-    capacity: int,
-    *,
-    marked: tuple[float, float, float] = DEERMEM_WEIGHTS,
-    control_scenarios: Sequence[str] = CONTROL_SCENARIOS,
-    source: str | None = None,
-) -> Figure:
+def weight_simplex_maps(summary: pd.DataFrame, capacity: int, *, marked: tuple[float, float, float] = DEERMEM_WEIGHTS,
+                        control_scenarios: Sequence[str] = CONTROL_SCENARIOS, source: str | None = None) -> Figure:
     """Support retention over the weight simplex at ``capacity``, one ternary map per scenario.
 
     ``summary``: :func:`evictlab.analysis.sweep.scenario_summary` of one policy and preset over a
@@ -379,27 +373,16 @@ def _ternary_grid(ax: Any) -> None:
 
 
 @styled
-def half_life_heatmaps(
-    summary: pd.DataFrame,
-    capacity: int,
-    *,
-    marked: tuple[float, float] = DEERMEM_HALF_LIVES,
-    source: str | None = None,
-) -> Figure:
+def half_life_heatmaps(summary: pd.DataFrame, capacity: int, *, marked: tuple[float, float] = DEERMEM_HALF_LIVES,
+                       source: str | None = None) -> Figure:
     """Support retention over confirmation x access half-lives at ``capacity``, one map per scenario.
 
     ``summary``: :func:`evictlab.analysis.sweep.scenario_summary` of one policy, preset and weight
     triple over a half-life grid. Cells show the retained count; ``marked`` (DeerMem's
     90 / 30 days) is outlined when it is on the grid.
     """
-    columns = [
-        "confirmation_half_life_days",
-        "access_half_life_days",
-        "scenario",
-        "capacity",
-        "support_retained",
-        "cases",
-    ]
+    columns = ["confirmation_half_life_days", "access_half_life_days", "scenario", "capacity", "support_retained",
+               "cases"]
     require_columns(summary, columns, "half_life_heatmaps")
     policy = _only(summary, "policy", "half_life_heatmaps")
     _only(summary, "preset", "half_life_heatmaps")

@@ -30,6 +30,7 @@ from .style import (
     merged_label,
     paper_figure,
     policy_color,
+    policy_legend,
     policy_order,
     require_columns,
     side_by_side,
@@ -50,9 +51,6 @@ CURVE_PANELS = (
     ("answerable_rate", "answerable rate (needed fact in memory)"),
     ("stale_kept_rate", "stale-kept rate (old value kept, update gone)"),
 )
-#: Horizontal offsets (in decades of capacity) of the strong policies' interval bars, so that no
-#: two bars at one capacity overlap.
-INTERVAL_DODGE = 0.03
 
 
 def best_baseline(summary: pd.DataFrame) -> str | None:
@@ -100,7 +98,8 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
                     label=merged_label(lines[policy]) + (" (best baseline)" if best in lines[policy] else ""))
             low, high = f"{metric}_low", f"{metric}_high"
             if seeds > 1 and low in line and line[low].notna().any():
-                x = line["capacity"].to_numpy(dtype=float) * 10 ** (INTERVAL_DODGE * (index - (len(strong) - 1) / 2))
+                # Side by side, 0.03 decades of capacity apart: no two bars of one capacity overlap.
+                x = line["capacity"].to_numpy(dtype=float) * 10 ** (0.03 * (index - (len(strong) - 1) / 2))
                 ax.vlines(x, line[low], line[high], color=policy_color(policy), linewidth=1.4, zorder=5)
         for policy in faint:
             line = by_policy[policy]
@@ -112,8 +111,7 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("capacity (max facts)")
         ax.set_ylabel(label)
-        ax.grid(color="#e5e5e5", linewidth=0.7)
-        ax.set_axisbelow(True)
+        ax.grid(True)
     handles, labels = axes[0].get_legend_handles_labels()
     bottom_legend(fig, handles, labels)
     mean = f"mean over {seeds} seeds; bars: 95 % bootstrap intervals, side by side" if seeds > 1 else "one seed"
@@ -153,9 +151,7 @@ def study_advantage(summary: pd.DataFrame, baseline: str = "confidence", *, sour
     ax.set_xticks(range(len(capacities)), [str(capacity) for capacity in capacities])
     ax.set_xlabel("capacity (max facts)")
     ax.set_ylabel(f"answerable rate minus {baseline}'s")
-    for policy in policies:
-        ax.plot([], [], color=policy_color(policy), linewidth=6, label=policy)
-    bottom_legend(fig, *ax.get_legend_handles_labels())
+    policy_legend(fig, policies)
     legend = "bar: 10th-90th percentile over workloads and seeds, dot: median, text: win rate"
     title_with_source(fig, f"Answerable-rate advantage over {baseline}", f"{legend}; {source}" if source else legend)
     return fig
@@ -202,8 +198,7 @@ def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
     rows, cols = grid_shape(len(policies), 4)
     fig = paper_figure(2.0 * rows + 1.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-    hues = ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion", "reddish_purple")
-    colors = ["#d9d9d9", *(OKABE_ITO[hue] for hue in hues)]
+    colors = ["#d9d9d9", *map(OKABE_ITO.get, ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion"))]
     for ax, policy in zip(axes.flat, policies):
         cells = table[table["policy"] == policy].set_index("capacity").reindex(capacities).fillna(0.0)
         bottom = np.zeros(len(capacities))

@@ -151,7 +151,7 @@ def variant_cascade(changes: pd.DataFrame, retention: pd.DataFrame, *, source: s
     right.set_xlabel("preset (cascade order)")
     right.set_ylabel(f"support retained (cases of {cases})")
     right.set_title("Support retained under each preset")
-    right.grid(axis="y", color="#e5e5e5", linewidth=0.7)
+    right.grid(True, axis="y")
     (steps_drawn, step_names), (lines, line_names) = left.get_legend_handles_labels(), right.get_legend_handles_labels()
     bottom_legend(fig, [*steps_drawn, *lines], [*step_names, *line_names], most=2)
     title_with_source(fig, "Protocol variants: " + " -> ".join(presets), source)

@@ -163,8 +163,7 @@ def capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figu
         ax.set_xticks(capacities)
         ax.set_ylim(-4, 104)  # room for the markers at 0 and 100, which are drawn where they are
         ax.set_yticks([0, 25, 50, 75, 100])
-        ax.grid(color="#e5e5e5", linewidth=0.7)
-        ax.set_axisbelow(True)
+        ax.grid(True)
     for ax in axes[:, 0]:
         ax.set_ylabel("support retained (%)")
     used = len(groups)
