@@ -113,37 +113,61 @@ def test_new_fact_valid_days_are_capped_at_creation():
 # --------------------------------------------------------------------------- contradiction (1.12 C7)
 
 
+def removals(entries, replacement, kept):
+    """contradiction_removals on one memory holding ``kept`` ((id, content key) pairs), by ids:
+    the removed ids and the entries refused."""
+    ids = [fact_id for fact_id, _ in kept]
+    codes = {key: code for code, key in enumerate(dict.fromkeys(key for _, key in kept))}
+    pairs = [(ids.index(target) if target in ids else None,
+              None if index is None else codes.get(replacement.get(index), -1)) for target, index in entries]
+    removed, refused = contradiction_removals(pairs, np.array([codes[key] for _, key in kept]),
+                                              np.ones(len(kept), dtype=bool))
+    return [fact_id for fact_id, gone in zip(ids, removed) if gone], int(refused)
+
+
+def test_removals_run_for_many_memories_at_once_in_entry_order():
+    # positions: a (key 0), b (key 1), c (key 1); memory 0 holds all, memory 1 only a and b
+    keys = np.array([0, 1, 1])
+    held = np.array([[True, True, True], [True, True, False]])
+    # a needs another key-1 fact (both have b); then b needs another key-1 fact: c, only in memory 0
+    removed, refused = contradiction_removals([(0, 1), (1, 1)], keys, held)
+    assert removed.tolist() == [[True, True, False], [True, False, False]] and refused.tolist() == [0, 1]
+    # an earlier removal counts: after b goes, c has no other key-1 fact left
+    removed, refused = contradiction_removals([(1, 1), (2, 1)], keys, held[:1])
+    assert removed.tolist() == [[False, True, False]] and refused.tolist() == [1]
+
+
 def test_paired_removal_needs_a_surviving_replacement():
     old = ("fact_vim", content_key("User prefers Vim"))
     code = content_key("User now prefers VS Code")
     # the replacement passed the gates and survived: only it remains
     _outcomes, replacement = admit([NewFact(code, 0.9)], [old[1]])
-    removed, refused = contradiction_removals([("fact_vim", 0)], replacement, [old, ("new", code)])
+    removed, refused = removals([("fact_vim", 0)], replacement, [old, ("new", code)])
     assert (removed, refused) == (["fact_vim"], 0)
     # rejected by the scope gate or the threshold: no replacement key, the old fact stays
     for fact in (NewFact(code, 0.9, "thread", "temporary"), NewFact(code, 0.69)):
         _, replacement = admit([fact], [old[1]])
-        assert contradiction_removals([("fact_vim", 0)], replacement, [old]) == ([], 1)
+        assert removals([("fact_vim", 0)], replacement, [old]) == ([], 1)
     # cap 1: Vim 0.9 against the replacement 0.8, the replacement is evicted and Vim stays
     decision = select_facts_for_capacity([{"id": "fact_vim", "confidence": 0.9}, {"id": "new", "confidence": 0.8}],
                                          max_facts=1, policy="confidence")
     kept = [(fact["id"], {"fact_vim": old[1], "new": code}[fact["id"]]) for fact in decision.kept]
-    assert contradiction_removals([("fact_vim", 0)], {0: code}, kept) == ([], 1)
+    assert removals([("fact_vim", 0)], {0: code}, kept) == ([], 1)
 
 
 def test_paired_removal_edges():
     vim, code = content_key("User prefers Vim"), content_key("User prefers VS Code")
     kept = [("fact_vim", vim), ("fact_code", code)]
     # the replacement is a duplicate of a different existing fact: enough
-    assert contradiction_removals([("fact_vim", 0)], {0: code}, kept)[0] == ["fact_vim"]
+    assert removals([("fact_vim", 0)], {0: code}, kept)[0] == ["fact_vim"]
     # equal to the target's own content: not enough
-    assert contradiction_removals([("fact_vim", 0)], {0: vim}, kept) == ([], 1)
+    assert removals([("fact_vim", 0)], {0: vim}, kept) == ([], 1)
     # an index pointing at an unlabelled fact: old kept, the other new fact is still stored
     outcomes, replacement = admit([NewFact(code, 0.9, None, None, None), NewFact("other", 0.9)], [vim])
     assert outcomes == ["missing", "stored"]
-    assert contradiction_removals([("fact_vim", 0)], replacement, [*kept, ("o", "other")]) == ([], 1)
+    assert removals([("fact_vim", 0)], replacement, [*kept, ("o", "other")]) == ([], 1)
     # a pure retraction, and an unknown id (no-op)
-    assert contradiction_removals([("fact_vim", None), ("gone", None)], {}, kept) == (["fact_vim"], 0)
+    assert removals([("fact_vim", None), ("gone", None)], {}, kept) == (["fact_vim"], 0)
 
 
 # --------------------------------------------------------------------------- staleness (1.10, 1.12 C3)

@@ -11,7 +11,7 @@ and is the one selector's, not this module's; with every stage off a replay is t
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,28 +238,35 @@ def creation_valid_days(value: int | None, config: LifecycleConfig = LifecycleCo
 # --------------------------------------------------------------------------- contradiction (1.12 C7)
 
 
-def contradiction_removals(entries: Sequence[tuple[str, int | None]], replacement: Mapping[int, str],
-                           kept: Sequence[tuple[str, str]]) -> tuple[list[str], int]:
-    """The ids ``factsToRemove`` removes after the capacity selection, and the entries refused
-    as ``replacement``.
+def contradiction_removals(entries: Sequence[tuple[int | None, int | None]], keys: np.ndarray,
+                           held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What ``factsToRemove`` removes after the capacity selection, for one or many memories.
 
-    ``entries`` are ``(target id, replacementFactIndex or None)`` in order (scope and reason
-    already passed); ``kept`` is the post-capacity memory as ``(id, content key)``. A paired
-    entry removes its target only when ``replacement[index]`` exists and some kept fact other
-    than the target has that key; without an index the entry is a pure retraction. Unknown
-    ids remove nothing, and nothing is back-filled.
+    ``entries`` are ``(target, key)`` in order (scope and reason already passed): ``target`` is
+    the position of the named fact among ``keys`` (``None``: an id memory does not hold),
+    ``key`` the content-key code its replacement must have (``None``: a pure retraction; ``-1``:
+    its ``replacementFactIndex`` names no stored fact). ``keys`` are the content-key codes of
+    the positions and ``held`` (..., positions) which ones each memory holds after the cap. A
+    paired entry removes its target only when some held fact other than the target has the
+    replacement's key, on what the earlier entries left; otherwise it is refused. Unknown ids
+    remove nothing, and nothing is back-filled. Returns the removed positions (like ``held``)
+    and the entries refused per memory.
     """
-    present = dict(kept)
-    removed, refused = [], 0
-    for target, index in entries:
-        if index is not None:
-            key = replacement.get(index)
-            if key is None or not any(other != target and other_key == key for other, other_key in present.items()):
-                refused += 1
-                continue
-        if target in present:
-            del present[target]
-            removed.append(target)
+    held = np.array(held, dtype=bool)
+    removed = np.zeros_like(held)
+    refused = np.zeros(held.shape[:-1], dtype=np.int64)
+    for target, key in entries:
+        passes: np.ndarray = np.ones(held.shape[:-1], dtype=bool)
+        if key is not None:
+            others = np.asarray(keys) == key
+            if target is not None:
+                others[target] = False
+            passes = np.asarray(held[..., others].any(axis=-1))
+            refused += ~passes
+        if target is not None:
+            gone = passes & held[..., target]
+            held[..., target] &= ~gone
+            removed[..., target] = gone
     return removed, refused
 
 

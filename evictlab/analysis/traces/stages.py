@@ -320,23 +320,18 @@ class Lifecycle:
         memories.discard(members, gone)
 
     def _contradiction(self, entries: list[tuple[str, int]]) -> None:
-        """Spec 1.12 C7 for each memory holding a target, on the facts that decide it."""
+        """Spec 1.12 C7 for every memory holding a target at once (:func:`~.lifecycle.contradiction_removals`)."""
         memories, table = self.memories, self.memories.table
-        targets = [table.index[target] for target, _ in entries if target in table.index]
-        if not targets:
+        targets = [table.index.get(target) for target, _ in entries]
+        members = np.flatnonzero(memories.present[:, [row for row in targets if row is not None]].any(axis=1))
+        if not len(members):
             return
-        holding = np.flatnonzero(memories.present[:, targets].any(axis=1))
-        codes = {self.codes[key] for key in self._replacement.values()}
-        rows = np.union1d(targets, np.flatnonzero(np.isin(table.extra["key"][: table.size], list(codes))))
-        keys = {code: key for key, code in self.codes.items() if code in codes}
-        facts = [(table.ids[row], keys.get(int(table.extra["key"][row]), "")) for row in rows.tolist()]
-        for memory in holding.tolist():
-            kept = [fact for fact, held in zip(facts, memories.present[memory, rows]) if held]
-            removed, _ = contradiction_removals(entries, self._replacement, kept)
-            if removed:
-                gone = np.isin(memories.order[memory, : memories.sizes[memory]], [table.index[i] for i in removed])
-                stored = memories.order[memory : memory + 1, : memories.sizes[memory]]
-                self._forget(np.array([memory]), stored, gone[None], "contradicted")
+        replacements = [self._replacement.get(index) for _, index in entries]  # every entry here is paired
+        keys = [-1 if key is None else self.codes[key] for key in replacements]
+        removed, _ = contradiction_removals(list(zip(targets, keys)), table.extra["key"][: table.size],
+                                            memories.present[members, : table.size])
+        stored, valid = memories.stored(members)
+        self._forget(members, stored, removed[np.arange(len(members))[:, None], stored] & valid, "contradicted")
 
     def _injected(self) -> np.ndarray:
         """(M, table rows): the rows each memory shows (spec 1.13), cached until the next write."""
