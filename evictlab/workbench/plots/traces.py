@@ -48,7 +48,7 @@ BOUND_STYLES = {
     "keep-all": (OKABE_ITO["grey"], "--", 1.6, "keep-all (no cap)"),
 }
 CURVE_PANELS = (
-    ("answerable_rate", "answerable rate (needed fact in memory)"),
+    ("answerable_rate", "answerable rate (needed fact shown to the model)"),
     ("stale_kept_rate", "stale-kept rate (old value kept, update gone)"),
 )
 
