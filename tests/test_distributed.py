@@ -81,6 +81,10 @@ def test_local_cluster_and_scheduler_address_match_in_process():
 
 
 def test_a_failed_run_leaves_the_log_levels_as_they_were():
+    # Importing distributed sets its loggers' levels (its config): levels are read after that,
+    # so the test holds whichever test ran first on this worker.
+    import distributed  # noqa: F401
+
     names = ("distributed", "asyncio", "tornado")
     before = [logging.getLogger(name).level for name in names]
     with pytest.raises(ValueError, match="task three failed"):
