@@ -142,10 +142,7 @@ def cli_curve(chunk: dict) -> None:
                    str(Path(folder) / "out"), "--no-progress"]
         print(f"2. full capacity curve through the CLI: {len(chunk['time']):,} events, {len(default_policies())}"
               f" policies x 6 capacities, keep-all and the optimum; load average before {load()}")
-        wall, cpu = child_times(command)
-    met = "met" if wall <= CURVE_BUDGET_SECONDS else "NOT met"
-    print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU (budget {CURVE_BUDGET_SECONDS} s: {met});"
-          f" load average after {load()}")
+        timed_child(command, CURVE_BUDGET_SECONDS)
 
 
 def timed(memories, chunk) -> float:
@@ -268,6 +265,13 @@ def study(workloads: int, sample: int) -> bool:
     return same
 
 
+def timed_child(command: list[str], budget: float, cpu_note: str = "") -> None:
+    """Run ``command`` in a child process and print its wall and CPU time against ``budget`` seconds."""
+    wall, cpu = child_times(command)
+    met = "met" if wall <= budget else "NOT met"
+    print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU{cpu_note} (budget {budget} s: {met}); load average after {load()}")
+
+
 def issue_23_figures(parts: list[dict]) -> None:
     """Part 7: the default study through the CLI on 2 workers, and the 10^6-event optimum at capacity 10."""
     policies = default_policies()
@@ -276,10 +280,7 @@ def issue_23_figures(parts: list[dict]) -> None:
                    ",".join(policies), "--workers", "2", "--no-progress", "--output-dir", str(Path(folder) / "out")]
         print(f"7. the default study: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
               f" load average before {load()}")
-        wall, cpu = child_times(command)
-    met = "met" if wall <= STUDY_DEFAULT_BUDGET_SECONDS else "NOT met"
-    print(f"   {wall:.1f} s wall, {cpu:.1f} s CPU of the waited-for processes (budget {STUDY_DEFAULT_BUDGET_SECONDS} s:"
-          f" {met}); load average after {load()}")
+        timed_child(command, STUDY_DEFAULT_BUDGET_SECONDS, " of the waited-for processes")
     trace = joined(parts)
     start, cpu_start = time.perf_counter(), time.process_time()
     best = offline_optimum([trace], 10)
