@@ -62,6 +62,13 @@ def test_a_name_cannot_be_registered_twice(scratch_registry):
         register(Impostor)
 
 
+@pytest.mark.parametrize("trait", ["role", "admission", "default_tie_break"])
+def test_a_misspelt_trait_fails_at_registration(scratch_registry, trait):
+    misspelt = type("Misspelt", (Policy,), {"name": "test-misspelt", trait: "admitt"})
+    with pytest.raises(TypeError, match=f"{trait} is 'admitt', not one of"):
+        register(misspelt)
+
+
 def test_every_policy_module_registers_one_or_two_policies():
     per_module = Counter(type(get_policy(name)).__module__ for name in known_policies())
     modules = [

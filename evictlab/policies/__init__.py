@@ -16,8 +16,11 @@ from typing import Any
 
 from ..errors import ContractError
 from .base import (
+    ADMISSIONS,
+    ADMIT,
     BASELINE,
     BOUND,
+    COMPETE,
     POLICY,
     ROLES,
     Decision,
@@ -115,8 +118,11 @@ def select(
 
 
 __all__ = [
+    "ADMISSIONS",
+    "ADMIT",
     "BASELINE",
     "BOUND",
+    "COMPETE",
     "DEERMEM_POLICIES",
     "POLICY",
     "ROLES",

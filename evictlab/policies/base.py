@@ -27,6 +27,9 @@ WEIGHT_TOLERANCE = 1e-9
 #: The roles a policy plays in a comparison (:attr:`Policy.role`).
 POLICY, BASELINE, BOUND = "policy", "baseline", "bound"
 ROLES = (POLICY, BASELINE, BOUND)
+#: How trace replay stores a write's new facts over the cap (:attr:`Policy.admission`).
+COMPETE, ADMIT = "compete", "admit"
+ADMISSIONS = (COMPETE, ADMIT)
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,7 @@ class Policy:
     #: How trace replay treats a write's new facts over the cap: ``compete`` (DeerMem's rule:
     #: they are ranked with the residents and may be evicted on arrival) or ``admit`` (cache
     #: semantics: they are stored and residents are evicted to make room).
-    admission: str = "compete"
+    admission: str = COMPETE
 
     def __init__(self, **values: Any) -> None:
         """A policy with its declared parameters at their defaults, except those in ``values``.

@@ -5,15 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UnknownPolicyError
-from .base import Policy
+from .base import ADMISSIONS, ROLES, Policy
+from .ties import TIE_BREAKS
 
 _POLICIES: dict[str, type[Policy]] = {}
 
 
+#: The traits a policy class declares as one of a few words: trait -> the words it may be.
+_WORDS = {"role": ROLES, "admission": ADMISSIONS, "default_tie_break": TIE_BREAKS}
+
+
 def register(cls: type[Policy]) -> type[Policy]:
-    """Class decorator adding a policy under its ``name``."""
+    """Class decorator adding a policy under its ``name``; a misspelt trait fails at import."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} has no policy name")
+    for trait, words in _WORDS.items():
+        if getattr(cls, trait) not in words:
+            raise TypeError(f"policy {cls.name!r}: {trait} is {getattr(cls, trait)!r}, not one of {', '.join(words)}")
     if cls.name in _POLICIES and _POLICIES[cls.name] is not cls:
         raise TypeError(f"policy name {cls.name!r} registered twice")
     _POLICIES[cls.name] = cls

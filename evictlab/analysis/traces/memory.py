@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ContractError
-from ...policies import BOUND, Policy, PolicyParams, SelectionContext, check_capacity_range
+from ...policies import ADMIT, BOUND, Policy, PolicyParams, SelectionContext, check_capacity_range
 from ...policies.arrays import NO_TIME, Signals, category_name
 from ...policies.hybrid import CORRECTION
 from ...policies.modifiers import ModifiedPolicy, resolve_policy
@@ -244,9 +244,6 @@ class FactTable:
         self.size = len(keep)
         self.index = {fact_id: row for row, fact_id in enumerate(self.ids[: self.size].tolist())}
         return remap
-
-
-ADMIT, COMPETE = "admit", "compete"
 
 
 def admission_split(policy: Policy, stored: Any, arrivals: int, capacity: int) -> tuple[Any, int, Any, Any]:
