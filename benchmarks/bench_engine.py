@@ -351,7 +351,7 @@ def explorer_latency(prepared):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="weight step 0.25 instead of 0.05 in part 1, one round in part 2"
     )

@@ -195,7 +195,7 @@ def check(explorer, prepared):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20, help="repeats per timing (default 20)")
     parser.add_argument("--no-browser", action="store_true", help="skip part 3, the move in a real browser")
     args = parser.parse_args(argv)

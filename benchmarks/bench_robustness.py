@@ -29,7 +29,7 @@ POLICIES = ("confidence", "hybrid-v1")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference-seeds", type=int, default=10)
     args = parser.parse_args()
     pool_set = loaders.load_pool_set()

@@ -52,7 +52,7 @@ def floor(root: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()

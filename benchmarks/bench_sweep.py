@@ -205,7 +205,7 @@ def large(scratch: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skip-large", action="store_true", help="leave out the 137 M-row sweep")
     args = parser.parse_args(argv)
     print(f"load average at start: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")

@@ -344,7 +344,7 @@ def streaming(parts: list[dict]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small traces and study, no streaming")
     parser.add_argument("--reference-events", type=int, default=10_000,
                         help="events compared with the scalar loop in part 1 [10000]")
