@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -13,7 +14,7 @@ from test_engine import CLOCK, scenario_cases
 
 from evictlab import cli, results
 from evictlab.analysis import sweep, sweep_output
-from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, make_grid, run_sweep, simplex_weights
+from evictlab.analysis.sweep import ROW_COLUMNS, SUMMARY_COLUMNS, SweepRequest, make_grid, run_sweep, simplex_weights
 from evictlab.analysis.sweep_output import (
     EXTREMES_FILE,
     MANIFEST_FILE,
@@ -21,6 +22,7 @@ from evictlab.analysis.sweep_output import (
     SETTINGS_FILE,
     SUMMARY_FILE,
 )
+from evictlab.core.runspec import RunSpec
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
 from evictlab.policies import PolicyParams
 from evictlab.selection.engine import PreparedCases, reference_outcome
@@ -107,6 +109,28 @@ def test_bad_grids(options, message):
 def test_unknown_policy_names_the_known_ones():
     with pytest.raises(UnknownPolicyError, match=r"known policies: .*hybrid-v1"):
         make_grid(policies=("hybrid-v2",))
+
+
+def test_a_grid_is_checked_as_it_is_made():
+    grid = make_grid()
+    with pytest.raises(ContractError, match="capacities: 5 listed more than once"):
+        dataclasses.replace(grid, capacities=(5, 5))
+    with pytest.raises(UnknownPolicyError, match="unknown policy 'nope'"):
+        dataclasses.replace(grid, policies=("nope",))
+
+
+def test_a_request_checks_its_presets_and_capacities_as_it_is_made(tmp_path):
+    folder = tmp_path / "run"
+    with pytest.raises(ContractError, match="presets: 'pr4810-run2' listed more than once"):
+        SweepRequest(folder, [RunSpec("pr4810-run2"), RunSpec("pr4810-final"), RunSpec("pr4810-run2")], make_grid())
+    # A run spec's pools are not opened for the check: its config says their size.
+    with pytest.raises(ContractError, match=r"capacity 10 is outside \[1, 9\] \(pool size 10, config .*\.yaml\)"):
+        SweepRequest(folder, [RunSpec()], make_grid(capacities=(10,)))
+    with pytest.raises(ContractError, match="no presets"):
+        SweepRequest(folder, {}, make_grid())
+    assert not folder.exists()
+    request = SweepRequest(str(folder), [RunSpec("pr4810-run2"), RunSpec()], make_grid())
+    assert list(request.pools) == ["pr4810-run2", "pr4810-final"] and request.output_dir == folder
 
 
 def test_grid_defaults_and_order():
@@ -274,7 +298,8 @@ def folder_files(folder):
 
 def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     folder = tmp_path / "run"
-    written = sweep_output.write_sweep(folder, POOLS, GRID, progress=False, arguments={"weights_step": None})
+    request = SweepRequest(folder, POOLS, GRID, progress=False, arguments={"weights_step": None})
+    written = sweep_output.write_sweep(request)
     manifest = read_manifest(folder)
     assert manifest["status"] == "success" and manifest["error"] is None
     assert manifest["kind"] == "sweep" and manifest["schema"] == "evictlab-run" and manifest["schema_version"] == 1
@@ -287,7 +312,7 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
     assert parameters["inputs"]["pr4810-final"]["cases"] == 45
     assert parameters["arguments"] == {"weights_step": None}
     assert parameters["chunking"] == {
-        "chunk_rows": sweep_output.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.LAYOUT,
+        "chunk_rows": sweep.CHUNK_ROWS, "chunks": 2, "rows": written.rows, "layout": sweep_output.LAYOUT,
     }  # fmt: skip
     assert parameters["tie_breaks"] == {"confidence": "input-order", "hybrid-v1": "input-order"}
     assert manifest["started_at"] <= manifest["finished_at"] and manifest["elapsed_seconds"] >= 0
@@ -306,21 +331,21 @@ def test_write_sweep_writes_the_tables_with_provenance(tmp_path):
 
 def test_identical_sweeps_write_identical_tables(tmp_path):
     for name in ("first", "second"):
-        sweep_output.write_sweep(tmp_path / name, TWO_PRESETS, GRID, progress=False)
+        sweep_output.write_sweep(SweepRequest(tmp_path / name, TWO_PRESETS, GRID, progress=False))
     assert folder_files(tmp_path / "first") == folder_files(tmp_path / "second")
 
 
 def test_a_finished_sweep_is_never_overwritten(tmp_path):
-    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
     before = {**folder_files(tmp_path), MANIFEST_FILE: (tmp_path / MANIFEST_FILE).read_bytes()}
     with pytest.raises(OutputExistsError, match="finished sweep"):
-        sweep_output.write_sweep(tmp_path, POOLS, GRID, progress=False)
+        sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, GRID, progress=False))
     assert {**folder_files(tmp_path), MANIFEST_FILE: (tmp_path / MANIFEST_FILE).read_bytes()} == before
 
 
 def test_a_grid_the_pools_cannot_take_is_refused_before_the_folder_is_made(tmp_path):
     with pytest.raises(ContractError, match="capacity 12 is outside"):
-        sweep_output.write_sweep(tmp_path / "run", POOLS, make_grid(capacities=(12,)), progress=False)
+        sweep_output.write_sweep(SweepRequest(tmp_path / "run", POOLS, make_grid(capacities=(12,)), progress=False))
     assert not (tmp_path / "run").exists()
 
 
@@ -331,13 +356,13 @@ def test_a_failed_sweep_records_the_error_and_may_be_rerun_in_place(tmp_path, mo
     with monkeypatch.context() as patch:
         patch.setattr(sweep_output, "chunk_files", fail)
         with pytest.raises(ContractError, match="the engine failed"):
-            sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+            sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
     manifest = read_manifest(tmp_path)
     assert manifest["status"] == "error" and manifest["error"] == "the engine failed"
     assert not (tmp_path / ROWS_FILE).exists()
     with pytest.raises(ContractError, match="did not finish"):
         sweep_output.load_sweep(tmp_path)
-    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
     assert read_manifest(tmp_path)["status"] == "success"
 
 
@@ -346,7 +371,7 @@ def test_an_interrupted_sweep_may_be_rerun_in_place(tmp_path):
         (tmp_path / ROWS_FILE).write_bytes(b"partial")
         raise KeyboardInterrupt
     assert read_manifest(tmp_path)["status"] == "interrupted"
-    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
     assert read_manifest(tmp_path)["status"] == "success"
     assert "ended interrupted; resuming in place" in read_manifest(tmp_path)["notes"][0]
     assert len(pd.read_parquet(tmp_path / ROWS_FILE)) == 2 * 45 * 3
@@ -365,7 +390,7 @@ def test_folders_of_unknown_state_are_refused(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises((OutputExistsError, ContractError), match=message):
-        sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+        sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
 
 
 # --- the command line ------------------------------------------------------------------------

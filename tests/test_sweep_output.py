@@ -16,7 +16,7 @@ from test_sweep import CASES, POOLS, RAW_CASES, TWO_PRESETS, folder_files
 
 from evictlab import cli, results
 from evictlab.analysis import sweep_output
-from evictlab.analysis.sweep import extreme_settings, make_grid, run_sweep
+from evictlab.analysis.sweep import SweepRequest, extreme_settings, make_grid, run_sweep
 from evictlab.analysis.sweep_output import EXTREMES_FILE, MANIFEST_FILE, ROWS_FILE, SUMMARY_FILE
 from evictlab.distributed import Placement
 from evictlab.errors import ContractError
@@ -39,7 +39,7 @@ def test_settings_are_built_by_index_in_grid_order():
 
 def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
     # 2,000 rows a chunk: 14 settings of 135 rows, so chunks end inside every preset x policy.
-    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=2000)
+    written = sweep_output.write_sweep(SweepRequest(tmp_path, TWO_PRESETS, GRID, progress=False, chunk_rows=2000))
     # Per preset and policy: five chunks of 14 settings or fewer.
     assert written.chunks == 2 * 2 * 5 and written.reused_chunks == 0
     expected = run_sweep(TWO_PRESETS, GRID, progress=False)
@@ -58,7 +58,7 @@ def test_chunks_write_the_tables_of_the_whole_sweep_in_memory(tmp_path):
 
 def test_a_scalar_policy_is_chunked_too(tmp_path):
     grid = make_grid(weights=[(0.65, 0.25, 0.10), (1.0, 0.0, 0.0)], capacities=(5, 7), policies=("lru", "random"))
-    sweep_output.write_sweep(tmp_path, POOLS, grid, progress=False, chunk_rows=90)
+    sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, grid, progress=False, chunk_rows=90))
     assert len(list((tmp_path / ROWS_FILE).iterdir())) == 4
     expected = run_sweep(POOLS, grid, progress=False)
     loaded = sweep_output.load_sweep(tmp_path)
@@ -69,7 +69,7 @@ def test_a_scalar_policy_is_chunked_too(tmp_path):
 
 def test_the_defaults_kept_are_deermem_settings_rows(tmp_path):
     grid = make_grid(weights_step=0.05, capacities=(5, 7))
-    written = sweep_output.write_sweep(tmp_path, POOLS, grid, progress=False, chunk_rows=4000)
+    written = sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, grid, progress=False, chunk_rows=4000))
     summary = run_sweep(POOLS, grid, progress=False).summary
     (index,) = set(written.defaults["setting"])
     assert grid.settings[index].weights == (0.65, 0.25, 0.10)
@@ -86,21 +86,21 @@ def mark_interrupted(folder):
 
 def test_a_rerun_keeps_complete_chunks_of_the_same_plan_and_starts_over_otherwise(tmp_path, capsys):
     folder, fresh = tmp_path / "run", tmp_path / "fresh"
-    sweep_output.write_sweep(fresh, POOLS, GRID, progress=False, chunk_rows=2000)
-    sweep_output.write_sweep(folder, POOLS, GRID, progress=False, chunk_rows=2000)
+    sweep_output.write_sweep(SweepRequest(fresh, POOLS, GRID, progress=False, chunk_rows=2000))
+    sweep_output.write_sweep(SweepRequest(folder, POOLS, GRID, progress=False, chunk_rows=2000))
     chunks = read_record(folder)["parameters"]["chunking"]["chunks"]
     mark_interrupted(folder)
     (folder / SUMMARY_FILE / "part-000004.parquet").unlink()  # chunk 4 was cut short: its rows file only
     (folder / EXTREMES_FILE).unlink()
     capsys.readouterr()
-    written = sweep_output.write_sweep(folder, POOLS, GRID, progress=False, chunk_rows=2000)
+    written = sweep_output.write_sweep(SweepRequest(folder, POOLS, GRID, progress=False, chunk_rows=2000))
     assert written.reused_chunks == chunks - 1
     assert f"kept {chunks - 1} of {chunks} chunks" in capsys.readouterr().err
     assert folder_files(folder) == folder_files(fresh)
     assert read_record(folder)["outputs"] == read_record(fresh)["outputs"]
 
     mark_interrupted(folder)
-    written = sweep_output.write_sweep(folder, POOLS, GRID, progress=False, chunk_rows=5000)
+    written = sweep_output.write_sweep(SweepRequest(folder, POOLS, GRID, progress=False, chunk_rows=5000))
     assert written.reused_chunks == 0
     assert "another grid, inputs, chunk size or file layout" in capsys.readouterr().err
     assert len(list((folder / ROWS_FILE).iterdir())) == written.chunks < chunks
@@ -160,7 +160,8 @@ def test_a_local_dask_cluster_writes_the_same_files(tmp_path, capsys):
 
 
 def test_placement_reaches_write_sweep_in_process(tmp_path):
-    written = sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False, placement=Placement(workers=0))
+    request = SweepRequest(tmp_path, POOLS, make_grid(), progress=False, placement=Placement(workers=0))
+    written = sweep_output.write_sweep(request)
     assert read_record(tmp_path)["summary"]["placement"] == "in-process (no Dask)"
     assert written.rows == 2 * 45 * 3
 
@@ -181,7 +182,7 @@ def test_a_folder_of_layout_1_still_loads():
 
 @pytest.mark.parametrize("layout", [2, 3])
 def test_a_folder_of_the_index_layouts_is_refused_naming_its_layout(tmp_path, layout):
-    sweep_output.write_sweep(tmp_path, POOLS, make_grid(), progress=False)
+    sweep_output.write_sweep(SweepRequest(tmp_path, POOLS, make_grid(), progress=False))
     record = read_record(tmp_path)
     record["parameters"]["chunking"]["layout"] = layout
     (tmp_path / MANIFEST_FILE).write_text(json.dumps(record))
@@ -193,7 +194,7 @@ def test_presets_of_other_cases_and_orders_and_scalar_policies_read_back_whole(t
     pools = {"later": PreparedCases(CASES[5:], CLOCK), "reversed": PreparedCases(RAW_CASES[:17][::-1], CLOCK)}
     grid = make_grid(weights=[(0.65, 0.25, 0.10), (0.2, 0.6, 0.2)], capacities=(5, 7),
                      policies=("random", "hybrid-v1", "lru", "confidence"))  # fmt: skip
-    sweep_output.write_sweep(tmp_path, pools, grid, progress=False, chunk_rows=60)
+    sweep_output.write_sweep(SweepRequest(tmp_path, pools, grid, progress=False, chunk_rows=60))
     expected = run_sweep(pools, grid, progress=False)
     loaded = sweep_output.load_sweep(tmp_path)
     pd.testing.assert_frame_equal(loaded.rows, expected.rows)
@@ -221,11 +222,11 @@ def test_deermem_default_rows_come_in_the_summary_order_whatever_the_chunks_orde
                      policies=("hybrid-v1", "confidence"))  # fmt: skip
     summary = run_sweep(TWO_PRESETS, grid, progress=False).summary
     expected = summary[summary["setting"] == 2].reset_index(drop=True)
-    written = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    written = sweep_output.write_sweep(SweepRequest(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2))
     pd.testing.assert_frame_equal(written.defaults, expected)
     # Resumed: the kept chunks are counted first, and the order is still the summary's.
     mark_interrupted(tmp_path)
     (tmp_path / SUMMARY_FILE / "part-000001.parquet").unlink()
-    resumed = sweep_output.write_sweep(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2)
+    resumed = sweep_output.write_sweep(SweepRequest(tmp_path, TWO_PRESETS, grid, progress=False, chunk_rows=45 * 2))
     assert 0 < resumed.reused_chunks < resumed.chunks
     pd.testing.assert_frame_equal(resumed.defaults, expected)

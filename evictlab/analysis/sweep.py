@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
-from ..core.pools import PoolSet, check_capacities
-from ..core.protocol import preset_variant
+from ..core.dataset import Dataset
+from ..core.pools import PoolSet, check_capacities, open_pools
+from ..core.protocol import Protocol
+from ..core.runspec import RunSpec
+from ..distributed import Placement
 from ..errors import ContractError
 from ..policies import DEERMEM_POLICIES, PolicyParams, check_capacity_range, resolve_policy
 from ..policies.base import WEIGHT_TOLERANCE, is_finite_number
@@ -147,7 +151,9 @@ def parse_weights(text: str) -> tuple[tuple[float, float, float], ...]:
 
 @dataclass(frozen=True)
 class SweepGrid:
-    """A validated sweep grid; build it with :func:`make_grid`."""
+    """A sweep grid, validated at construction: every list non-empty and repeating no value,
+    each value in its range, every policy known. :func:`make_grid` builds one from a weight
+    step and explicit triples (the weights are checked there)."""
 
     weights: tuple[tuple[float, float, float], ...]
     confirmation_half_lives: tuple[float, ...]
@@ -157,6 +163,20 @@ class SweepGrid:
     capacities: tuple[int, ...]
     policies: tuple[str, ...]
     weights_step: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in self.policies:
+            resolve_policy(name)  # an unknown name fails here, naming the known ones
+        checked = {
+            "confirmation half-lives": _positive_numbers("confirmation half-lives", self.confirmation_half_lives),
+            "access half-lives": _positive_numbers("access half-lives", self.access_half_lives),
+            "reserved fractions": _numbers_in("reserved fractions", self.reserved_fractions, 0.0, 1.0),
+            "reserved maxima": _counts("reserved maxima", self.reserved_maxima, 0),
+            "capacities": check_capacity_range(self.capacities, low=1) if self.capacities else (),
+            "policies": tuple(self.policies),
+        }
+        for (name, values), attribute in zip(checked.items(), _LISTS):  # none empty, none repeating a value
+            object.__setattr__(self, attribute, distinct(name, values))
 
     @cached_property
     def settings(self) -> tuple[PolicyParams, ...]:
@@ -239,6 +259,11 @@ class SweepGrid:
         }
 
 
+#: The grid's fields that :class:`SweepGrid` checks as lists, in its order.
+_LISTS = ("confirmation_half_lives", "access_half_lives", "reserved_fractions", "reserved_maxima", "capacities",
+          "policies")  # fmt: skip
+
+
 class GridSettings(Sequence[PolicyParams]):
     """A grid's settings by index: a slice is :meth:`SweepGrid.settings_between`'s columns, an
     item :meth:`SweepGrid.setting`. It pickles as the grid's five lists."""
@@ -268,12 +293,12 @@ def make_grid(
     policies: Sequence[str] = DEERMEM_POLICIES,
     max_settings: int = MAX_SETTINGS,
 ) -> SweepGrid:
-    """Check every list and build the grid.
+    """The grid of these lists (:class:`SweepGrid` checks them).
 
     Weights: the simplex at ``weights_step``, then the explicit ``weights`` not already on
     it; DeerMem's (0.65, 0.25, 0.10) when neither is given. Capacities are checked against
-    the pools when the sweep runs. A grid of more than ``max_settings`` settings is refused
-    before anything is built.
+    the pools when the sweep runs (:func:`check_pools`). A grid of more than ``max_settings``
+    settings is refused before anything is built.
     """
     other_lists = (confirmation_half_lives, access_half_lives, reserved_fractions, reserved_maxima)
     count = (simplex_size(weights_step) if weights_step is not None else 1) + len(weights)
@@ -291,28 +316,10 @@ def make_grid(
             triples.append(triple)
     if weights_step is None and not weights:
         triples = [DEERMEM_DEFAULT.weights]
-    for name in policies:
-        resolve_policy(name)  # an unknown name fails here, naming the known ones
-    lists: dict[str, tuple[Any, ...]] = {
-        "confirmation half-lives": _positive_numbers("confirmation half-lives", confirmation_half_lives),
-        "access half-lives": _positive_numbers("access half-lives", access_half_lives),
-        "reserved fractions": _numbers_in("reserved fractions", reserved_fractions, 0.0, 1.0),
-        "reserved maxima": _counts("reserved maxima", reserved_maxima, 0),
-        "capacities": check_capacity_range(capacities, low=1) if capacities else (),
-        "policies": tuple(policies),
-    }
-    for name, values in lists.items():  # none empty, none repeating a value
-        distinct(name, values)
     return SweepGrid(
-        weights=tuple(triples),
-        confirmation_half_lives=lists["confirmation half-lives"],
-        access_half_lives=lists["access half-lives"],
-        reserved_fractions=lists["reserved fractions"],
-        reserved_maxima=lists["reserved maxima"],
-        capacities=lists["capacities"],
-        policies=lists["policies"],
-        weights_step=weights_step,
-    )
+        tuple(triples), tuple(confirmation_half_lives), tuple(access_half_lives), tuple(reserved_fractions),
+        tuple(reserved_maxima), tuple(capacities), tuple(policies), weights_step,
+    )  # fmt: skip
 
 
 def _positive_numbers(name: str, values: Sequence[float]) -> tuple[float, ...]:
@@ -339,6 +346,62 @@ def _counts(name: str, values: Sequence[int], low: int) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- running
 
 
+Inputs = PoolSet | PreparedCases | RunSpec
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A sweep into a run folder, resolved and checked once, at the edge.
+
+    ``pools`` maps each preset to its pools, or to the run spec that opens them (under the
+    folder's lock, :meth:`opened`); a sequence of run specs is labelled by their presets, each
+    once. Making a request checks the grid's capacities against every preset
+    (:func:`check_pools`, the one check), before a folder is touched; from there it is handed
+    down whole: :func:`evictlab.analysis.sweep_output.write_sweep` plans it into chunks and
+    each chunk goes to the selector. ``arguments`` (e.g. the command line's options, as given)
+    go into the run record; ``placement`` says where the chunks are decided (default: in this
+    process); ``progress`` as :func:`run_sweep`'s; ``notice`` is told which dataset the first
+    run spec opened.
+    """
+
+    output_dir: Path
+    pools: Mapping[str, Inputs] | Sequence[RunSpec] = field(repr=False)
+    grid: SweepGrid = field(repr=False)
+    chunk_rows: int = CHUNK_ROWS
+    placement: Placement = field(default_factory=partial(Placement, workers=0))
+    progress: bool | None = None
+    arguments: Mapping[str, Any] | None = None
+    notice: Callable[[Dataset, Protocol], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        pools = self.pools
+        if not isinstance(pools, Mapping):
+            specs = tuple(pools)
+            pools = dict(zip(distinct("presets", tuple(spec.preset for spec in specs)), specs))
+        check_pools(pools, self.grid)
+        object.__setattr__(self, "output_dir", Path(self.output_dir))
+        object.__setattr__(self, "pools", pools)
+
+    def opened(self) -> dict[str, PoolSet | PreparedCases]:
+        """Each preset's pools, a run spec opened (:func:`~evictlab.core.pools.open_pools`)."""
+        pools = cast(Mapping[str, Inputs], self.pools)  # a mapping once made
+        return {str(name): open_pools(item, notice=None if n else self.notice) if isinstance(item, RunSpec) else item
+                for n, (name, item) in enumerate(pools.items())}  # fmt: skip
+
+
+def check_pools(pools: Mapping[str, Inputs], grid: SweepGrid) -> None:
+    """The sweep's one capacity check: every capacity in [1, pool size - 1] for each preset,
+    against its smallest pool (a run spec: its config's pool size, read without opening it)."""
+    if not pools:
+        raise ContractError("empty grid: no presets (pools) to sweep")
+    for name, item in pools.items():
+        if isinstance(item, RunSpec):
+            protocol = item.resolved.protocol
+            check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
+        else:
+            check_capacities(grid.capacities, int(prepared_cases(item).sizes.min()), f"preset {name}")
+
+
 @dataclass(frozen=True)
 class SweepResult:
     """The tidy rows of a sweep (columns :data:`ROW_COLUMNS`) and the grid that made them."""
@@ -358,14 +421,16 @@ def run_sweep(
     *,
     progress: bool | None = None,
 ) -> SweepResult:
-    """Evaluate ``grid`` on the pools of every preset (mapping preset name -> pools).
+    """Evaluate ``grid`` on the pools of every preset (mapping preset name -> pools), in memory.
 
     The rows are :func:`evictlab.selection.decisions.decide_grid`'s, restricted to :data:`ROW_COLUMNS`.
     ``progress``: ``True`` shows a progress bar, ``False`` hides it, ``None`` shows it when
     standard error is a terminal. Raises :class:`ContractError` for a capacity outside
-    [1, pool size - 1] and for a policy the scalar path cannot rank.
+    [1, pool size - 1] (:func:`check_pools`) and for a policy the scalar path cannot rank.
     """
-    plan = sweep_plan(pools, grid)
+    prepared = {str(name): prepared_cases(item) for name, item in pools.items()}
+    check_pools(prepared, grid)
+    plan = sweep_plan(prepared, grid)
     rows = pd.concat(list(plan.frames(progress, "sweep")), ignore_index=True)
     return SweepResult(grid, tuple(plan.prepared), rows[list(ROW_COLUMNS)])
 
@@ -374,20 +439,9 @@ def sweep_plan(
     pools: Mapping[str, PoolSet | PreparedCases], grid: SweepGrid, chunk_rows: int = CHUNK_ROWS
 ) -> DecisionPlan:
     """The sweep's chunks, in memory or into a folder: :class:`~evictlab.selection.decisions.DecisionPlan`
-    of the grid on each preset's pools, the capacities checked against each."""
-    if not pools:
-        raise ContractError("empty grid: no presets (pools) to sweep")
+    of the grid on each preset's pools (checked by :func:`check_pools`)."""
     prepared = {str(name): prepared_cases(item) for name, item in pools.items()}
-    for name, cases in prepared.items():
-        check_capacities(grid.capacities, int(cases.sizes.min()), f"preset {name}")
     return DecisionPlan.build(prepared, grid.policies, grid.settings_view, grid.capacities, chunk_rows=chunk_rows)
-
-
-def check_presets(presets: Sequence[str]) -> tuple[str, ...]:
-    """Known preset names, each once."""
-    for name in presets:
-        preset_variant(name)  # an unknown name fails here, naming the known ones
-    return distinct("presets", tuple(presets))
 
 
 # --------------------------------------------------------------------------- tables

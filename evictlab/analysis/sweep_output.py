@@ -19,7 +19,7 @@ import io
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -32,18 +32,16 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .. import results
-from ..core.dataset import Dataset
-from ..core.pools import PoolSet, open_pools
-from ..core.protocol import Protocol
-from ..core.runspec import RunSpec
-from ..distributed import Placement, dask_client, iter_tasks
+from ..core.pools import PoolSet
+from ..distributed import dask_client, iter_tasks
 from ..errors import ContractError
 from ..policies.ties import EXPECTED, TIE_BREAKS
-from ..selection.decisions import CHUNK_ROWS, SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
+from ..selection.decisions import SETTING_COLUMNS, DecisionChunk, DecisionPlan, settings_frame
 from ..selection.engine import PreparedCases
 from .sweep import (
     ROW_COLUMNS,
     SweepGrid,
+    SweepRequest,
     default_settings,
     merge_extremes,
     scenario_summary,
@@ -129,27 +127,6 @@ class WrittenSweep:
     defaults: pd.DataFrame = field(repr=False)
 
 
-def check_output_dir(output_dir: str | Path) -> None:
-    """Refuse a folder that holds a finished sweep (or files evictlab cannot account for)."""
-    results.check_output(output_dir, KIND, OUTPUT_FILES)
-
-
-def open_sweep(output_dir: str | Path, grid: SweepGrid, arguments: Mapping[str, Any] | None = None, precheck=None):
-    """:func:`evictlab.results.run` for a sweep into ``output_dir``: refuses a finished sweep,
-    continues an unfinished one (:func:`write_sweep_files` decides what it keeps). ``precheck``
-    runs under the lock before the record is written (reading the inputs: bad input leaves no
-    folder behind)."""
-
-    parameters = {"grid": grid.as_dict(), "arguments": dict(arguments) if arguments is not None else None}
-
-    def check() -> None:
-        check_output_dir(output_dir)
-        if precheck is not None:
-            precheck()
-
-    return results.run(output_dir, KIND, parameters=parameters, outputs=OUTPUT_FILES, existing="resume", precheck=check)
-
-
 def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]:
     """What the manifest records about each preset's pools: protocol, dataset and hashes."""
     record: dict[str, Any] = {}
@@ -169,65 +146,38 @@ def input_record(pools: Mapping[str, PoolSet | PreparedCases]) -> dict[str, Any]
     return record
 
 
-def write_sweep(
-    output_dir: str | Path,
-    pools: Mapping[str, PoolSet | PreparedCases | RunSpec],
-    grid: SweepGrid,
-    *,
-    progress: bool | None = None,
-    arguments: Mapping[str, Any] | None = None,
-    chunk_rows: int = CHUNK_ROWS,
-    placement: Placement | None = None,
-    notice: Callable[[Dataset, Protocol], None] | None = None,
-) -> WrittenSweep:
-    """Run the sweep into ``output_dir`` (see the module docstring).
+def write_sweep(request: SweepRequest) -> WrittenSweep:
+    """Run ``request``'s sweep into its folder (see the module docstring).
 
-    ``pools`` maps each preset to its pools, or to the run spec that opens them
-    (:func:`~evictlab.core.pools.open_pools`, ``notice`` for the first). They are opened and the
-    grid is planned under the folder's lock, before the record: bad input leaves no folder.
-    Runs inside :func:`evictlab.results.run` (kind ``sweep``): ``sweep.run.json`` records the
-    grid, presets, inputs, chunking and ``arguments`` (e.g. the command line's options, as
-    given), the status and every file's SHA-256. ``placement`` says where the chunks are
-    decided (default: in this process).
+    Runs inside :func:`evictlab.results.run` (kind ``sweep``): a finished sweep is refused, an
+    unfinished one with the same plan continues from the chunks its record vouches for. Under
+    the folder's lock, before the record, the folder is checked, the run specs are opened and
+    the grid is planned: bad input leaves no folder. ``sweep.run.json`` records the grid,
+    presets, inputs, chunking and the request's ``arguments``, the status and every file's SHA-256.
     """
     planned: list[tuple[dict[str, PoolSet | PreparedCases], DecisionPlan]] = []
 
     def inputs() -> None:
-        opened = {name: open_pools(item, notice=None if n else notice) if isinstance(item, RunSpec) else item
-                  for n, (name, item) in enumerate(pools.items())}  # fmt: skip
-        planned.append((opened, sweep_plan(opened, grid, chunk_rows)))
+        results.check_output(request.output_dir, KIND, OUTPUT_FILES)
+        pools = request.opened()
+        planned.append((pools, sweep_plan(pools, request.grid, request.chunk_rows)))
 
-    with open_sweep(output_dir, grid, arguments, precheck=inputs) as run:
-        opened, plan = planned[0]
-        return write_sweep_files(run, opened, grid, plan, progress=progress, placement=placement)
-
-
-def write_sweep_files(
-    run: results.Run,
-    pools: Mapping[str, PoolSet | PreparedCases],
-    grid: SweepGrid,
-    plan: DecisionPlan,
-    *,
-    progress: bool | None = None,
-    placement: Placement | None = None,
-) -> WrittenSweep:
-    """Sweep into an open ``sweep`` run (:func:`open_sweep`), keeping the verified chunks of an
-    unfinished predecessor with the same plan."""
-    placement = placement or Placement(workers=0)
-    chunking = {"chunk_rows": plan.chunk_rows, "chunks": len(plan.chunks), "rows": plan.rows, "layout": LAYOUT}
-    run.record.parameters.update(
-        presets=list(plan.prepared), inputs=input_record(pools), chunking=chunking, tie_breaks=dict(plan.tie_breaks)
-    )
-    datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
-    run.record.dataset = datasets[0] if datasets else None
-    run.save()  # the plan on disk before any chunk, so a killed run can be resumed
-    # A full disk mid-sweep still ends in a record saying error: results.run holds back its room.
-    return _write_chunks(run, grid, plan, placement, progress)
+    arguments = dict(request.arguments) if request.arguments is not None else None
+    with results.run(request.output_dir, KIND, parameters={"grid": request.grid.as_dict(), "arguments": arguments},
+                     outputs=OUTPUT_FILES, existing="resume", precheck=inputs) as run:  # fmt: skip
+        pools, plan = planned[0]
+        chunking = {"chunk_rows": plan.chunk_rows, "chunks": len(plan.chunks), "rows": plan.rows, "layout": LAYOUT}
+        run.record.parameters.update(presets=list(plan.prepared), inputs=input_record(pools), chunking=chunking,
+                                     tie_breaks=dict(plan.tie_breaks))  # fmt: skip
+        datasets = [item.dataset.record() for item in pools.values() if isinstance(item, PoolSet)]
+        run.record.dataset = datasets[0] if datasets else None
+        run.save()  # the plan on disk before any chunk, so a killed run can be resumed
+        # A full disk mid-sweep still ends in a record saying error: results.run holds back its room.
+        return _write_chunks(run, request, plan)
 
 
-def _write_chunks(
-    run: results.Run, grid: SweepGrid, plan: DecisionPlan, placement: Placement, progress: bool | None
-) -> WrittenSweep:
+def _write_chunks(run: results.Run, request: SweepRequest, plan: DecisionPlan) -> WrittenSweep:
+    grid, placement = request.grid, request.placement
     defaults = tuple(default_settings(grid))
     kept = _kept_chunks(run, plan)
     extremes: list[pd.DataFrame] = []
@@ -239,8 +189,9 @@ def _write_chunks(
         default_rows[index] = rows
         summary_rows += len(summary)
     todo = [chunk for chunk in plan.chunks if chunk.index not in kept]
-    run.write_bytes(SETTINGS_FILE, parquet_bytes(settings_frame(grid.settings_view[0 : grid.size])))
-    show = sys.stderr.isatty() if progress is None else progress
+    settings = parquet_bytes(settings_frame(grid.settings_view[0 : grid.size]))
+    run.write_bytes(SETTINGS_FILE, settings)
+    show = sys.stderr.isatty() if request.progress is None else request.progress
     with (
         tqdm(total=plan.rows, initial=plan.rows - sum(chunk.rows for chunk in todo), desc="sweep",
              unit=" decisions", unit_scale=True, leave=False, disable=not show) as bar,

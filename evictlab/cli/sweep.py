@@ -10,9 +10,16 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis.sweep import MAX_SETTINGS, SweepGrid, check_capacities, check_presets, make_grid, parse_weights
-from ..analysis.sweep_output import (
+from ..analysis.sweep import (
     CHUNK_ROWS,
+    MAX_SETTINGS,
+    WEIGHT_COLUMNS,
+    SweepGrid,
+    SweepRequest,
+    make_grid,
+    parse_weights,
+)
+from ..analysis.sweep_output import (
     EXTREMES_FILE,
     MANIFEST_FILE,
     ROWS_FILE,
@@ -24,7 +31,7 @@ from ..analysis.sweep_output import (
 from ..core.protocol import DEFAULT_PRESET, PRESETS, Config
 from ..distributed import add_placement_options, placement_from
 from ..errors import ContractError
-from ..policies import DEERMEM_POLICIES, PolicyParams, known_policies
+from ..policies import DEERMEM_POLICIES, known_policies
 from ..selection import decisions
 from ._common import (
     POLICY_HELP,
@@ -127,27 +134,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``evictlab sweep``: check the options, then sweep (the pools of each preset's
-    run spec are opened under the folder's lock: bad input leaves no folder)."""
-    recorded = _recorded(args)
-    specs = {preset: spec_from(args, preset) for preset in presets_from(args)}
-    protocol = next(iter(specs.values())).resolved.protocol  # read once: the pools use it too
-    grid = grid_from(args, protocol.config)
-    check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
-    written = write_sweep(
-        args.output_dir, specs, grid, progress=False if args.no_progress else None, arguments=recorded,
-        chunk_rows=args.chunk_rows, placement=placement_from(args), notice=report_dataset,
-    )  # fmt: skip
+    """Handler of ``evictlab sweep``: the options resolved once into a request, swept, reported."""
+    request = request_from(args)
+    written = write_sweep(request)
     for line in report_lines(written):
         print(line)
     print(f"wrote {MANIFEST_FILE}, {ROWS_FILE}/, {SUMMARY_FILE}/, {SETTINGS_FILE} and {EXTREMES_FILE}"
-          f" to {args.output_dir}")  # fmt: skip
+          f" to {request.output_dir}")  # fmt: skip
     return 0
+
+
+def request_from(args: argparse.Namespace) -> SweepRequest:
+    """The options as one checked :class:`~evictlab.analysis.sweep.SweepRequest`: the options as
+    given (for the record), a run spec per preset (its pools are opened under the folder's lock:
+    bad input leaves no folder), where the chunks run and the grid."""
+    arguments = _recorded(args)
+    presets = presets_from(args)
+    specs = [spec_from(args, preset) for preset in presets]
+    placement = placement_from(args)
+    grid = grid_from(args, specs[0].resolved.protocol.config)
+    return SweepRequest(
+        args.output_dir, specs, grid, chunk_rows=args.chunk_rows, placement=placement,
+        progress=False if args.no_progress else None, arguments=arguments, notice=report_dataset,
+    )  # fmt: skip
 
 
 def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
     """The grid of the options; a list left out takes the config's value."""
     defaults = config.hybrid
+    policies = policies_from(args)
     weights: list[Any] = list(parse_weights(args.weights)) if args.weights else []
     if args.weights_step is None and not weights:
         weights = [defaults.weights]
@@ -159,7 +174,7 @@ def grid_from(args: argparse.Namespace, config: Config) -> SweepGrid:
         reserved_fractions=args.reserved_fractions or (defaults.correction_reserved_fraction,),
         reserved_maxima=args.reserved_max or (defaults.correction_reserved_max,),
         capacities=args.capacities or config.pool.capacities,
-        policies=policies_from(args),
+        policies=policies,
         max_settings=args.max_settings,
     )
 
@@ -175,11 +190,12 @@ def policies_from(args: argparse.Namespace) -> list[str]:
     return with_policy_parameters(args.policies, args.param)
 
 
-def presets_from(args: argparse.Namespace) -> tuple[str, ...]:
-    """``--presets``, or the one ``--preset`` (the default preset when neither is given)."""
+def presets_from(args: argparse.Namespace) -> list[str]:
+    """``--presets``, or the one ``--preset`` (the default preset when neither is given); an
+    unknown name fails as its run spec is made, a repeated one as the request is."""
     if args.presets and args.preset:
         raise ContractError("give either --preset or --presets, not both")
-    return check_presets(args.presets or [args.preset or DEFAULT_PRESET])
+    return args.presets or [args.preset or DEFAULT_PRESET]
 
 
 def _recorded(args: argparse.Namespace) -> dict[str, Any]:
@@ -227,9 +243,9 @@ def report_lines(written: WrittenSweep) -> list[str]:
     for preset in written.presets:
         mine = written.defaults[written.defaults["preset"] == preset]
         for index in sorted(set(mine["setting"])):
-            setting = grid.setting(index)
-            lines += ["", f"DeerMem default, {describe(setting, index)}, preset {preset}:"]
-            lines += retention_table(mine[mine["setting"] == index]).to_string().splitlines()
+            rows = mine[mine["setting"] == index]
+            lines += ["", f"DeerMem default, {describe(rows.iloc[0])}, preset {preset}:"]
+            lines += retention_table(rows).to_string().splitlines()
         lines += [
             "",
             f"best and worst setting per scenario, preset {preset} (support retained summed over"
@@ -243,22 +259,19 @@ def report_lines(written: WrittenSweep) -> list[str]:
                 continue
             lines.append(f"  {policy}:")
             for _, row in rows.iterrows():
-                index = int(row["setting"])
-                setting = grid.setting(index)
                 tie = f", {row['tied']:,} settings tie" if row["tied"] > 1 else ""
                 retained = f"{row['support_retained']}/{row['cases']}"
-                lines.append(
-                    f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}  {describe(setting, index)}{tie}"
-                )
+                lines.append(f"    {row['scenario']:<22} {row['extreme']:<5} {retained:>7}  {describe(row)}{tie}")
     return lines
 
 
-def describe(setting: PolicyParams, index: int) -> str:
-    weights = "/".join(f"{weight:g}" for weight in setting.weights)
+def describe(row: pd.Series) -> str:
+    """A setting as the tables hold it: its index and its parameters (:data:`SETTING_COLUMNS`)."""
+    weights = "/".join(f"{row[name]:g}" for name in WEIGHT_COLUMNS)
     return (
-        f"setting {index} (weights {weights}, half-lives {setting.confirmation_half_life_days:g}"
-        f"/{setting.access_half_life_days:g} d, reserve {setting.correction_reserved_fraction:g}"
-        f"/{setting.correction_reserved_max})"
+        f"setting {row['setting']} (weights {weights}, half-lives {row['confirmation_half_life_days']:g}"
+        f"/{row['access_half_life_days']:g} d, reserve {row['correction_reserved_fraction']:g}"
+        f"/{row['correction_reserved_max']})"
     )
 
 
