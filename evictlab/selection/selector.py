@@ -20,7 +20,8 @@ Shapes: keys are ``(settings, rows, facts)``, a row being a pool or a trace memo
 ``valid``) never ranks or counts; capacities are ``(rows, capacities)``. A pool's support outputs
 are computed without sorting whole rows (counts against the support's key, and the margin's
 fact found as an order statistic of two sorted lists), so a sweep's grid costs a few passes
-over its keys; kept masks, rankings and evicted lists (:func:`select_rows`, details) sort.
+over its keys; kept masks and rankings (:func:`select_rows`, details) sort, and a trace
+memory's kept and evicted lists are read off its ranking, flat (:meth:`RowDecisions.entries`).
 
 Exactness: keys are compared, never rounded, and a rank key holds the very doubles the policy's
 ``score`` computes (see :mod:`evictlab.policies.arrays`), so every decision is the scalar
@@ -170,21 +171,16 @@ class RowDecisions:
     sizes: np.ndarray
     capacities: np.ndarray
 
-    def kept_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The kept entries of ``rows`` (R, F, by input position) as DeerMem stores them, left-aligned
-        (input order at or under the cap, else rank order), and how many per row."""
+    def entries(self, rows: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The kept and the evicted entries of ``rows`` (R, F, by input position), each flat, row
+        after row, as ``(row of each entry, entry)``: the kept as DeerMem stores them (input order
+        at or under the cap, else rank order), the evicted lowest rank first (spec 1.4 step 7)."""
         ranked = np.take_along_axis(rows, self.ranking, axis=-1)
-        first = np.argsort(~self.kept, axis=-1, kind="stable")
-        kept = np.take_along_axis(ranked, first, axis=-1)
+        inside = np.arange(rows.shape[-1]) < self.sizes[:, None]
         under = (self.sizes <= self.capacities)[:, None]
-        return np.where(under, rows, kept), np.where(under[:, 0], self.sizes, self.kept.sum(axis=-1))
-
-    def evicted_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The evicted entries of ``rows``, lowest rank first (spec 1.4 step 7), left-aligned, and how many."""
-        gone = (~self.kept & (np.arange(self.kept.shape[-1]) < self.sizes[:, None]))[:, ::-1]
-        ranked = np.take_along_axis(rows, self.ranking, axis=-1)[:, ::-1]
-        first = np.argsort(~gone, axis=-1, kind="stable")
-        return np.take_along_axis(ranked, first, axis=-1), gone.sum(axis=-1)
+        kept = np.nonzero(np.where(under, inside, self.kept))
+        gone = np.nonzero((~self.kept & inside)[:, ::-1])
+        return (kept[0], np.where(under, rows, ranked)[kept]), (gone[0], ranked[:, ::-1][gone])
 
 
 def select_rows(

@@ -246,6 +246,10 @@ class FactTable:
         return remap
 
 
+#: Flat entries of several memories: (each entry's position among them, its table row).
+Entries = tuple[np.ndarray, np.ndarray]
+
+
 def admission_split(policy: Policy, stored: Any, arrivals: int, capacity: int) -> tuple[Any, int, Any, Any]:
     """How one selection is made under ``policy.admission``: (pool, room, held, dropped).
 
@@ -391,14 +395,17 @@ class Lockstep:
         last = self.order.shape[1] - 1
         valid = np.arange(width) < length[:, None]
         rows = np.where(valid, self.order[chosen[:, None], np.minimum(start[:, None] + np.arange(width), last)], 0)
-        kept, kept_count = np.zeros_like(rows), np.zeros(len(chosen), dtype=np.int64)
-        gone, gone_count = np.zeros_like(rows), np.zeros(len(chosen), dtype=np.int64)
+        # Each memory's kept and evicted rows, flat: (position in ``chosen`` of each entry, row).
+        kept: list[Entries] = []
+        gone: list[Entries] = []
         groups = np.flatnonzero(np.diff(self.group_of[chosen], prepend=-1, append=len(self.specs) + 1))
-        vectorised = []
+        vectorised: list[tuple[Policy, slice]] = []
+        ranked: list[int] = []  # the positions of vectorised policies, in order
         for first, stop in itertools.pairwise(groups.tolist()):
             policy = self.policies[self.specs[chosen[first]].policy]
             if policy.vectorised:
-                vectorised.append((policy, slice(first, stop)))
+                vectorised.append((policy, slice(len(ranked), len(ranked) + stop - first)))
+                ranked.extend(range(first, stop))
                 continue
             moment = from_us(now)  # no rank keys: its scalar select, on the same facts
             for position in range(first, stop):
@@ -407,37 +414,36 @@ class Lockstep:
                 seed = self.specs[chosen[position]].seed
                 context = SelectionContext(now=moment, usage=usage, params=self.params, seed=seed)
                 decision = policy.select(facts, int(room[position]), context)
-                index = dict(zip(self.table.ids[pool].tolist(), pool))
-                mine = [index[fact["id"]] for fact in decision.kept]
-                theirs = [index[item.fact_id] for item in decision.evicted]
-                kept[position, : len(mine)], kept_count[position] = mine, len(mine)
-                gone[position, : len(theirs)], gone_count[position] = theirs, len(theirs)
+                index = dict(zip(self.table.ids[pool].tolist(), pool.tolist()))
+                mine = np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64)
+                theirs = np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64)
+                kept.append((np.full(len(mine), position), mine))
+                gone.append((np.full(len(theirs), position), theirs))
         if vectorised:
-            signals = self.table.signals(now, rows, valid)
-            seeds = np.array([self.specs[memory].seed for memory in chosen])
-            decisions = select_rows(vectorised, signals, room, self.params, seeds)
-            ranked = np.zeros(len(chosen), dtype=bool)
-            for _, part in vectorised:
-                ranked[part] = True
-            found, found_count = decisions.kept_rows(rows)
-            lost, lost_count = decisions.evicted_rows(rows)
-            kept[ranked], kept_count[ranked] = found[ranked], found_count[ranked]
-            gone[ranked], gone_count[ranked] = lost[ranked], lost_count[ranked]
+            part = slice(None) if len(ranked) == len(chosen) else np.array(ranked)
+            mine_rows = rows[part]
+            signals = self.table.signals(now, mine_rows, valid[part])
+            seeds = np.array([self.specs[memory].seed for memory in chosen[part]])
+            found, lost = select_rows(vectorised, signals, room[part], self.params, seeds).entries(mine_rows)
+            positions = np.arange(len(chosen))[part]
+            kept.append((positions[found[0]], found[1]))
+            gone.append((positions[lost[0]], lost[1]))
+        (kept_at, kept_rows), kept_count = _by_position(kept, len(chosen))
+        (gone_at, gone_rows), gone_count = _by_position(gone, len(chosen))
         # More new facts than the cap: every resident goes, unranked, newest first.
         dropped = {int(position): self.order[chosen[position], : sizes[position] - arrivals[position]][::-1].copy()
                    for position in np.flatnonzero(flood)}
         # The new order: the kept facts, then those held (admit: the update's new ones).
         held = np.where(trim, arrivals, 0)
-        total = kept_count + held
-        columns = np.arange(int(total.max(initial=0)))
-        from_kept = columns < kept_count[:, None]
-        positions = np.clip((sizes - arrivals - kept_count)[:, None] + columns, 0, last)
-        stored = np.where(from_kept, kept[:, np.minimum(columns, width - 1)], self.order[chosen[:, None], positions])
-        self.order[chosen[:, None], columns] = stored
-        self.sizes[chosen] = total
-        which = np.nonzero(np.arange(width) < gone_count[:, None])
-        self.present[chosen[which[0]], gone[which]] = False
-        ids = self.table.ids[gone[which]].tolist()
+        held_at = np.repeat(np.arange(len(chosen)), held)
+        held_column = np.arange(len(held_at)) - np.repeat(np.cumsum(held) - held, held)
+        held_rows = self.order[chosen[held_at], (sizes - arrivals)[held_at] + held_column]
+        kept_column = np.arange(len(kept_at)) - np.repeat(np.cumsum(kept_count) - kept_count, kept_count)
+        self.order[chosen[kept_at], kept_column] = kept_rows
+        self.order[chosen[held_at], kept_count[held_at] + held_column] = held_rows
+        self.sizes[chosen] = kept_count + held
+        self.present[chosen[gone_at], gone_rows] = False
+        ids = self.table.ids[gone_rows].tolist()
         ends = np.cumsum(gone_count).tolist()
         for position, memory in enumerate(chosen.tolist()):
             evicted[memory] = ids[ends[position] - int(gone_count[position]) : ends[position]]
@@ -450,3 +456,14 @@ class Lockstep:
         remap = self.table.compact(live)
         self.present = _grown(self.present[:, : len(remap)][:, remap >= 0], 1024, False)
         self.order = np.where(np.arange(self.order.shape[1]) < self.sizes[:, None], remap[self.order], 0)
+
+
+def _by_position(pieces: list[Entries], count: int) -> tuple[Entries, np.ndarray]:
+    """Flat ``(position, row)`` entries of several pieces, grouped by position (each piece's order
+    kept within a position), and the entries per position (``count`` positions)."""
+    at = np.concatenate([piece[0] for piece in pieces]).astype(np.int64)
+    rows = np.concatenate([piece[1] for piece in pieces]).astype(np.int64)
+    if len(pieces) > 1:
+        order = np.argsort(at, kind="stable")
+        at, rows = at[order], rows[order]
+    return (at, rows), np.bincount(at, minlength=count)
