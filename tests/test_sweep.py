@@ -24,7 +24,7 @@ from evictlab.analysis.sweep_output import (
 )
 from evictlab.core.runspec import RunSpec
 from evictlab.errors import ContractError, OutputExistsError, UnknownPolicyError
-from evictlab.policies import PolicyParams
+from evictlab.policies import PolicyParams, modifiers
 from evictlab.selection.engine import PreparedCases, reference_outcome
 
 CASES = scenario_cases("protocol")
@@ -456,3 +456,16 @@ def test_cli_sweeps_several_presets(tmp_path, capsys):
     manifest = read_manifest(tmp_path)
     assert manifest["parameters"]["inputs"]["pr4810-run2"]["variant"]["fact_ids"] == "raw"
     assert "preset pr4810-run2" in capsys.readouterr().out
+
+
+def test_cli_parses_each_policy_spec_once(tmp_path):
+    # Four specs, one of them written short (its policy's name spells the reservation out):
+    # each is parsed once for the whole command, however many layers check or resolve it.
+    modifiers._parsed.cache_clear()
+    argv = ["--policies", "lru,lfu-aging,lru+reserve(correction)", "--param", "lfu-aging.half_life_days=7,30",
+            "--capacities", "7", "--output-dir", str(tmp_path)]  # fmt: skip
+    assert run_cli(*argv) == 0
+    assert modifiers._parsed.cache_info().misses == 4
+    assert read_manifest(tmp_path)["parameters"]["grid"]["policies"] == [
+        "lru", "lfu-aging(half_life_days=7)", "lfu-aging(half_life_days=30)", "lru+reserve(correction)",
+    ]  # fmt: skip
