@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -151,10 +151,3 @@ def reinforcement_table(labelled: pd.DataFrame | None = None) -> pd.DataFrame:
         })
     return pd.DataFrame(rows)
 
-
-def misclassified(labelled: pd.DataFrame | None = None) -> Iterable[tuple[str, bool, str]]:
-    """``(text, confirms, kind)`` of every labelled message the signal gets wrong."""
-    frame = read_labelled() if labelled is None else labelled
-    for _, row in frame.iterrows():
-        if fires("reinforcement", row["text"]) != row["confirms"]:
-            yield row["text"], row["confirms"], row["kind"]
