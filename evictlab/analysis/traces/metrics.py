@@ -37,7 +37,8 @@ OPTIMUM = "optimum"
 #: (the trace's ``ask_rate`` and ``ask_decay_days``) but no question, and keeps the facts whose topics
 #: it expects to be asked about most now: ``confidence``'s rule on a trace whose confidences rank by
 #: that rate, with only the ``contradiction`` stage (a system knows a fact was superseded). A trace
-#: without the columns (an import, a knowledge-update trace) has no such rows.
+#: without the columns (an import, a knowledge-update trace) or whose adds carry different
+#: ``ask_decay_days`` (no one order of the rates) has no such rows (:func:`rate_keys`).
 RATE_AWARE, SECOND_BOUND = "rate-aware", "confidence"
 METRICS = (
     "answerable_rate",
@@ -155,21 +156,37 @@ def curve_rows(
     return frame[leading + [column for column in frame.columns if column not in leading]]
 
 
+#: Rate-aware keys closer than this tie (log units: rates within a relative 10^-9). Versions of one
+#: topic have equal keys in exact arithmetic; rounding alone separates them by about 10^-13.
+KEY_TOLERANCE = 1e-9
+
+
 def rate_keys(seen: dict[str, list[Any]]) -> dict[str, float] | None:
-    """Each added fact's rank under the rate-aware bound, in (0, 1], or ``None`` when a fact has no rate.
+    """Each added fact's rank under the rate-aware bound, in (0, 1], or ``None`` when there is no
+    one order: a fact without a rate, or adds with different ``ask_decay_days``.
 
     At time ``t`` a fact's expected rate is ``ask_rate * exp(-(t - added) / ask_decay_days)``; its
-    logarithm minus the common ``-t / ask_decay_days`` is the static key ``log(ask_rate) + added /
-    ask_decay_days`` (days), so one order serves every write. Equal keys (versions of one topic)
-    go to the later fact. The ranks over the highest are the confidences ``confidence`` keeps by.
+    logarithm minus the common ``-(t - first) / ask_decay_days`` (``first``: the first add) is the
+    static key ``log(ask_rate) + (added - first) / ask_decay_days`` (days), so one order serves every
+    write; with two decays the order of the current rates changes over time. Keys within
+    :data:`KEY_TOLERANCE` of the next lower one tie (versions of one topic), and a tie goes to the
+    later fact. The ranks over the highest are the confidences ``confidence`` keeps by.
     """
-    rows = [(time, fact_id, rate, decay) for kind, time, fact_id, rate, decay
-            in zip(*(seen[name] for name in GATHERED)) if kind == "add"]
-    if not rows or any(rate is None or decay is None for _, _, rate, decay in rows):
+    add = np.asarray(seen["event"], dtype=object) == "add"
+    rate, decay = (np.asarray(seen[name], dtype=object)[add] for name in ("ask_rate", "ask_decay_days"))
+    if not add.any() or any(value is None for value in (*rate, *decay)) or len(set(decay)) > 1:
         return None
-    keys = [(math.log(rate) if rate > 0 else -math.inf) + time / DAY_US / decay for time, _, rate, decay in rows]
-    order = sorted(range(len(rows)), key=lambda index: (keys[index], index))
-    return {rows[index][1]: (rank + 1) / len(rows) for rank, index in enumerate(order)}
+    time = np.asarray(seen["time"], dtype=np.int64)[add]
+    with np.errstate(divide="ignore"):  # a rate of 0 is the lowest key, -inf
+        key = np.log(rate.astype(float)) + (time - time[0]) / DAY_US / float(decay[0])
+    index = np.arange(len(key))
+    by_key = np.lexsort((index, key))
+    steps = np.diff(key[by_key]) > KEY_TOLERANCE  # False between -inf and -inf (NaN): one tie
+    tie = np.empty(len(key), dtype=np.int64)
+    tie[by_key] = np.concatenate(([0], np.cumsum(steps)))
+    order = np.lexsort((index, tie))
+    ids = np.asarray(seen["fact_id"], dtype=object)[add][order].tolist()
+    return dict(zip(ids, ((index + 1) / len(key)).tolist()))
 
 
 def _rate_keyed(chunks: Iterable[Chunk], keys: dict[str, float]) -> Iterator[Chunk]:
@@ -180,7 +197,7 @@ def _rate_keyed(chunks: Iterable[Chunk], keys: dict[str, float]) -> Iterator[Chu
 
 
 def _gathering(chunks: Iterable[Chunk], seen: dict[str, list[Any]]) -> Iterator[Chunk]:
-    """``chunks``, appending their ``event``, ``time`` and ``fact_id`` to ``seen`` (the optimum's outline)."""
+    """``chunks``, appending their :data:`GATHERED` columns to ``seen`` (the optimum's outline, the rates)."""
     for chunk in chunks:
         for name, values in seen.items():
             values += chunk[name]
