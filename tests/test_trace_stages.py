@@ -146,7 +146,8 @@ def test_replay_command_names_its_stages_and_refuses_an_unknown_one(tmp_path, ca
                  str(tmp_path / "run")]) == 0
     manifest, tables = load_run(tmp_path / "run", "trace-replay")
     assert manifest["parameters"]["lifecycle"] == sorted(set(MIDDLEWARE) - {"injection"})
-    assert manifest["parameters"]["numerics"] == EXACT.route  # which route computed the exact maths
+    assert manifest["provenance"]["numerics"] == EXACT.route  # which route computed the exact maths
+    assert "numerics" not in manifest["parameters"]  # a fact of the machine, not an input
     assert (tables["stages.csv"]["stored but not injected"] == 0).all()
     capsys.readouterr()
     assert main(["trace", "replay", *tiny, "--lifecycle", "cache", "--output-dir", str(tmp_path / "no")]) == 2

@@ -45,11 +45,9 @@ def write_run(
     """Run ``compute`` (file name -> table or list of records) as a ``kind`` run and write its tables.
 
     ``files`` names every file the run may write, so that a folder holding such files without
-    a record is refused before anything is computed. The record says which route computed the
-    policies' transcendental steps (``numerics``: ``vector`` or ``scalar``, the same doubles).
+    a record is refused before anything is computed.
     """
-    recorded = {**parameters, "numerics": EXACT.route}
-    with results.run(output_dir, kind, parameters=recorded, outputs=files) as current:
+    with results.run(output_dir, kind, parameters=parameters, outputs=files) as current:
         tables = dict(compute())
         for file_name, frame in tables.items():
             current.write_bytes(file_name, table_bytes(frame, file_name))
