@@ -112,15 +112,12 @@ def test_the_vector_route_only_without_numpys_own_kernels():
 
 
 def test_the_vector_route_gives_the_scalar_doubles_and_errors():
-    """Bit for bit on random and edge arguments where the vector route is taken; elsewhere
-    (numpy's AVX512 kernels) the scalar route must be the one chosen."""
-    from numpy._core._multiarray_umath import __cpu_features__
+    """Bit for bit on random and edge arguments where the vector route is taken (the machine has
+    no numpy kernels of its own). Where it is not, numpy's kernels may differ in the last bits,
+    but the rules the route restates (decay's clamps, the heat's cap, the non-finite fallback)
+    must still agree: within 4 units in the last place, the same non-finite values and errors."""
+    from evictlab.policies.arrays import EXACT, Numerics
 
-    from evictlab.policies.arrays import EXACT, OWN_KERNELS, Numerics
-
-    if not EXACT.vector:
-        assert any(__cpu_features__.get(name) for name in OWN_KERNELS) or not __cpu_features__.get("SSE2")
-        return
     vector, scalar = Numerics(vector=True), Numerics(vector=False)
     rng = np.random.default_rng(7)
     edges = np.array([0.0, -0.0, 1.0, -1.0, 1e-320, -1e-320, 0.5, 2.0, 1e300, -1e300, math.inf, -math.inf, math.nan])
@@ -139,7 +136,14 @@ def test_the_vector_route_gives_the_scalar_doubles_and_errors():
     ]
     for name, args in cases:
         fast, slow = getattr(vector, name)(*args), getattr(scalar, name)(*args)
-        assert fast.shape == slow.shape and fast.tobytes() == slow.tobytes(), name
+        assert fast.shape == slow.shape, name
+        if EXACT.vector:
+            assert fast.tobytes() == slow.tobytes(), name
+        else:
+            finite = np.isfinite(slow)
+            assert np.array_equal(np.isfinite(fast), finite) and fast[~finite].tobytes() == slow[~finite].tobytes(), name
+            ulps = np.abs(fast[finite] - slow[finite]) / np.spacing(np.abs(slow[finite]))
+            assert ulps.max(initial=0) <= 4, name
     for name, args, error in (("exp", (np.array([1.0, 1000.0]),), OverflowError),
                               ("log", (np.array([1.0, -1.0]),), ValueError),
                               ("log", (np.array([0.0]),), ValueError),
