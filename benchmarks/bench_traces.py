@@ -26,9 +26,10 @@ libCacheSim and an OrderedDict loop, a study, streaming.
 6. **Streaming.** The 1,000,000-event trace written as Parquet, replayed by a child process
    that reads it in chunks; its peak resident memory is reported (target: < 2 GiB).
 
-7. **Issue #23's two figures.** The default study: ``evictlab trace study --seeds 20 --policies
-   ALL --workers 2`` (20 generated default workloads x every default policy x the 6 default
-   capacities, DeerMem's middleware stages), in a child process: wall and CPU time (target:
+7. **Issue #23's two figures.** A study of every default replay policy: ``evictlab trace study
+   --seeds 20 --policies P,P,... --workers 2`` with the specs of ``metrics.default_policies()``
+   (20 generated default workloads x those 14 policies x the 6 default capacities, DeerMem's
+   middleware stages; ``trace study``'s own default is 4 policies), in a child process: wall and CPU time (target:
    under 5 minutes on 2 cores). The exact optimum of the 10^6-event trace of parts 3, 4 and 6
    at capacity 10 (:func:`~evictlab.analysis.traces.optimum.offline_optimum`: outline, network
    and solver; target: under 10 s).
@@ -141,7 +142,7 @@ def cli_curve(chunk: dict) -> None:
         command = [sys.executable, "-m", "evictlab", "trace", "replay", "--trace", str(path), "--output-dir",
                    str(Path(folder) / "out"), "--no-progress"]
         print(f"2. full capacity curve through the CLI: {len(chunk['time']):,} events, {len(default_policies())}"
-              f" policies x 6 capacities, keep-all and the optimum; load average before {load()}")
+              f" policies x 6 capacities, keep-all and both bounds; load average before {load()}")
         timed_child(command, CURVE_BUDGET_SECONDS)
 
 
@@ -278,7 +279,7 @@ def issue_23_figures(parts: list[dict]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "evictlab", "trace", "study", "--seeds", "20", "--policies",
                    ",".join(policies), "--workers", "2", "--no-progress", "--output-dir", str(Path(folder) / "out")]
-        print(f"7. the default study: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
+        print(f"7. a study of every default replay policy: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
               f" load average before {load()}")
         timed_child(command, STUDY_DEFAULT_BUDGET_SECONDS, " of the waited-for processes")
     trace = joined(parts)

@@ -259,7 +259,9 @@ def run_replay(args: argparse.Namespace) -> int:
             raise ContractError(f"--audit-capacity: {error}") from None
     for policy in policies:
         check_policy_spec(policy)
-    replays = len(policies) * len(args.capacities) + 2  # and keep-all, the optimum
+    # And keep-all, the optimum, and the rate-aware bound's second pass (a memory per capacity;
+    # counted whether or not the trace carries the rates it needs).
+    replays = (len(policies) + 1) * len(args.capacities) + 2
     traces: list[tuple[str, TraceSource]]
     recorded: dict[str, Any]
     # Which rule counted an imported store's tokens (spec 1.13: cl100k_base where it loads offline, else char).

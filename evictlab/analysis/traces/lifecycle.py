@@ -243,7 +243,7 @@ def contradiction_removals(entries: Sequence[tuple[int | None, int | None]], key
     """What ``factsToRemove`` removes after the capacity selection, for one or many memories.
 
     ``entries`` are ``(target, key)`` in order (scope and reason already passed): ``target`` is
-    the position of the named fact among ``keys`` (``None``: an id memory does not hold),
+    the position of the named fact among ``keys`` (``None``: an id no position has, so no memory holds it),
     ``key`` the content-key code its replacement must have (``None``: a pure retraction; ``-1``:
     its ``replacementFactIndex`` names no stored fact). ``keys`` are the content-key codes of
     the positions and ``held`` (..., positions) which ones each memory holds after the cap. A
