@@ -279,7 +279,8 @@ def issue_23_figures(parts: list[dict]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "evictlab", "trace", "study", "--seeds", "20", "--policies",
                    ",".join(policies), "--workers", "2", "--no-progress", "--output-dir", str(Path(folder) / "out")]
-        print(f"7. a study of every default replay policy: 20 seeds x {len(policies)} policies x 6 capacities, middleware stages, 2 workers;"
+        print(f"7. a study of every default replay policy: 20 seeds x {len(policies)} policies x 6 capacities,"
+              " middleware stages, 2 workers;"
               f" load average before {load()}")
         timed_child(command, STUDY_DEFAULT_BUDGET_SECONDS, " of the waited-for processes")
     trace = joined(parts)

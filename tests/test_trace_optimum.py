@@ -201,7 +201,8 @@ def test_every_version_ranks_above_the_version_it_supersedes_and_one_decay_is_re
         # within a tolerance.
         assert all(keys[fact] > keys[old] for fact, old in versions)
         pairs += len(versions)
-        mixed = [None if decay is None else decay * (1 + (index % 2)) for index, decay in enumerate(seen["ask_decay_days"])]
+        decays = seen["ask_decay_days"]
+        mixed = [None if decay is None else decay * (1 + index % 2) for index, decay in enumerate(decays)]
         assert rate_keys({**seen, "ask_decay_days": mixed}) is None  # no one order serves every write
     assert pairs >= 30
 

@@ -20,7 +20,6 @@ import pandas as pd
 
 from ... import results
 from ...errors import ContractError
-from ...policies.arrays import EXACT
 from ...results import json_line
 
 
