@@ -80,9 +80,9 @@ def _package_version(name: str) -> str | None:
 def provenance() -> dict[str, Any]:
     """What every run manifest records about the software that produced it, and which route
     computed the policies' transcendental steps (``numerics``: ``vector`` or ``scalar``, the same
-    doubles; :data:`evictlab.policies.arrays.EXACT`)."""
+    doubles; :mod:`evictlab.numerics`)."""
     from . import __version__
-    from .policies.arrays import EXACT
+    from .numerics import ROUTE
 
     return {
         "evictlab_version": __version__,
@@ -90,7 +90,7 @@ def provenance() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": {name: _package_version(name) for name in PROVENANCE_PACKAGES},
-        "numerics": EXACT.route,
+        "numerics": ROUTE,
     }
 
 

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "evictlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("evictlab", "errors", "results", "locks", "resources", "readers", "writers", "distributed", "palette",
-                "times", "intervals")),
+                "times", "intervals", "numerics")),
     ("policies", ("policies",)),
     ("core", ("core",)),
     ("selection", ("selection",)),

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
-from numpy._core._multiarray_umath import __cpu_features__  # type: ignore[import-not-found]
 
+from ..numerics import VECTOR_MATHS
 from ._zoo import draws_for_keys
 from .base import PolicyParams
 from .signals import (
@@ -329,22 +329,6 @@ class Params:
         return (self.confidence_weight, self.confirmation_weight, self.access_weight)
 
 
-#: numpy's CPU features under which it computes float64 exp/log/log1p/power with its own SIMD
-#: kernels (numpy 2.4 dispatches them to X86_V4; earlier versions to AVX512F and AVX512_SKX).
-OWN_KERNELS = ("AVX512F", "AVX512_SKX", "X86_V4")
-
-
-def vector_maths(features: Mapping[str, bool]) -> bool:
-    """Whether numpy's float64 ``exp``, ``log``, ``log1p`` and ``power`` give Python's doubles here.
-
-    Why: on x86 without the kernels of :data:`OWN_KERNELS`, numpy's float64 loops call the C
-    library's ``exp``, ``log``, ``log1p`` and ``pow`` element by element, the very functions
-    ``math`` and float ``**`` call (the same doubles on 10^6 samples each; tests/test_rank_keys.py
-    compares the routes). Otherwise the scalar route. ``features``: numpy's ``__cpu_features__``.
-    """
-    return bool(features.get("SSE2")) and not any(features.get(name) for name in OWN_KERNELS)
-
-
 def _vector_decay(days: np.ndarray, half_life_days: np.ndarray) -> np.ndarray:
     # decay's rules: max(0, days) (NaN days count as 0), a half-life <= 0 gives 0.0.
     return np.where(half_life_days <= 0, 0.0, np.power(2.0, -np.where(days > 0, days, 0.0) / half_life_days))
@@ -422,6 +406,6 @@ def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return bits.view(np.float64), which.reshape(array.shape)
 
 
-EXACT = Numerics(vector_maths(__cpu_features__))
+EXACT = Numerics(VECTOR_MATHS)
 
 
