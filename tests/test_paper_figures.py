@@ -15,7 +15,9 @@ import pytest
 from figure_builders import SOURCE, figure_builders
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 from scipy import stats
 
@@ -282,14 +284,17 @@ def claim_every_policy_one_line_each(builders):
     """04_capacity_curves: "every registered policy", equal values on one line, the bounds dashed."""
     assert "for every registered policy" in caption("04_capacity_curves") and "the bounds are dashed" in caption(
         "04_capacity_curves")
-    assert set(zoo.zoo_order(known_policies())) == set(known_policies())  # zoo_rows' default: all of them
     build = builders["capacity_curves"]
     summary = build.args[0]
     fig = build()
+    assert set(summary["policy"]) == set(known_policies())  # the notebook's zoo_rows ran every one
     roles = summary.drop_duplicates("policy").set_index("policy")["role"]
+    drawn = set()
     for line in fig.axes[0].get_lines():
         names = [re.sub(r" \(.*\)$", "", name) for name in " ".join(line.get_label().split()).split(" = ")]
         assert (line.get_linestyle() != "-") == (roles[names[0]] == "bound"), names
+        drawn.update(names)
+    assert drawn == set(known_policies())  # each one on a line of the figure
 
 
 def claim_presets_named(builders):
@@ -422,23 +427,44 @@ def title_capacity_curves(build):
 
 
 def title_weight_simplex_maps(build):
-    """Policy, capacity, lattice step and half-lives of the sweep; DeerMem's default weights and its value per panel."""
+    """Policy, capacity, lattice step and half-lives of the sweep; DeerMem's default weights (the ring, the
+    legend) and its value per panel, off the lattice (the default) and on it."""
     summary, capacity = build.args
     fig = build()
-    title, *panels = titles(fig)
+    title = titles(fig)[0]
     (policy,) = summary["policy"].unique()
     step = 1 / (summary["confidence_weight"].nunique() - 1)
     (confirmation,), (access,) = (summary[f"{n}_half_life_days"].unique() for n in ("confirmation", "access"))
     assert title.startswith(f"{policy} at capacity {capacity}: ")
     assert f"lattice step {step:g}; half-lives {confirmation:g} / {access:g} days" in title
-    assert PolicyParams().weights == plots.DEERMEM_WEIGHTS
+    default = PolicyParams().weights
+    check_the_marked_weights(fig, summary, capacity, default, kept_at_marked=None)  # (0.65, 0.25, 0.1): off it
+    on_lattice = (0.5, 0.25, 0.25)
+    check_the_marked_weights(build(marked=on_lattice), summary, capacity, on_lattice, kept_at_marked=True)
+
+
+def check_the_marked_weights(fig: Figure, summary, capacity: int, marked: tuple[float, float, float], *,
+                             kept_at_marked: bool | None) -> None:
+    """Each panel's ring at ``marked`` (confidence at the top corner, confirmation bottom left, access
+    bottom right), the legend naming ``marked``, and each panel title's "DeerMem default: k/n kept" the
+    supports the summary keeps at ``marked`` (``kept_at_marked``: True on the lattice, None off it)."""
+    corners = np.array([[0.5, np.sqrt(3) / 2], [0.0, 0.0], [1.0, 0.0]])
+    ring = np.asarray(marked) @ corners
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    for ax in panels:
+        (drawn,) = [line for line in ax.get_lines()
+                    if line.get_marker() == "o" and line.get_markerfacecolor() == "none"]
+        assert np.allclose([drawn.get_xdata()[0], drawn.get_ydata()[0]], ring), ax.get_title()
+    legend = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert f"DeerMem default {tuple(float(w) for w in marked)}" in legend
     at = summary[(summary["capacity"] == capacity)
-                 & np.all(np.isclose(summary[list(plots.WEIGHT_COLUMNS)], plots.DEERMEM_WEIGHTS), axis=1)]
+                 & np.all(np.isclose(summary[list(plots.WEIGHT_COLUMNS)], marked), axis=1)]
+    assert (len(at) > 0) == bool(kept_at_marked)
     kept = {**at.groupby("scenario")["support_retained"].sum(), style.ALL_CASES: at["support_retained"].sum()}
     cases = cases_of(summary, "cases")
-    assert panels == [f"{group} ({n} cases) DeerMem default: "
-                      + (f"{kept[group]}/{n} kept" if len(at) else "not on the lattice") for group, n in cases.items()]
-    assert f"DeerMem default {plots.DEERMEM_WEIGHTS}" in [text.get_text() for text in fig.legends[0].get_texts()]
+    assert [" ".join(ax.get_title().split()) for ax in panels] == [
+        f"{group} ({n} cases) DeerMem default: " + (f"{kept[group]}/{n} kept" if len(at) else "not on the lattice")
+        for group, n in cases.items()]
 
 
 def title_stability_maps(build):
@@ -457,9 +483,14 @@ def title_half_life_heatmaps(build):
     assert titles(fig)[0].startswith(f"{policy} at capacity {capacity} with weights {weights}: ")
     assert panel_cases(fig) == cases_of(summary, "cases")
     params = PolicyParams()
-    assert (params.confirmation_half_life_days, params.access_half_life_days) == plots.DEERMEM_HALF_LIVES
-    assert legend_entries(fig) == [[f"DeerMem default: confirmation {params.confirmation_half_life_days:g} days,"
-                                    f" access {params.access_half_life_days:g} days"]]
+    default = (f"{params.confirmation_half_life_days:g}", f"{params.access_half_life_days:g}")
+    assert legend_entries(fig) == [[f"DeerMem default: confirmation {default[0]} days, access {default[1]} days"]]
+    for ax in (ax for ax in fig.axes if ax.get_visible() and ax.get_title()):  # the outlined cell: the default's
+        outlined = {(round(patch.get_x() + 0.5), round(patch.get_y() + 0.5)) for patch in ax.patches
+                    if isinstance(patch, Rectangle) and not patch.get_fill()}
+        access = [label.get_text() for label in ax.get_xticklabels()]
+        confirmation = [label.get_text() for label in ax.get_yticklabels()]
+        assert {(confirmation[i], access[j]) for j, i in outlined} == {default}, ax.get_title()
 
 
 def title_variant_cascade(build):
@@ -471,40 +502,61 @@ def title_variant_cascade(build):
 
 
 def title_explanation_figure(build):
-    """Policy, capacity and case of the title: the capacity facts kept, scores the policy's weighted sum."""
+    """Policy, capacity and case of the title: the capacity facts kept; the legend's weights the protocol's,
+    under which the scores are the weighted sums the bars draw."""
     frame, options = build.args[0], build.keywords
-    title = titles(build())[0]
+    fig = build()
+    title = titles(fig)[0]
     assert f": {options['policy']} at capacity {options['capacity']}, {options['case_label']} " in title
     assert int(frame["kept"].sum()) == options["capacity"]
-    assert options["weights"] == plots.score_weights(options["policy"], PolicyParams())
-    weighted = sum(weight * frame[name] for name, weight in options["weights"].items())
+    weights = plots.score_weights(options["policy"], loaders.load_pool_set().protocol.config.hybrid)
+    legend = [text.get_text() for legend in fig.legends for text in legend.get_texts()]
+    assert [f"{weight:g} x {name}" for name, weight in weights.items()] == [text for text in legend if " x " in text]
+    weighted = sum(weight * frame[name] for name, weight in weights.items())
     assert np.allclose(weighted, frame["score"])
+    ends: dict[float, float] = {}  # each fact's stacked bars end at its score (the hatched overlay is the score too)
+    for bar in fig.axes[0].patches:
+        centre = round(bar.get_y() + bar.get_height() / 2, 6)
+        ends[centre] = max(ends.get(centre, -np.inf), bar.get_x() + bar.get_width())
+    assert np.allclose([ends[rank] for rank in range(len(frame))], frame.sort_values("rank")["score"])
     assert set(options["support_fact_ids"]) <= set(frame["fact_id"])
 
 
 def title_qa_accuracy(build):
-    """"95% Wilson confidence intervals": each drawn interval is the Wilson score interval at that level."""
+    """"95% Wilson confidence intervals": each drawn interval (its error bar, in percent) is the Wilson score
+    interval at that level of its cases."""
     accuracy = build.args[0]
     (method,), (alpha,) = accuracy["method"].unique(), accuracy["alpha"].unique()
     assert (method, alpha) == ("wilson", 0.05)
-    assert titles(build())[0] == "QA accuracy with 95% Wilson confidence intervals"
+    fig = build()
+    assert titles(fig)[0] == "QA accuracy with 95% Wilson confidence intervals"
     z, n, p = stats.norm.ppf(1 - alpha / 2), accuracy["cases"], accuracy["correct"] / accuracy["cases"]
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    assert np.allclose(accuracy["lower"], centre - half) and np.allclose(accuracy["upper"], centre + half)
+    wilson = sorted(zip(np.round(100 * (centre - half), 9), np.round(100 * (centre + half), 9)))
+    drawn = sorted((round(segment[:, 0].min(), 9), round(segment[:, 0].max(), 9)) for ax in fig.axes
+                   for container in ax.containers if isinstance(container, ErrorbarContainer)
+                   for bars in container.lines[2] for segment in bars.get_segments())
+    assert drawn == wilson
 
 
 def title_qa_paired(build):
-    """The two policies compared, the bootstrap's level, and the exact McNemar p of each suite."""
+    """The two policies compared, the bootstrap's level, and the exact McNemar p drawn beside each suite."""
     frame = build.args[0]
     found = titles(build())
     (first,), (second,), (alpha,) = (frame[column].unique() for column in ("first_policy", "second_policy", "alpha"))
     assert found[0] == f"{second} vs {first} on the same cases"
     assert f"Paired bootstrap, {round(100 * (1 - alpha))}% percentile interval" in found
     assert "Paired outcomes per case (exact McNemar test)" in found
-    for row in frame.itertuples():
+    suites = [label.get_text() for label in build().axes[0].get_yticklabels()]
+    assert len(suites) == len(frame)
+    for row, label in zip(frame.itertuples(), suites):  # the p drawn beside each suite: McNemar's exact p
         discordant = row.only_first_correct + row.only_second_correct
-        assert np.isclose(row.p_value, stats.binomtest(row.only_first_correct, discordant, 0.5).pvalue)
+        cases = discordant + row.both_correct + row.both_wrong
+        drawn = re.fullmatch(rf"{re.escape(row.suite)}\n\(n={cases}, McNemar p=([0-9.e+-]+)\)", label)
+        assert drawn, label
+        exact = stats.binomtest(row.only_first_correct, discordant, 0.5).pvalue
+        assert np.isclose(float(drawn[1]), exact, rtol=0.05, atol=5e-5), (label, exact)
 
 
 def title_qa_tokens(build):
