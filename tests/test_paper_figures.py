@@ -23,7 +23,7 @@ from scipy import stats
 
 from evictlab.analysis import robustness, validation, zoo
 from evictlab.analysis.sweep import make_grid, run_sweep
-from evictlab.analysis.traces import inference, study
+from evictlab.analysis.traces import inference, metrics, study
 from evictlab.policies import PolicyParams, known_policies
 from evictlab.workbench import loaders, plots, report, report_document
 from evictlab.workbench.plots import style
@@ -252,10 +252,26 @@ def claim_explorer_notebook():
     assert any(name.startswith("07_") and "explorer" in name for name in NOTEBOOKS)
 
 
-def claim_trace_bounds():
-    """10_capacity_curves: each policy "between keep-all and the exact offline optimum", both drawn."""
-    assert "between keep-all and the exact offline optimum" in caption("10_capacity_curves")
-    assert {"keep-all", "optimum"} <= set(plot_traces.BOUND_NAMES)
+def claim_trace_bounds(builders):
+    """10_capacity_curves: the bounds drawn, what each curve counts as answerable (the policies' and
+    keep-all's fact shown to the model under the injection stage, the optimum's and the rate-aware bound's in
+    memory: they replay no injection stage), and the best baseline chosen "at the capacity the title states"."""
+    stated = caption("10_capacity_curves")
+    assert "keep-all, the exact offline optimum and the rate-aware bound" in stated
+    assert ("A policy's question (and keep-all's) counts as answerable when its needed fact is kept and, with the"
+            " injection stage, shown to the model (the y label says which); the optimum's and the rate-aware"
+            " bound's when it is in memory: they replay no injection stage.") in stated
+    assert "injection" not in metrics.RATE_AWARE_STAGES  # the optimum's replay takes no stage at all
+    summary = builders["trace_capacity_curves"].args[0]
+    for injection, needed in ((True, "needed fact shown to the model"), (False, "needed fact in memory")):
+        fig = plots.trace_capacity_curves(summary, injection=injection)
+        assert " ".join(fig.axes[0].get_ylabel().split()) == f"answerable rate ({needed})"
+        bounds = {" ".join(line.get_label().split()) for line in fig.axes[0].get_lines()} & set(BOUND_LABELS)
+        assert bounds == {"exact offline optimum (fact in memory)", "rate-aware bound (fact in memory)",
+                          "keep-all (no cap)"}
+    assert "the best baseline (the other policy with the highest mean answerable rate at the capacity the title" \
+        " states: DeerMem's default, 100, where the paired findings choose theirs, when it was replayed)" in stated
+    assert inference.FINDING_CAPACITY == 100
 
 
 def claim_rank_line_and_reserved_slots(builders):
@@ -310,8 +326,9 @@ def claim_the_loss_map_policies(builders):
 
 
 def claim_stage_bars(builders):
-    """10_stage_losses: "for DeerMem's two policies, the best baseline and keep-all; each bar sums to 1"."""
-    stated = "for DeerMem's two policies, the best baseline and keep-all; each bar sums to 1"
+    """10_stage_losses: "for DeerMem's two policies, the best baseline of the capacity curves and keep-all; each
+    bar sums to 1" (the notebook names the figure's own choice, :func:`plots.best_baseline`)."""
+    stated = "for DeerMem's two policies, the best baseline of the capacity curves and keep-all; each bar sums to 1"
     assert stated in caption("10_stage_losses")
     notebook = (report.NOTEBOOK_DIR / "10_traces.ipynb").read_text()
     assert 'shown = [\\"confidence\\", \\"hybrid-v1\\", plots.best_baseline(summary), \\"keep-all\\"]' in notebook
@@ -659,18 +676,16 @@ def check_intervals_apart(fig: Figure) -> int:
 
 
 def title_trace_capacity_curves(build):
-    """The seeds and the 95 % intervals of the title, the best baseline named, strong and faint lines,
-    one legend entry per line (bounds too), and interval bars that never overlap."""
+    """The traces and the 95 % intervals of the title, the best baseline named and where it was chosen,
+    strong and faint lines, one legend entry per line (bounds too), and interval bars that never overlap."""
     summary = build.args[0]
     fig = build()
-    seeds = int(summary["traces"].max())
-    assert seeds > 1 and f"(mean over {seeds} seeds; bars: 95 % bootstrap intervals, side by side)" in titles(fig)[0]
+    traces = int(summary["traces"].max())
+    assert traces > 1 and f"(mean over {traces} traces; bars: 95 % bootstrap intervals, side by side)" in titles(fig)[0]
     assert inference.LEVEL == 0.95
     policies = summary[~summary["policy"].isin(plot_traces.BOUND_NAMES)]
-    others = policies[~policies["policy"].isin(["confidence", "hybrid-v1"])]
-    best = others.groupby("policy")["answerable_rate"].mean().idxmax()
+    best = check_best_baseline(fig, policies)
     labels = {" ".join(line.get_label().split()): line for line in fig.axes[0].get_lines()}
-    assert f"{best} (best baseline)" in labels
     for label, line in labels.items():
         strong = all(name in ("confidence", "hybrid-v1", f"{best} (best baseline)", *BOUND_LABELS)
                      for name in label.split(" = "))
@@ -679,6 +694,47 @@ def title_trace_capacity_curves(build):
     check_one_entry_per_line(fig, summary[summary["policy"].isin(plot_traces.BOUND_NAMES)], ["capacity"],
                              ["capacity", "answerable_rate"], BOUND_LABELS)
     assert check_intervals_apart(fig) == 2 * 3 * summary["capacity"].nunique()  # two panels, three strong policies
+
+
+def check_best_baseline(fig: Figure, policies: pd.DataFrame) -> str:
+    """The policy the figure names "(best baseline)", and where its title says it was chosen: the rule of the
+    paired findings (:func:`inference.best_baseline`) at that capacity or over every capacity."""
+    scope = re.search(r"the best baseline \(chosen (at capacity (\d+)|over every capacity)\)", titles(fig)[0])
+    assert scope, titles(fig)[0]
+    capacity = int(scope[2]) if scope[2] else None
+    assert (capacity is None) == (inference.FINDING_CAPACITY not in set(policies["capacity"]))
+    assert capacity in (None, inference.FINDING_CAPACITY)
+    best = inference.best_baseline(policies, capacity)
+    legend = [" ".join(text.get_text().split()) for legend in fig.legends for text in legend.get_texts()]
+    named = [label.removesuffix(" (best baseline)").split(" = ") for label in legend if "(best baseline)" in label]
+    assert len(named) == 1 and best in named[0], legend
+    return best
+
+
+def test_the_best_baseline_is_chosen_at_the_findings_capacity_when_it_is_drawn(builders):
+    """At capacity 100 the paired findings' best other policy (fifo here), over every capacity when 100 is
+    not drawn (lru here): the title says which, the legend names it, the notebook's stage panels take it."""
+    summary = builders["trace_capacity_curves"].args[0]
+    at_100 = summary.assign(capacity=summary["capacity"].replace({50: inference.FINDING_CAPACITY}))
+    rate = np.select([(at_100["policy"] == "fifo") & (at_100["capacity"] == 10),
+                      (at_100["policy"] == "fifo"), (at_100["policy"] == "lru") & (at_100["capacity"] == 10),
+                      (at_100["policy"] == "lru")], [0.0, 0.7, 0.9, 0.6], at_100["answerable_rate"])
+    at_100 = at_100.assign(answerable_rate=rate)
+    policies = at_100[~at_100["policy"].isin(plot_traces.BOUND_NAMES)]
+    fig = plots.trace_capacity_curves(at_100)
+    assert "(chosen at capacity 100)" in titles(fig)[0] and check_best_baseline(fig, policies) == "fifo"
+    assert plots.best_baseline(at_100) == "fifo"
+    rows = policies[["policy", "capacity", "answerable_rate"]].assign(trace="seed-0", correction_survival=0.0,
+                                                                     stale_kept_rate=0.0)
+    paired = inference.paired_table(rows)
+    assert set(paired.loc[paired["comparison"] == f"hybrid-v1 - {inference.BEST_OTHER}", "second"]) == {"fifo", "lru"}
+    assert paired.loc[(paired["comparison"] == f"hybrid-v1 - {inference.BEST_OTHER}")
+                      & (paired["capacity"] == inference.FINDING_CAPACITY), "second"].eq("fifo").all()
+    elsewhere = at_100.assign(capacity=at_100["capacity"].replace({inference.FINDING_CAPACITY: 200}))
+    fig = plots.trace_capacity_curves(elsewhere)
+    assert "(chosen over every capacity)" in titles(fig)[0]
+    assert check_best_baseline(fig, elsewhere[~elsewhere["policy"].isin(plot_traces.BOUND_NAMES)]) == "lru"
+    assert plots.best_baseline(elsewhere) == "lru"
 
 
 def test_identical_trace_curves_share_one_legend_entry_and_interval_bars_stay_apart(builders):

@@ -11,13 +11,15 @@ import pytest
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.inference import (
+    BEST_OTHER,
     FINDING_CAPACITY,
+    best_baseline,
     bootstrap_interval,
     direction,
     finding_sentences,
     paired_table,
 )
-from evictlab.analysis.traces.metrics import curve_rows
+from evictlab.analysis.traces.metrics import curve_rows, curve_summary
 
 
 def made_rows(differences: dict[str, list[float]], capacity: int = FINDING_CAPACITY) -> pd.DataFrame:
@@ -42,6 +44,26 @@ def test_paired_counts_and_interval():
     assert -0.05 <= answerable["low"] <= answerable["mean"] <= answerable["high"] <= 0.2
     assert table.loc[("answerable_rate", "hybrid-v1 - best other policy"), "second"] == "lru"
     assert table.loc[("correction_survival", "hybrid-v1 - confidence"), "tied"] == 5
+
+
+def test_the_best_baseline_is_chosen_per_capacity_or_over_every_capacity_and_the_paired_table_uses_it():
+    """lru is best at capacity 10 and over both capacities, fifo at 100: the paired table's best other
+    policy is the per-capacity choice; curve summaries choose as their rows do; a tie goes to the first."""
+    rates = {("lru", 10): 0.9, ("lru", 100): 0.6, ("fifo", 10): 0.0, ("fifo", 100): 0.7}
+    rows = pd.DataFrame([
+        {"trace": f"seed-{seed}", "policy": policy, "role": "policy", "capacity": capacity,
+         "answerable_rate": rates.get((policy, capacity), 0.95) + 0.01 * seed, "correction_survival": 0.5,
+         "stale_kept_rate": 0.1}
+        for seed in range(3) for capacity in (10, 100) for policy in ("hybrid-v1", "confidence", "lru", "fifo")])
+    assert (best_baseline(rows, 10), best_baseline(rows, 100), best_baseline(rows)) == ("lru", "fifo", "lru")
+    summary = curve_summary(rows, ["answerable_rate"])
+    assert [best_baseline(summary, capacity) for capacity in (10, 100, None)] == ["lru", "fifo", "lru"]
+    paired = paired_table(rows)
+    best = paired[paired["comparison"] == f"hybrid-v1 - {BEST_OTHER}"].set_index("capacity")["second"]
+    assert best.groupby(level=0).unique().map(list).to_dict() == {10: ["lru"], 100: ["fifo"]}
+    tied = rows.assign(answerable_rate=0.5)
+    assert best_baseline(tied) == "lru" and best_baseline(tied[tied["policy"] != "lru"]) == "fifo"
+    assert best_baseline(rows[rows["policy"].isin(["hybrid-v1", "confidence"])]) is None
 
 
 def test_bootstrap_stays_inside_the_values_and_is_seeded():

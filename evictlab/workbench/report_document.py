@@ -78,11 +78,16 @@ CAPTIONS: dict[str, str] = {
     " perturbation; each policy's line is the mean over seeds, the band the 95 % range of single seeds, the"
     " dotted line its decision churn.",
     "10_capacity_curves": "Trace mode: the answerable and stale-kept rate against capacity on the generated"
-    " workloads (the seeds the title states), replayed write by write in DeerMem's update order, for each policy"
-    " between keep-all and the exact offline optimum; DeerMem's two policies, the best baseline and the bounds"
-    " strong, identical curves one line with both names.",
+    " workloads (one trace per seed, as many as the title states), replayed write by write in DeerMem's update"
+    " order, for each policy beside the bounds: keep-all, the exact offline optimum and the rate-aware bound."
+    " A policy's question (and keep-all's) counts as answerable when its needed fact is kept and, with the"
+    " injection stage, shown to the model (the y label says which); the optimum's and the rate-aware bound's"
+    " when it is in memory: they replay no injection stage. DeerMem's two policies, the best baseline (the"
+    " other policy with the highest mean answerable rate at the capacity the title states: DeerMem's default,"
+    " 100, where the paired findings choose theirs, when it was replayed) and the bounds strong, identical"
+    " curves one line with both names.",
     "10_stage_losses": "Trace mode: where each unanswered question was lost, by lifecycle stage, per capacity, for"
-    " DeerMem's two policies, the best baseline and keep-all; each bar sums to 1.",
+    " DeerMem's two policies, the best baseline of the capacity curves and keep-all; each bar sums to 1.",
     "10_study_advantage": "Trace mode: each policy's answerable-rate advantage over the baseline per capacity"
     " across the study's workloads and seeds; bars span the 10th to 90th percentile, dots are medians, win"
     " rates above.",

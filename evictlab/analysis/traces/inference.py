@@ -6,8 +6,8 @@ mean difference over seeds, a 95 % percentile-bootstrap interval of that mean (i
 the range of the seeds' differences, so an interval on a rate stays inside what a rate can be)
 and how many seeds go each way. The comparisons: ``hybrid-v1`` minus ``confidence`` (DeerMem's
 input order at ties), minus ``confidence``'s tie-neutral expectation where it is defined
-(:mod:`.expectation`), and minus the best other policy at that capacity (not DeerMem's, not a bound; the
-best by mean answerable rate over the same seeds, which the table says). Every capacity
+(:mod:`.expectation`), and minus the best other policy at that capacity (:func:`best_baseline`: not
+DeerMem's, not a bound; the best by mean answerable rate over the same seeds, which the table says). Every capacity
 replayed is in the table; the sentences of :func:`finding_sentences` speak of
 :data:`FINDING_CAPACITY`, DeerMem's default ``max_facts`` (spec 1.8), fixed before any replay,
 never of the capacity where a difference happens to be largest.
@@ -57,6 +57,19 @@ def baselines(rows: pd.DataFrame) -> list[str]:
             not in DEERMEM_POLICIES and root_policy(resolve_policy(policy)).role != BOUND]
 
 
+def best_baseline(rows: pd.DataFrame, capacity: int | None = None) -> str | None:
+    """The baseline (:func:`baselines`) of ``rows`` with the highest mean ``answerable_rate`` over its
+    rows at ``capacity`` (``None``: over every capacity), the first in ``rows``' order at a tie; ``None``
+    when there is none. ``rows`` are :func:`.metrics.curve_rows` rows or a :func:`.metrics.curve_summary`
+    (whose rows are already means over traces); the one rule of the paired table's best other policy
+    (per capacity) and of the figures' best baseline (:func:`evictlab.workbench.plots.best_baseline`)."""
+    if capacity is not None:
+        rows = rows[rows["capacity"] == capacity]
+    others = baselines(rows)
+    means = rows[rows["policy"].isin(others)].groupby("policy", sort=False)["answerable_rate"].mean()
+    return str(means.sort_values(ascending=False, kind="stable").index[0]) if len(means) else None
+
+
 def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) -> pd.DataFrame:
     """Per metric, capacity and comparison: the paired difference over traces (seeds).
 
@@ -70,16 +83,12 @@ def paired_table(rows: pd.DataFrame, metrics: tuple[str, ...] = PAIRED_METRICS) 
     if not {FIRST, SECOND} <= set(rows["policy"]):
         raise ContractError(f"paired_table needs rows of {FIRST} and {SECOND}")
     records: list[dict[str, Any]] = []
-    others = baselines(rows)
+    replayed = rows
     rows = with_tie_neutral(rows)
     for capacity, at in rows.groupby("capacity", sort=True):
         wide = {metric: at.pivot_table(index="trace", columns="policy", values=metric, aggfunc="first", dropna=False)
                 for metric in metrics}
-        answerable = wide.get("answerable_rate")
-        best = None
-        if others and answerable is not None:
-            means = answerable[[policy for policy in others if policy in answerable]].mean()
-            best = str(means.sort_values(ascending=False, kind="stable").index[0]) if len(means) else None
+        best = best_baseline(replayed, capacity) if "answerable_rate" in metrics else None
         for metric, table in wide.items():
             for label, second in ((SECOND, SECOND), (TIE_NEUTRAL, TIE_NEUTRAL), (BEST_OTHER, best)):
                 if second is None or second not in table:

@@ -1,7 +1,7 @@
 """Figures of trace mode (notebook 10), drawn from :mod:`evictlab.analysis.traces` tables.
 
 * :func:`trace_capacity_curves`: answerable and stale-kept rate against capacity, one line
-  per policy, the region between the offline optimum and the keep-all ceiling shaded;
+  per policy, with the bounds (the exact offline optimum, the rate-aware bound, keep-all);
 * :func:`study_advantage`: each policy's answerable-rate advantage over a baseline across a
   study's workloads (10th-90th percentile bar, median dot) per capacity;
 * :func:`loss_map_figure`: where ``hybrid-v1`` loses to ``confidence`` over two parameters;
@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ...analysis.traces.inference import baselines
+from ...analysis.traces import inference
+from ...analysis.traces.inference import FINDING_CAPACITY
 from ...analysis.traces.study import loss_map
 from .style import (
     MARKERS,
@@ -41,36 +42,54 @@ from .style import (
 
 BOUND_NAMES = ("optimum", "rate-aware", "keep-all")
 #: How each bound is drawn (answerable panel only): colour, line style, width, legend label; a bound
-#: identical to an earlier one is drawn in that one's style with both labels.
+#: identical to an earlier one is drawn in that one's style with both labels. The optimum and the
+#: rate-aware bound replay no ``injection`` stage (:mod:`evictlab.analysis.traces.metrics`): their
+#: question is answered when the needed fact is in memory, which their labels say.
 BOUND_STYLES = {
-    "optimum": ("black", "-", 2.2, "exact offline optimum"),
-    "rate-aware": ("black", ":", 2.2, "rate-aware bound"),
+    "optimum": ("black", "-", 2.2, "exact offline optimum (fact in memory)"),
+    "rate-aware": ("black", ":", 2.2, "rate-aware bound (fact in memory)"),
     "keep-all": (OKABE_ITO["grey"], "--", 1.6, "keep-all (no cap)"),
 }
+#: Each panel's metric and y label with and without the ``injection`` stage: what a policy's memory
+#: (and keep-all's) needed for an answer, the fact shown to the model or only in memory.
 CURVE_PANELS = (
-    ("answerable_rate", "answerable rate (needed fact shown to the model)"),
-    ("stale_kept_rate", "stale-kept rate (old value kept, update gone)"),
+    ("answerable_rate", {True: "answerable rate (needed fact shown to the model)",
+                         False: "answerable rate (needed fact in memory)"}),
+    ("stale_kept_rate", dict.fromkeys((True, False), "stale-kept rate (old value kept, update gone)")),
 )
 
 
-def best_baseline(summary: pd.DataFrame) -> str | None:
-    """The policy of ``summary`` with the highest mean answerable rate over its capacities among those
-    that are neither DeerMem's nor a bound (the rule of the paired findings, over every capacity)."""
-    summary = summary[~summary["policy"].isin(BOUND_NAMES)]
-    others = baselines(summary)
-    means = summary[summary["policy"].isin(others)].groupby("policy", sort=False)["answerable_rate"].mean()
-    return str(means.sort_values(ascending=False, kind="stable").index[0]) if len(means) else None
+def baseline_capacity(summary: pd.DataFrame, at: int = FINDING_CAPACITY) -> int | None:
+    """The capacity the trace figures choose their best baseline at: ``at`` (by default the paired
+    findings' :data:`~evictlab.analysis.traces.inference.FINDING_CAPACITY`) when ``summary`` has it,
+    else ``None`` (over every capacity)."""
+    return at if at in set(summary["capacity"]) else None
+
+
+def best_baseline(summary: pd.DataFrame, at: int = FINDING_CAPACITY) -> str | None:
+    """The trace figures' best baseline: :func:`evictlab.analysis.traces.inference.best_baseline` of
+    ``summary``'s policies that are not bounds, at :func:`baseline_capacity` (capacity ``at`` when
+    ``summary`` has it, so the paired findings' best other policy there; else over every capacity)."""
+    return inference.best_baseline(summary[~summary["policy"].isin(BOUND_NAMES)], baseline_capacity(summary, at))
+
+
+def baseline_scope(capacity: int | None) -> str:
+    """Where the best baseline was chosen, in words: ``at capacity 100`` or ``over every capacity``."""
+    return "over every capacity" if capacity is None else f"at capacity {capacity}"
 
 
 @styled
-def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -> Figure:
+def trace_capacity_curves(summary: pd.DataFrame, *, injection: bool = True, source: str | None = None) -> Figure:
     """Answerable and stale-kept rate against capacity (log axis), one line per policy.
 
     ``summary``: :func:`evictlab.analysis.traces.metrics.curve_summary`. Drawn strong: DeerMem's two
-    policies, the best baseline (:func:`best_baseline`) and, in the answerable panel, the bounds
-    (the exact offline optimum, the rate-aware bound, keep-all); every other policy faint. Policies
-    with identical curves are one line with both names. With several traces (seeds) each strong
-    policy's 95 % interval is a bar beside its marker, the bars of one capacity side by side.
+    policies, the best baseline (:func:`best_baseline`; the title says at which capacity it was chosen)
+    and, in the answerable panel, the bounds (the exact offline optimum, the rate-aware bound,
+    keep-all); every other policy faint. Policies with identical curves are one line with both names.
+    ``injection``: whether the policies' memories ran the ``injection`` stage (the y label then says the
+    needed fact was shown to the model, else in memory); the optimum and the rate-aware bound never run
+    it, which their legend labels say. With several traces each strong policy's 95 % interval is a bar
+    beside its marker, the bars of one capacity side by side.
     """
     require_columns(summary, ["policy", "capacity", "answerable_rate", "stale_kept_rate"], "trace_capacity_curves")
     capacities = sorted(summary["capacity"].unique())
@@ -79,14 +98,15 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
     drawn = summary[summary["policy"].isin(BOUND_NAMES)]
     drawn = drawn.iloc[np.lexsort((drawn["capacity"], drawn["policy"].map(BOUND_NAMES.index)))]
     bounds = identical_lines(drawn, "policy", ["capacity", "answerable_rate"])
-    best = best_baseline(ordered)
+    scope = baseline_capacity(summary)
+    best = best_baseline(summary)
     strong = [p for p in policy_order(lines) if {"confidence", "hybrid-v1", best} & set(lines[p])]
     faint = [p for p in policy_order(lines) if p not in strong]
-    seeds = int(summary["traces"].max()) if "traces" in summary else 1
+    traces = int(summary["traces"].max()) if "traces" in summary else 1
     fig = paper_figure(3.4, 6.4)
     axes = side_by_side(fig, sharex=True)
     by_policy = {policy: frame.sort_values("capacity") for policy, frame in summary.groupby("policy")}
-    for ax, (metric, label) in zip(axes, CURVE_PANELS):
+    for ax, (metric, ylabels) in zip(axes, CURVE_PANELS):
         for bound, same in (bounds.items() if metric == "answerable_rate" else ()):
             color, style, width, _ = BOUND_STYLES[bound]
             ax.plot(by_policy[bound]["capacity"], by_policy[bound][metric], color=color, linestyle=style,
@@ -97,7 +117,7 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
                     markersize=5, markeredgecolor="black", markeredgewidth=0.4, linewidth=2.4, zorder=3,
                     label=merged_label(lines[policy]) + (" (best baseline)" if best in lines[policy] else ""))
             low, high = f"{metric}_low", f"{metric}_high"
-            if seeds > 1 and low in line and line[low].notna().any():
+            if traces > 1 and low in line and line[low].notna().any():
                 # Side by side, 0.03 decades of capacity apart: no two bars of one capacity overlap.
                 x = line["capacity"].to_numpy(dtype=float) * 10 ** (0.03 * (index - (len(strong) - 1) / 2))
                 ax.vlines(x, line[low], line[high], color=policy_color(policy), linewidth=1.4, zorder=5)
@@ -110,13 +130,13 @@ def trace_capacity_curves(summary: pd.DataFrame, *, source: str | None = None) -
         ax.minorticks_off()
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("capacity (max facts)")
-        ax.set_ylabel(label)
+        ax.set_ylabel(ylabels[injection])
         ax.grid(True)
     handles, labels = axes[0].get_legend_handles_labels()
     bottom_legend(fig, handles, labels)
-    mean = f"mean over {seeds} seeds; bars: 95 % bootstrap intervals, side by side" if seeds > 1 else "one seed"
-    title_with_source(fig, f"Memory over time: capacity curves, DeerMem's policies, the best baseline and the bounds"
-                           f" strong, the others faint ({mean})", source)
+    mean = f"mean over {traces} traces; bars: 95 % bootstrap intervals, side by side" if traces > 1 else "one trace"
+    title_with_source(fig, f"Memory over time: capacity curves, DeerMem's policies, the best baseline (chosen"
+                           f" {baseline_scope(scope)}) and the bounds strong, the others faint ({mean})", source)
     return fig
 
 
