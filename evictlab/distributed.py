@@ -46,6 +46,8 @@ DEFAULT_WORKERS = max(1, os.cpu_count() or 1)
 MAX_WORKERS = 256
 #: ``--no-worker-timeout``: how long a run waits on a scheduler that has no worker.
 NO_WORKER_SECONDS = 60.0
+#: ``--connect-timeout``: how long to try reaching ``--scheduler`` (a silent one is given up after twice this).
+CONNECT_SECONDS = 10.0
 POLL_SECONDS = 0.5  # how often a wait looks at the scheduler's workers
 _NO_WORKER_LIMIT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client -> its placement's limit
 
@@ -57,7 +59,7 @@ class Placement:
     workers: int = DEFAULT_WORKERS
     scheduler: str | None = None
     processes: bool = True  # local cluster workers as processes (True) or threads (False)
-    connect_timeout_seconds: float = 10.0  # how long to try reaching ``scheduler``
+    connect_timeout_seconds: float = CONNECT_SECONDS  # how long to try reaching ``scheduler``
     no_worker_seconds: float = NO_WORKER_SECONDS
 
     def __post_init__(self) -> None:
@@ -66,8 +68,10 @@ class Placement:
         if self.workers > MAX_WORKERS:
             raise ContractError(f"--workers {self.workers}: at most {MAX_WORKERS} local workers; start a bigger"
                                 " cluster on its own and pass --scheduler ADDRESS")  # fmt: skip
-        if not (math.isfinite(self.no_worker_seconds) and self.no_worker_seconds > 0):
-            raise ContractError(f"--no-worker-timeout must be a number of seconds > 0, got {self.no_worker_seconds!r}")
+        for option, seconds in (("--no-worker-timeout", self.no_worker_seconds),
+                                ("--connect-timeout", self.connect_timeout_seconds)):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ContractError(f"{option} must be a number of seconds > 0, got {seconds!r}")
         if self.scheduler is not None and not str(self.scheduler).strip():
             raise ContractError("--scheduler must be a scheduler address such as tcp://host:8786")
         if self.scheduler is not None:
@@ -123,7 +127,8 @@ def _connection_args() -> dict[str, Any]:
 
 
 def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS) -> None:
-    """The ``--workers``, ``--scheduler`` and ``--no-worker-timeout`` options of a command that runs tasks."""
+    """The ``--workers``, ``--scheduler``, ``--connect-timeout`` and ``--no-worker-timeout`` options of a
+    command that runs tasks."""
     group = parser.add_argument_group("where tasks run (Dask)")
     default = f"one per core, {DEFAULT_WORKERS}" if default_workers == DEFAULT_WORKERS else str(default_workers)
     group.add_argument(
@@ -140,6 +145,14 @@ def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS
         " instead of starting a local cluster; --workers is then ignored",
     )
     group.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_SECONDS,
+        metavar="SECONDS",
+        help=f"how long to try reaching --scheduler; one that accepts and never answers is given up after"
+        f" twice this [{CONNECT_SECONDS:g}]",
+    )
+    group.add_argument(
         "--no-worker-timeout",
         type=float,
         default=NO_WORKER_SECONDS,
@@ -149,7 +162,8 @@ def add_placement_options(parser: Any, *, default_workers: int = DEFAULT_WORKERS
 
 
 def placement_from(args: Any) -> Placement:
-    return Placement(workers=args.workers, scheduler=args.scheduler, no_worker_seconds=args.no_worker_timeout)
+    return Placement(workers=args.workers, scheduler=args.scheduler, connect_timeout_seconds=args.connect_timeout,
+                     no_worker_seconds=args.no_worker_timeout)
 
 
 @contextlib.contextmanager

@@ -59,7 +59,7 @@ def test_a_malformed_scheduler_address_is_one_line_before_any_folder(address, cl
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [("--workers", "100000", "at most 256 local workers"), ("--no-worker-timeout", "nan", "> 0"),
-     ("--no-worker-timeout", "0", "> 0")],
+     ("--no-worker-timeout", "0", "> 0"), ("--connect-timeout", "-1", "> 0"), ("--connect-timeout", "inf", "> 0")],
 )  # fmt: skip
 def test_a_placement_over_its_bounds_is_one_line_before_any_folder(option, value, says, cli_error, tmp_path):
     code, line = cli_error(*STUDY, option, value, "--output-dir", str(tmp_path / "out"))
@@ -91,11 +91,11 @@ def silent_server():
 @pytest.mark.slow
 def test_a_scheduler_that_accepts_but_never_answers_is_an_error_within_the_connect_timeout(silent_server, tmp_path):
     out = tmp_path / "out"
-    process = study(out, "--scheduler", silent_server)
+    process = study(out, "--scheduler", silent_server, "--connect-timeout", "2")
     _, err = process.communicate(timeout=120)  # the old code waited here past any limit
     assert process.returncode == 2 and "Traceback" not in err, err
     (line,) = [line for line in err.splitlines() if "error:" in line]
-    assert silent_server in line and "did not answer" in line
+    assert silent_server in line and "did not answer within 4 s" in line
     assert record(out)["status"] == "error"
 
 
