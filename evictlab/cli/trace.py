@@ -352,7 +352,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def curve_lines(table: pd.DataFrame, paired: pd.DataFrame | None) -> list[str]:
     """Answerable rate (regret) per policy and capacity, and the paired table of hybrid-v1 over seeds."""
-    lines = ["answerable rate (regret = optimum - policy) per capacity:", *curve_table(table).to_string().splitlines()]
+    lines = ["answerable rate (regret = optimum, fact in memory, - policy, under its stages) per capacity:",
+             *curve_table(table).to_string().splitlines()]
     if paired is not None and not paired.empty:
         columns = ["metric", "capacity", "comparison", "second", "seeds", "mean", "low", "high",
                    "higher", "lower", "tied"]

@@ -6,7 +6,10 @@ only), ``rate-aware`` (:data:`RATE_AWARE`, a bound a real system could approach)
 policy whose ``unlimited`` trait says it runs with no cap (``keep-all``). Every row carries its
 policy's ``role`` trait (``policy``, ``baseline`` or ``bound``), ``regret`` = the optimum's
 answerable rate minus the row's and ``regret_rate_aware`` = the rate-aware bound's minus the
-row's. :func:`curve_summary` averages
+row's. The two sides are not measured alike: the bounds count the needed fact in memory (the
+optimum replays no stage, the rate-aware bound only :data:`RATE_AWARE_STAGES`), a row under its
+stages (with ``injection``: shown to the model), so a regret also counts what those stages lose.
+:func:`curve_summary` averages
 over traces (seeds) with a 95 % percentile-bootstrap interval per metric; with one trace the
 interval is empty (NaN), not zero. Paired findings over seeds are :mod:`.inference`'s.
 """
@@ -226,7 +229,8 @@ def mean_interval(values: np.ndarray) -> tuple[float, float, float]:
 
 
 def curve_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Answerable rate and regret as text, ``"0.412 (+0.120)"``, per policy (rows) and capacity."""
+    """Answerable rate and regret as text, ``"0.412 (+0.120)"``, per policy (rows) and capacity
+    (regret: the optimum's rate, fact in memory, minus the row's, under its stages)."""
     cells = summary.assign(
         cell=summary["answerable_rate"].map("{:.3f}".format) + " (" + summary["regret"].map("{:+.3f}".format) + ")"
     )
