@@ -157,6 +157,17 @@ def test_state_is_bounded_by_the_caps_and_keep_all_grows_linearly():
     assert counts.final_size == added == everything.table.size and counts.evictions == 0
 
 
+def test_size_groups_hold_every_memory_once_by_capacity():
+    specs = [MemorySpec.of("keep-all", None)]
+    specs += [MemorySpec.of(policy, capacity) for capacity in (500, 10, 100, 20, 200, 50) for policy in ("lru", "fifo")]
+    groups = Lockstep(specs).size_groups()
+    assert sorted(memory for group in groups for memory in group.tolist()) == list(range(len(specs)))
+    caps = [sorted({specs[memory].capacity for memory in group.tolist()}) for group in groups]
+    assert caps == [[10, 20, 50, 100], [200, 500], [None]]
+    assert all(group.tolist() == sorted(group.tolist()) for group in groups)
+    assert [len(group) for group in Lockstep(specs).size_groups(spread=1000)] == [12, 1]
+
+
 def test_exact_ties_break_by_stored_order():
     # Same confidence, same update: exact ties; the kept list is in rank order (spec 1.4).
     rows = [add("2026-01-01T00:00:00", name, 0.8) for name in "abcd"]

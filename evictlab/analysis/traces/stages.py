@@ -141,8 +141,7 @@ class Lifecycle:
         self._ids = _IdOrder()
         self._keys_of_ordinals = np.zeros(1024, dtype=np.int64)
         self._key_names: list[str] = []  # by code
-        # Memories of about one size are decided together (keep-all's would pad every other).
-        self._groups = [np.flatnonzero(memories.capped), np.flatnonzero(~memories.capped)]
+        self._groups = memories.size_groups()  # memories of about one size, decided together
         self._shown: np.ndarray | None = None  # (M, table rows): the rows each memory injects
 
     # ----------------------------------------------------------------------- the hooks
