@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pandas as pd
@@ -482,6 +483,27 @@ def test_notebooks_running_at_once_each_list_only_their_own_figures(tmp_path):
     markdown = (result.output_dir / "report.md").read_text(encoding="utf-8")
     assert (markdown.index("figures/01_zeta.png") < markdown.index("figures/01_alpha.png")
             < markdown.index("figures/02_beta.png"))
+
+
+def test_the_longest_notebooks_start_first_by_the_last_report_else_their_own_estimate(tmp_path):
+    """A fresh report starts the notebook that says it takes longest first; the previous report's
+    durations win over the estimates; a notebook with neither starts ahead (it may be long)."""
+    def notebook(name: str, seconds: float | None) -> report.NotebookRun:
+        book = new_notebook(cells=[new_code_cell("pass")])
+        if seconds is not None:
+            book.metadata["evictlab"] = {"typical_seconds": seconds}
+        nbformat.write(book, tmp_path / name)
+        return report.NotebookRun(name, tmp_path / name, tmp_path / "out" / name)
+
+    runs = [notebook("01_a.ipynb", 5), notebook("02_b.ipynb", 200), notebook("03_c.ipynb", None),
+            notebook("04_d.ipynb", 40), report.NotebookRun("05_gone.ipynb", tmp_path / "gone", tmp_path / "x")]
+    assert report.longest_first(runs, None) == [2, 4, 1, 3, 0]
+    earlier = SimpleNamespace(summary={"notebooks": [{"name": "01_a.ipynb", "duration_seconds": 300.0},
+                                                     {"name": "03_c.ipynb", "duration_seconds": 1.0}]})
+    assert report.longest_first(runs, earlier) == [4, 0, 1, 3, 2]  # only the record's summary is read
+    shipped = [report.NotebookRun(path.name, path, tmp_path / path.name)
+               for path in sorted(report.NOTEBOOK_DIR.glob("*.ipynb"))]
+    assert shipped[report.longest_first(shipped, None)[0]].name.startswith("10_")  # the traces' 20 seeds
 
 
 # --------------------------------------------------------------------------- unpinned datasets
