@@ -111,6 +111,18 @@ def test_study_command_on_a_process_cluster(tmp_path, capsys):
         assert (out / name).read_bytes() == (serial / name).read_bytes()
 
 
+@pytest.mark.slow
+def test_replay_on_a_process_cluster_writes_the_in_process_tables(tmp_path):
+    argv = ["trace", "replay", "--seeds", "3", "--policies", "hybrid-v1,confidence,lru", "--capacities", "3,8",
+            "--no-progress", *TINY]
+    assert main([*argv, "--workers", "2", "--output-dir", str(tmp_path / "cluster")]) == 0
+    assert main([*argv, "--output-dir", str(tmp_path / "serial")]) == 0
+    manifest = json.loads((tmp_path / "cluster" / "trace-replay.run.json").read_text())
+    assert "2 process workers" in manifest["parameters"]["placement"]
+    for name in ("curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "stages.csv"):
+        assert (tmp_path / "cluster" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
+
+
 def _tiny():
     from evictlab.analysis.traces.generate import WorkloadParams
 

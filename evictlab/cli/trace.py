@@ -225,9 +225,12 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
             f"{CURVE_SUMMARY} (mean and 95% bootstrap interval over traces) and {CURVE_PAIRED}\n"
             "(hybrid-v1 minus confidence and minus the best other policy, paired over traces:\n"
             "mean, interval, seeds in each direction) to --output-dir; with\n"
-            f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision."
+            f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision.\n"
+            "With --workers N (or --scheduler) each trace is a Dask task: the same tables, and the\n"
+            "progress bar counts traces."
         ),
-        epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves",
+        epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves\n"
+        "  evictlab trace replay --workers 2 --output-dir results/trace-curves   # 20 seeds on 2 cores",
     )
     parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the files")
     parser.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
@@ -244,11 +247,12 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
                         f" installed as extras) at capacities 1-80 unless --capacities is given; adds {SUITE_RATES}")
     add_curve_options(parser, default_policies())
     add_workload_options(parser)
+    add_placement_options(parser, default_workers=0)
     parser.set_defaults(handler=run_replay, capacities=None)
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    policies, params = unique(args.policies, "--policies"), params_from(args)
+    policies, params, placement = unique(args.policies, "--policies"), params_from(args), placement_from(args)
     lifecycle = parse_stages(args.lifecycle)
     args.capacities = args.capacities or list(SUITE_CAPACITIES if args.suite else DEFAULT_CAPACITIES)
     args.capacities = list(check_capacities(unique(args.capacities, "--capacities")))
@@ -298,17 +302,19 @@ def run_replay(args: argparse.Namespace) -> int:
     def compute() -> dict[str, Any]:
         from tqdm.auto import tqdm
 
-        # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events.
+        # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events; on
+        # Dask curve_rows' own bar counts the traces instead.
+        tasks = not placement.in_process and len(traces) > 1
         with tqdm(total=sum(events), desc="replay", unit="event", unit_scale=True, file=sys.stderr,
-                  disable=True if args.no_progress else None) as bar:
+                  disable=True if args.no_progress or tasks else None) as bar:
             done: dict[str, int] = {}
 
             def advance(trace: str, count: int) -> None:
                 bar.update(count - done.get(trace, 0))
                 done[trace] = count
 
-            rows = curve_rows(traces, policies, args.capacities, params, progress=advance,
-                              max_optimum_arcs=args.max_optimum_arcs, lifecycle=lifecycle)
+            rows = curve_rows(traces, policies, args.capacities, params, progress=None if args.no_progress else advance,
+                              max_optimum_arcs=args.max_optimum_arcs, lifecycle=lifecycle, placement=placement)
         # The suites' summary keeps the two rates it reports (a bootstrap per metric x group is the cost).
         summary = curve_summary(rows, SUITE_METRICS) if args.suite else curve_summary(rows)
         tables: dict[str, Any] = {CURVE_ROWS: rows, CURVE_SUMMARY: summary,
@@ -333,6 +339,7 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
         "lifecycle": sorted(lifecycle),
+        "placement": placement.describe(),
     }
     files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, STAGE_TABLE,
              *([AUDIT_FILE] if args.audit_capacity is not None else []), *([SUITE_RATES] if args.suite else [])]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...distributed import Placement, map_tasks
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
@@ -103,6 +104,7 @@ def curve_rows(
     progress: Callable[[str, int], None] | None = None,
     max_optimum_arcs: int = MAX_OPTIMUM_ARCS,
     lifecycle: frozenset[str] = DEFAULT_STAGES,
+    placement: Placement | None = None,
 ) -> pd.DataFrame:
     """One row per (trace, policy, capacity), plus the bound rows per (trace, capacity).
 
@@ -116,47 +118,65 @@ def curve_rows(
     called twice per trace when it carries ask rates: every memory (policy x capacity) is
     replayed in lockstep in one pass, which also gathers the optimum's outline and the facts'
     rates, and the rate-aware bound in a second (so a large trace file is streamed, never held
-    whole). ``progress(trace, events)``
-    is called as the pass goes (events done so far).
+    whole). ``progress(trace, events)`` is called as the pass goes (events done so far).
+
+    ``placement``: where the traces run. In this process by default; with Dask workers each
+    trace is one task (a source must then be picklable and its file readable by the workers),
+    ``progress`` is not called, a bar counts the traces done (shown when ``progress`` is given
+    and standard error is a terminal), and the rows are the same.
     """
-    report = progress or (lambda trace, events: None)
     capacities = check_capacities(capacities)
     ceilings = uncapped_bounds()
     policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
-    roles = {policy: role_of(policy) for policy in [OPTIMUM, RATE_AWARE, *ceilings, *policies]}
     specs = [MemorySpec.of(policy, None) for policy in ceilings]
     specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
-    rows: list[dict[str, Any]] = []
-    for trace_name, source in traces:
-        seen: dict[str, list[Any]] = {name: [] for name in GATHERED}
-        results = replay_specs(_gathering(source(), seen), specs, params, on_events=partial(report, trace_name),
-                               lifecycle=lifecycle)
-        optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
-        keys = rate_keys(seen)
-        rated = [] if keys is None else replay_specs(
-            _rate_keyed(source(), keys), [MemorySpec.of(SECOND_BOUND, capacity) for capacity in capacities], params,
-            lifecycle=RATE_AWARE_STAGES)
-        uncapped_rows = [result.row() for result in results[: len(ceilings)]]
-        for index, capacity in enumerate(capacities):
-            best = optima[capacity]
-            bounds = [(OPTIMUM, best.asks, best.answerable)]
-            bounds += [(RATE_AWARE, aware.counts.asks, aware.counts.answerable) for aware in rated[index : index + 1]]
-            found: list[dict[str, Any]] = [
-                {"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
-                 "answerable_rate": answered / asks if asks else math.nan}
-                for name, asks, answered in bounds]
-            aware_rate = found[1]["answerable_rate"] if rated else math.nan
-            found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
-            found += [result.row() for result in results[len(ceilings) :] if result.capacity == capacity]
-            for row in found:
-                row["trace"] = trace_name
-                row["role"] = roles[row["policy"]]
-                row["regret"] = best.answerable_rate - row["answerable_rate"]
-                row["regret_rate_aware"] = aware_rate - row["answerable_rate"]
-                rows.append(row)
-    frame = pd.DataFrame(rows)
+    job = partial(_trace_rows, specs=specs, capacities=capacities, params=params,
+                  max_optimum_arcs=max_optimum_arcs, lifecycle=lifecycle)
+    if placement is None or placement.in_process or len(traces) < 2:
+        report = progress or (lambda trace, events: None)
+        found = [job(trace, report=partial(report, trace[0])) for trace in traces]
+    else:
+        found = map_tasks(job, traces, placement, progress=None if progress else False, description="traces")
+    frame = pd.DataFrame([row for rows in found for row in rows])
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def _trace_rows(trace: tuple[str, TraceSource], *, specs: Sequence[MemorySpec], capacities: tuple[int, ...],
+                params: PolicyParams | None, max_optimum_arcs: int, lifecycle: frozenset[str],
+                report: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """:func:`curve_rows`' rows of one trace (``specs``: the uncapped bounds first, then every
+    policy at every capacity)."""
+    trace_name, source = trace
+    ceilings = sum(spec.capacity is None for spec in specs)
+    roles = {spec.policy: role_of(spec.policy) for spec in specs} | {OPTIMUM: BOUND, RATE_AWARE: BOUND}
+    seen: dict[str, list[Any]] = {name: [] for name in GATHERED}
+    results = replay_specs(_gathering(source(), seen), specs, params, on_events=report, lifecycle=lifecycle)
+    optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
+    keys = rate_keys(seen)
+    rated = [] if keys is None else replay_specs(
+        _rate_keyed(source(), keys), [MemorySpec.of(SECOND_BOUND, capacity) for capacity in capacities], params,
+        lifecycle=RATE_AWARE_STAGES)
+    uncapped_rows = [result.row() for result in results[:ceilings]]
+    rows: list[dict[str, Any]] = []
+    for index, capacity in enumerate(capacities):
+        best = optima[capacity]
+        bounds = [(OPTIMUM, best.asks, best.answerable)]
+        bounds += [(RATE_AWARE, aware.counts.asks, aware.counts.answerable) for aware in rated[index : index + 1]]
+        found: list[dict[str, Any]] = [
+            {"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
+             "answerable_rate": answered / asks if asks else math.nan}
+            for name, asks, answered in bounds]
+        aware_rate = found[1]["answerable_rate"] if rated else math.nan
+        found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
+        found += [result.row() for result in results[ceilings:] if result.capacity == capacity]
+        for row in found:
+            row["trace"] = trace_name
+            row["role"] = roles[row["policy"]]
+            row["regret"] = best.answerable_rate - row["answerable_rate"]
+            row["regret_rate_aware"] = aware_rate - row["answerable_rate"]
+            rows.append(row)
+    return rows
 
 
 #: Rate-aware keys closer than this tie (log units: rates within a relative 10^-9). Versions of one
