@@ -103,6 +103,22 @@ def linear_programme(flow: Network, capacity: int) -> int:
     return round(-result.fun)
 
 
+def test_a_message_row_inside_an_update_changes_no_write():
+    """The replay reads a message row as the next update's feed, so a message at the time of the
+    update's adds neither ends that update nor starts one; the outline must agree."""
+    rows = [{"time": START, "event": "add", "fact_id": "a", "content_length": 5, "confidence": 0.9,
+             "category": "context"},
+            {"time": START, "event": "message", "role": "human", "text": "thanks"},
+            {"time": START, "event": "add", "fact_id": "b", "content_length": 5, "confidence": 0.8,
+             "category": "context"},
+            {"time": START + 1, "event": "ask", "fact_id": "a"}]
+    with_message = outline([chunk_from_rows(rows)])
+    without = outline([chunk_from_rows([rows[0], *rows[2:]])])
+    assert with_message.writes == without.writes == 1
+    assert with_message.fact_write.tolist() == without.fact_write.tolist() == [1, 1]
+    assert with_message.ask_period.tolist() == [1]
+
+
 def test_min_cost_flow_equals_brute_force_and_the_linear_programme():
     binding = 0
     for chunk, capacity in tiny_cases(4242, 150):

@@ -41,7 +41,7 @@ from scipy import sparse
 from scipy.sparse.csgraph import dijkstra
 
 from ...errors import ContractError
-from .schema import ADD, ASK, CONFIRM, Chunk
+from .schema import ADD, ASK, CONFIRM, MESSAGE, Chunk
 
 #: Arcs of the flow network above which the optimum is refused (about 1.5 GiB of solver state).
 MAX_OPTIMUM_ARCS = 20_000_000
@@ -71,7 +71,9 @@ def outline(chunks: Iterable[Chunk]) -> Outline:
     """Writes, fact arrivals and questions, grouped into updates as :func:`.replay.replay` does.
 
     An update is a run of consecutive ``add``/``confirm`` rows at one time; it is a write when
-    it adds a fact. A question's period is the number of writes before it.
+    it adds a fact. A question's period is the number of writes before it. ``message`` rows are
+    no events (the replay reads them as the next update's feed): they neither end an update nor
+    start one.
     """
     events: list[str] = []
     times: list[int] = []
@@ -81,7 +83,8 @@ def outline(chunks: Iterable[Chunk]) -> Outline:
         times += chunk["time"]
         ids += chunk["fact_id"]
     event = np.array(events, dtype=object)
-    time = np.array(times, dtype=np.int64)
+    events_only = event != MESSAGE
+    event, time = event[events_only], np.array(times, dtype=np.int64)[events_only]
     update = (event == ADD) | (event == CONFIRM)
     previous = np.concatenate(([False], update[:-1]))
     same_time = np.concatenate(([False], time[1:] == time[:-1]))
@@ -93,7 +96,7 @@ def outline(chunks: Iterable[Chunk]) -> Outline:
     write_of_group = np.cumsum(writing)  # the write number of each writing update
     # Writes begun before each row: a question's period (its update, if any, is closed).
     begun = np.cumsum(starts & writing[group])
-    fact_ids = np.array(ids, dtype=object)
+    fact_ids = np.array(ids, dtype=object)[events_only]
     codes, names = pd.factorize(np.concatenate((fact_ids[is_add], fact_ids[event == ASK])))
     added = int(is_add.sum())
     fact_write = np.zeros(len(names), dtype=np.int64)
