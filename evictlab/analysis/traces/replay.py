@@ -23,8 +23,10 @@ Rules, from the spec:
   replay always records both, which changes nothing for ``confidence`` (it reads neither) and
   gives the other policies the signals they read.
 * An evicted fact never returns: there is no re-admission.
-* ``ask`` is answerable when the fact it needs is in memory; it is *stale-kept* when it names
-  a superseded fact that is in memory while the needed fact is not.
+* ``ask`` is answerable when the fact it needs is in memory (under a lifecycle: a fact with its
+  content key, and with the ``injection`` stage one that is also injected into the prompt;
+  :meth:`.stages.Lifecycle.answerable`); it is *stale-kept* when it names a superseded fact that
+  is in memory while the needed fact is not.
 """
 
 from __future__ import annotations
