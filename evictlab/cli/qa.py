@@ -130,14 +130,8 @@ def run_power(args: argparse.Namespace) -> int:
 
 
 def _discordances(text: str) -> list[float | None]:
-    values: list[float | None] = []
-    for item in parse_csv(text):
-        if item == "minimal":
-            values.append(None)
-            continue
-        value = _open_unit_interval(item) if item != "1" else 1.0
-        values.append(value)
-    return values
+    return [None if item == "minimal" else 1.0 if item == "1" else _open_unit_interval(item)
+            for item in parse_csv(text)]
 
 
 def run_stats(args: argparse.Namespace) -> int:

@@ -21,16 +21,7 @@ from ... import results
 from ...core.pools import PoolSet
 from ...errors import ContractError
 from .grading import GRADER_VERSION, grade_answer
-from .runner import (
-    IDENTITY_FIELDS,
-    RESPONSES_DIR,
-    check_marker,
-    expected_value,
-    load_completed,
-    mismatched_fields,
-    response_path,
-    storage_problem,
-)
+from .runner import RESPONSES_DIR, check_marker, identity_mismatches, load_completed, response_path, storage_problem
 from .stats import STATS_FILE, SUMMARY_FILE, stats_documents, write_stats_files
 from .tasks import QATask, build_tasks
 
@@ -109,12 +100,8 @@ def check_identities(
     output_dir: str | Path, tasks: Sequence[QATask], stored: Mapping[str, Mapping[str, Any]]
 ) -> None:
     """Every stored row must answer its recomputed task; the error names each row and field."""
-    problems = [
-        f"{response_path(output_dir, task.row_id)}: {name} is {stored[task.row_id].get(name)!r},"
-        f" expected {expected_value(task, name)!r}"
-        for task in tasks
-        for name in mismatched_fields(stored[task.row_id], task, IDENTITY_FIELDS)
-    ]
+    problems = [f"{response_path(output_dir, task.row_id)}: {mismatch}"
+                for task in tasks for mismatch in identity_mismatches(stored[task.row_id], task)]
     if problems:
         raise ContractError(
             "stored rows do not match the tasks recomputed from the current protocol and dataset;"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import math
 import os
 import socket
 import threading
@@ -38,6 +37,7 @@ from typing import Any
 from ...core.protocol import MAX_TIMEOUT_SECONDS
 from ...errors import ContractError, EvictlabError
 from ...readers import MAX_RESPONSE_BYTES, JSONRefused, decode_json
+from .prompt import _is_finite_number
 
 #: Nesting depth of a response body: a chat completion has about five levels.
 MAX_BODY_DEPTH = 32
@@ -284,12 +284,6 @@ def _integer_usage(usage: Any) -> dict[str, int]:
         for key, value in usage.items()
         if isinstance(value, int) and not isinstance(value, bool)
     }
-
-
-def _is_finite_number(value: Any) -> bool:
-    return (
-        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    )
 
 
 def _is_header_token(api_key: Any) -> bool:

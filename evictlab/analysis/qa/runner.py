@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,15 +242,12 @@ def load_completed(path: Path) -> dict[str, Any] | None:
     return row if isinstance(row.get("prediction"), str) else None
 
 
-def expected_value(task: QATask, name: str) -> Any:
-    """The value field ``name`` of a stored row must have for ``task`` (JSON types)."""
-    return identity_fields(task)[name]
-
-
-def mismatched_fields(row: Mapping[str, Any], task: QATask, names: Iterable[str]) -> list[str]:
-    """The fields among ``names`` whose stored value differs from the task's."""
+def identity_mismatches(row: Mapping[str, Any], task: QATask) -> list[str]:
+    """``"capacity is 5, expected 7"``: one line per :data:`IDENTITY_FIELDS` field whose stored
+    value differs from the task's, in that order."""
     expected = identity_fields(task)
-    return [name for name in names if not _same(row.get(name), expected[name])]
+    return [f"{name} is {row.get(name)!r}, expected {expected[name]!r}"
+            for name in IDENTITY_FIELDS if not _same(row.get(name), expected[name])]
 
 
 def _same(stored: Any, expected: Any) -> bool:
@@ -272,8 +269,7 @@ def row_problem(path: Path, row: Mapping[str, Any] | None, task: QATask) -> str 
     problem = storage_problem(path, row)
     if problem is not None or row is None:
         return problem
-    wrong = mismatched_fields(row, task, IDENTITY_FIELDS)
-    return "; ".join(f"{name} is {row.get(name)!r}, expected {expected_value(task, name)!r}" for name in wrong) or None
+    return "; ".join(identity_mismatches(row, task)) or None
 
 
 # --------------------------------------------------------------------------- running
