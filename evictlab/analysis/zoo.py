@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ..core.manifests import scenario_order
 from ..core.pools import Case, PoolSet
 from ..errors import ContractError
 from ..intervals import wilson_interval
@@ -190,9 +190,7 @@ def zoo_summary(rows: pd.DataFrame) -> pd.DataFrame:
                if column not in rows.columns]
     if missing:
         raise ContractError(f"zoo_summary needs columns {', '.join(missing)}")
-    present = set(rows["scenario"])
-    scenarios = [s for s in (*SCENARIO_ORDER, SYNTHETIC_SCENARIO) if s in present]
-    scenarios += sorted(present - set(scenarios))
+    scenarios = scenario_order(rows["scenario"])
     policies = list(dict.fromkeys(rows["policy"]))
     counts = retention_counts(rows, ["policy", "scenario", "capacity"], total=ALL_CASES)
     order = {"policy": policies, "scenario": [*scenarios, ALL_CASES]}

@@ -7,6 +7,7 @@ file and the key.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -14,7 +15,20 @@ from .schema import Section
 
 SCENARIO_ORDER = ("confirmation_help", "access_help", "confidence_control", "noisy_signal_control")
 SYNTHETIC_SCENARIO = "correction_reserve"
+#: Every scenario in display order: the four official ones, then the synthetic one.
+SCENARIOS: tuple[str, ...] = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
 ELIGIBLE_TYPES = ("knowledge-update", "temporal-reasoning")
+
+
+def in_known_order(values: Iterable[str], known: Sequence[str]) -> list[str]:
+    """The distinct ``values``: those in ``known`` in its order, then any others sorted."""
+    present = set(values)
+    return [value for value in known if value in present] + sorted(present - set(known))
+
+
+def scenario_order(values: Iterable[str]) -> list[str]:
+    """The distinct scenarios in ``values``: :data:`SCENARIOS` order first, unknown ones sorted after."""
+    return in_known_order(values, SCENARIOS)
 
 
 @dataclass(frozen=True)

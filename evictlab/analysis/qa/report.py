@@ -8,13 +8,13 @@ notebooks do). Everything here returns DataFrames or dataclasses; nothing is wri
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from ...core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ...core.manifests import SCENARIOS, in_known_order
 from ...core.protocol import sha256_bytes
 from ...errors import ContractError
 from ...intervals import (
@@ -56,8 +56,6 @@ TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 MCNEMAR_FIELDS = ("both_correct", "only_first_correct", "only_second_correct", "both_wrong", "p_value")
 #: Binomial interval methods and their names in titles.
 INTERVAL_METHODS = {"wilson": "Wilson", "clopper-pearson": "exact Clopper-Pearson"}
-#: Every scenario in display order: the protocol's official ones, then the synthetic one.
-SCENARIOS = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
 
 
 # --------------------------------------------------------------------------- rows
@@ -135,8 +133,8 @@ def accuracy_frame(rows: pd.DataFrame, *, method: str = "wilson", alpha: float =
     order; suites are ``official``, ``synthetic`` (each only when present) and ``overall``.
     """
     _check_method(method)
-    policies = _in_order(rows["policy"], POLICIES)
-    scenarios = _in_order(rows["scenario"], SCENARIOS)
+    policies = in_known_order(rows["policy"], POLICIES)
+    scenarios = in_known_order(rows["scenario"], SCENARIOS)
     suite_of_row = rows["source"].map(SUITE_OF_SOURCE)
     groups: list[tuple[str, str, str, pd.Series]] = []
     for scenario in scenarios:
@@ -160,12 +158,6 @@ def accuracy_frame(rows: pd.DataFrame, *, method: str = "wilson", alpha: float =
                  "method": method, "alpha": alpha}
             )
     return pd.DataFrame.from_records(records)
-
-
-def _in_order(values: Iterable[str], known: Sequence[str]) -> list[str]:
-    """The distinct ``values``: those in ``known`` in its order, then any others sorted."""
-    present = set(values)
-    return [value for value in known if value in present] + sorted(present - set(known))
 
 
 def accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
@@ -198,7 +190,7 @@ def stats_frame(stats: Mapping[str, Any]) -> pd.DataFrame:
     except (KeyError, TypeError, ValueError):
         raise ContractError("not a qa.stats.json object: needs 'policies' (two names) and 'suites'") from None
     records = []
-    for suite in _in_order(suites, SUITES):
+    for suite in in_known_order(suites, SUITES):
         entry = suites[suite]
         mcnemar, boot = entry["mcnemar"], entry["bootstrap"]
         records.append({
@@ -400,9 +392,9 @@ def token_summary(rows: pd.DataFrame) -> pd.DataFrame:
     ``total_tokens`` (sums; rows without a count add nothing) and the per-request means.
     """
     records = []
-    for policy in _in_order(rows["policy"], POLICIES):
+    for policy in in_known_order(rows["policy"], POLICIES):
         members = rows[rows["policy"] == policy]
-        scenarios = _in_order(members["scenario"], SCENARIOS)
+        scenarios = in_known_order(members["scenario"], SCENARIOS)
         for scenario, subset in [(s, members[members["scenario"] == s]) for s in scenarios] + [("all", members)]:
             record: dict[str, Any] = {"policy": policy, "scenario": scenario, "requests": len(subset)}
             for name in TOKEN_FIELDS:

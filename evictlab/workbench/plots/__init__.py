@@ -33,6 +33,7 @@ The modules, one per family of figures; use them through this package
 
 from __future__ import annotations
 
+from ...core.manifests import SCENARIOS
 from ...palette import OKABE_ITO, OKABE_ITO_SHADES
 from .explorer import EXPLORER_DPI, ExplorerFigure, explanation_figure, score_weights
 from .pools import evidence_lengths, pool_metadata, pool_overview
@@ -45,7 +46,6 @@ from .style import (
     ALL_CASES,
     POLICY_COLORS,
     SCENARIO_COLORS,
-    SCENARIOS,
     SEQUENTIAL_CMAP,
     policy_color,
     policy_order,

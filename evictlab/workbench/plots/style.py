@@ -34,7 +34,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
 from matplotlib.textpath import TextToPath
 
-from ...core.manifests import SCENARIO_ORDER, SYNTHETIC_SCENARIO
+from ...core.manifests import in_known_order, scenario_order
 from ...palette import OKABE_ITO
 from ...policies import known_policies, policy_class
 
@@ -49,9 +49,6 @@ _FALLBACK_COLORS = tuple(
     OKABE_ITO[name]
     for name in ("orange", "sky_blue", "bluish_green", "yellow", "reddish_purple", "vermillion", "blue")
 )
-
-#: Scenario order on every axis: the four official scenarios, then the synthetic one.
-SCENARIOS: tuple[str, ...] = (*SCENARIO_ORDER, SYNTHETIC_SCENARIO)
 
 #: Name of the pooled group that figures add after the scenarios.
 ALL_CASES = "all cases"
@@ -119,17 +116,9 @@ def policy_color(policy: str) -> str:
     return _FALLBACK_COLORS[digest[0] % len(_FALLBACK_COLORS)]
 
 
-def scenario_order(values: Iterable[str]) -> list[str]:
-    """The distinct scenarios in ``values``: protocol order first, unknown ones sorted after."""
-    present = set(values)
-    return [s for s in SCENARIOS if s in present] + sorted(present - set(SCENARIOS))
-
-
 def policy_order(values: Iterable[str]) -> list[str]:
     """The distinct policies in ``values``: ``confidence``, ``hybrid-v1``, then the rest sorted."""
-    present = set(values)
-    head = [p for p in ("confidence", "hybrid-v1") if p in present]
-    return head + sorted(present - set(head))
+    return in_known_order(values, ("confidence", "hybrid-v1"))
 
 
 def styled(build: Callable[..., Figure]) -> Callable[..., Figure]:
