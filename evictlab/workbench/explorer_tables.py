@@ -46,7 +46,6 @@ class PresetPools:
     reference: pd.DataFrame = field(repr=False)  # scenario group x capacity x policy
 
 
-
 class PoolCache:
     """Pools per preset, each built on first use from one run spec under that preset.
 
@@ -227,9 +226,9 @@ def _support_sentence(item: FactExplanation, explanation: Explanation) -> str:
     tie = _tied_at_cut(item)
     margin = "" if item.margin is None or tie else f", margin {item.margin:+.4f}"
     where = f"{item.status} at rank {item.rank}" + (f" {_tie_phrase(item, explanation)}" if tie else margin)
-    if item.kept:
-        return f"support {item.fact_id} {where}"
     text = f"support {item.fact_id} {where}"
+    if item.kept:
+        return text
     if item.displaced_by is not None:
         text += f", displaced by {item.displaced_by}"
     changes = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,15 +356,15 @@ def data_finding(inputs: Mapping[str, Any]) -> Finding:
 def findings(tables: Mapping[str, Table], inputs: Mapping[str, Any], qa_capacity: int) -> list[Finding]:
     """The findings the saved ``tables`` support, in :data:`TOPIC_LABELS` order; a notebook that
     did not run (a subset report) gives none."""
-    made: list[Finding | None] = [
-        retention_finding(tables["02_retention_paired"]) if "02_retention_paired" in tables else None,
-        scenario_finding(tables["02_retention_counts"]) if "02_retention_counts" in tables else None,
-        zoo_finding(tables["08_zoo_totals"], qa_capacity) if "08_zoo_totals" in tables else None,
-        variants_finding(tables["05_variant_cascade"]) if "05_variant_cascade" in tables else None,
-        qa_finding(tables["06_qa_stats"]) if "06_qa_stats" in tables else None,
-        traces_finding(tables["10_trace_paired"]) if "10_trace_paired" in tables else None,
-        data_finding(inputs),
-    ]
+    readers: dict[str, Callable[[Table], Finding | None]] = {
+        "02_retention_paired": retention_finding,
+        "02_retention_counts": scenario_finding,
+        "08_zoo_totals": lambda table: zoo_finding(table, qa_capacity),
+        "05_variant_cascade": variants_finding,
+        "06_qa_stats": qa_finding,
+        "10_trace_paired": traces_finding,
+    }
+    made = [read(tables[name]) for name, read in readers.items() if name in tables] + [data_finding(inputs)]
     return [finding for finding in made if finding is not None]
 
 

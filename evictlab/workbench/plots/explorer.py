@@ -219,12 +219,12 @@ class ExplorerFigure:
         self.bars = left.barh(y, np.zeros(len(y)), 0.6, edgecolor="black", linewidth=0.5)
         # Counts in a column right of 100 %, where no bar or marker reaches.
         self.bar_labels = [left.text(105, yi, "", va="center", ha="left") for yi in y]
-        self.references = {}
+        self.references, self.reference_y = {}, {}
         for policy, marker, shift in (("hybrid-v1", "D", -0.17), ("confidence", "o", 0.17)):
+            self.reference_y[policy] = y + shift
             self.references[policy] = left.scatter(np.zeros(len(y)), y + shift, marker=marker, s=40, zorder=3,
                                                    color=policy_color(policy), edgecolor="black", linewidth=0.6,
                                                    label=f"{policy} at DeerMem's defaults")
-        self.reference_y = {policy: y + shift for policy, shift in (("hybrid-v1", -0.17), ("confidence", 0.17))}
         left.set_yticks(y, wrap_labels(self.groups))
         left.set_ylim(len(y) - 0.5, -0.5)
         left.set_xlim(0, 122)
