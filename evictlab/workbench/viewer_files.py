@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import Any
 
+from ..analysis.qa.stats import json_object
 from ..errors import ContractError
 from ..readers import (
     MAX_PROTOCOL_FILE_BYTES,
     MAX_ROWS_FILE_BYTES,
     bounded_lines,
     check_size,
-    parse_json,
     read_bounded,
 )
 from ..results import RunRecord, record_path
@@ -67,10 +67,7 @@ class RunFolder:
         if not required and not self.has(name):
             return {}
         path = self.locate(name)
-        value = parse_json(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), where=str(path))
-        if not isinstance(value, dict):
-            raise ContractError(f"{path}: expected a JSON object, got {type(value).__name__}")
-        return value
+        return json_object(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), str(path))
 
     def record(self, kind: str) -> RunRecord | None:
         """The folder's run record of ``kind`` (checked as :func:`~evictlab.results.read_record` checks it)."""
@@ -87,10 +84,7 @@ class RunFolder:
                 if not line.strip():
                     continue
                 where = f"{path} line {number}"
-                row = parse_json(line, where=where)
-                if not isinstance(row, dict):
-                    raise ContractError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                yield where, row
+                yield where, json_object(line, where)
 
     def csv_rows(self, name: str, limit: int) -> tuple[list[dict[str, str | None]], bool]:
         """The first ``limit`` rows of a CSV file (missing cells None) and whether there were more."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ContractError
-from ...readers import MAX_PROTOCOL_FILE_BYTES, parse_json, read_bounded
+from ...readers import MAX_PROTOCOL_FILE_BYTES, read_bounded
 from ...resources import DATA_DIR
-from .stats import GRADED_ROW_FIELDS, STATS_FILE, SUMMARY_FILE, load_graded_rows
+from .stats import GRADED_ROW_FIELDS, STATS_FILE, SUMMARY_FILE, json_object, load_graded_rows
 
 ROWS_FILE = "qa.rows.jsonl"
 RUN_FILE = "qa_run.json"
@@ -142,7 +142,4 @@ def load_qa_run(folder: str | os.PathLike) -> QARun:
 def _optional_json(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
-    document = parse_json(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), where=str(path))
-    if not isinstance(document, dict):
-        raise ContractError(f"{path}: expected a JSON object, got {type(document).__name__}")
-    return document
+    return json_object(read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="run file"), str(path))

@@ -343,12 +343,18 @@ def load_graded_rows(
     return rows
 
 
+def json_object(data: bytes | str, where: str) -> dict[str, Any]:
+    """``data`` read by :func:`~evictlab.readers.parse_json`, which must give a JSON object."""
+    value = parse_json(data, where=where)
+    if not isinstance(value, dict):
+        raise ContractError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
 def _graded_row(line: bytes, where: str, fields: Mapping[str, type]) -> dict[str, Any]:
     if not line.strip():
         raise ContractError(f"{where}: blank line (one JSON object per line expected)")
-    row = parse_json(line, where=where)
-    if not isinstance(row, dict):
-        raise ContractError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    row = json_object(line, where)
     _check_fields(row, fields, where)
     return row
 
