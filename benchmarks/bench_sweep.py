@@ -98,13 +98,12 @@ def child(argv: list[str], folder: Path | None = None) -> tuple[float, int]:
 DECIDE = """
 import sys
 from evictlab.cli import build_parser
-from evictlab.cli.sweep import grid_from, pools_from, presets_from
-from evictlab.cli._common import spec_from
+from evictlab.cli.sweep import request_from
 from evictlab.selection.decisions import iter_decisions
 args = build_parser("sweep").parse_args(["sweep", *sys.argv[1:], "--output-dir", "unused"])
-specs = {preset: spec_from(args, preset) for preset in presets_from(args)}
-grid = grid_from(args, next(iter(specs.values())).resolved.protocol.config)
-pools = pools_from(specs)
+request = request_from(args)
+grid = request.grid
+pools = request.opened()
 rows = sum(len(frame) for frame in iter_decisions(pools, grid.policies, grid.settings_view, grid.capacities))
 assert rows == 2 * grid.size * 45 * len(grid.capacities), rows
 """
