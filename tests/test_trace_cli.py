@@ -119,6 +119,10 @@ def test_replay_on_a_process_cluster_writes_the_in_process_tables(tmp_path):
     assert main([*argv, "--output-dir", str(tmp_path / "serial")]) == 0
     manifest = json.loads((tmp_path / "cluster" / "trace-replay.run.json").read_text())
     assert "2 process workers" in manifest["parameters"]["placement"]
+    one = ["trace", "replay", "--seeds", "1", *argv[4:], "--workers", "2", "--output-dir", str(tmp_path / "one")]
+    assert main(one) == 0  # one trace runs in this process, whatever the placement: the record says so
+    manifest = json.loads((tmp_path / "one" / "trace-replay.run.json").read_text())
+    assert manifest["parameters"]["placement"] == "in-process (no Dask)"
     for name in ("curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "stages.csv"):
         assert (tmp_path / "cluster" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
 

@@ -32,6 +32,7 @@ from ..analysis.traces.metrics import (
     curve_summary,
     curve_table,
     default_policies,
+    runs_as_tasks,
 )
 from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
 from ..analysis.traces.output import write_run
@@ -41,7 +42,7 @@ from ..analysis.traces.stages import stage_table
 from ..analysis.traces.study import MAX_STUDY_TASKS, STUDY_POLICIES, run_study, study_summary, study_tasks
 from ..analysis.traces.suites import lifecycle_traces, suite_rates
 from ..core.stores.imported import is_import, load_import, store_traces
-from ..distributed import add_placement_options, placement_from
+from ..distributed import Placement, add_placement_options, placement_from
 from ..errors import ContractError, OutputExistsError
 from ..policies import PolicyParams
 from ._common import (
@@ -304,7 +305,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
         # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events; on
         # Dask curve_rows' own bar counts the traces instead.
-        tasks = not placement.in_process and len(traces) > 1
+        tasks = runs_as_tasks(placement, traces)
         with tqdm(total=sum(events), desc="replay", unit="event", unit_scale=True, file=sys.stderr,
                   disable=True if args.no_progress or tasks else None) as bar:
             done: dict[str, int] = {}
@@ -339,7 +340,7 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
         "lifecycle": sorted(lifecycle),
-        "placement": placement.describe(),
+        "placement": (placement if runs_as_tasks(placement, traces) else Placement(workers=0)).describe(),
     }
     files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, STAGE_TABLE,
              *([AUDIT_FILE] if args.audit_capacity is not None else []), *([SUITE_RATES] if args.suite else [])]

@@ -132,14 +132,21 @@ def curve_rows(
     specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
     job = partial(_trace_rows, specs=specs, capacities=capacities, params=params,
                   max_optimum_arcs=max_optimum_arcs, lifecycle=lifecycle)
-    if placement is None or placement.in_process or len(traces) < 2:
+    if runs_as_tasks(placement, traces):
+        assert placement is not None
+        found = map_tasks(job, traces, placement, progress=None if progress else False, description="traces")
+    else:
         report = progress or (lambda trace, events: None)
         found = [job(trace, report=partial(report, trace[0])) for trace in traces]
-    else:
-        found = map_tasks(job, traces, placement, progress=None if progress else False, description="traces")
     frame = pd.DataFrame([row for rows in found for row in rows])
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
+
+
+def runs_as_tasks(placement: Placement | None, traces: Sequence[Any]) -> bool:
+    """Whether :func:`curve_rows` runs ``traces`` as Dask tasks: a placement with workers or a
+    scheduler, and more than one trace (one trace always runs in this process)."""
+    return placement is not None and not placement.in_process and len(traces) > 1
 
 
 def _trace_rows(trace: tuple[str, TraceSource], *, specs: Sequence[MemorySpec], capacities: tuple[int, ...],
@@ -149,7 +156,7 @@ def _trace_rows(trace: tuple[str, TraceSource], *, specs: Sequence[MemorySpec], 
     policy at every capacity)."""
     trace_name, source = trace
     ceilings = sum(spec.capacity is None for spec in specs)
-    roles = {spec.policy: role_of(spec.policy) for spec in specs} | {OPTIMUM: BOUND, RATE_AWARE: BOUND}
+    roles = {policy: role_of(policy) for policy in (OPTIMUM, RATE_AWARE, *(spec.policy for spec in specs))}
     seen: dict[str, list[Any]] = {name: [] for name in GATHERED}
     results = replay_specs(_gathering(source(), seen), specs, params, on_events=report, lifecycle=lifecycle)
     optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
