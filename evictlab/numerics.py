@@ -28,5 +28,12 @@ def vector_maths(features: Mapping[str, bool]) -> bool:
 
 #: Whether numpy's functions are Python's here (:func:`vector_maths` of this machine's features).
 VECTOR_MATHS = vector_maths(__cpu_features__)
-#: The route's name in run records: ``vector`` or ``scalar`` (the same doubles either way).
-ROUTE = "vector" if VECTOR_MATHS else "scalar"
+
+
+def route_name(vector: bool) -> str:
+    """A route's name in run records: ``vector`` or ``scalar`` (the same doubles either way)."""
+    return "vector" if vector else "scalar"
+
+
+#: This machine's route (:func:`vector_maths`), by name.
+ROUTE = route_name(VECTOR_MATHS)

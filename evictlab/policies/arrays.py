@@ -13,7 +13,7 @@ the policy's ``score`` computes:
   microseconds, ``((now - then) / 1e6) / 86400`` is the same double for any time a trace holds;
 * the transcendental steps (decay, access heat, ``exp``, ``log``, ``**``) go through
   :class:`Numerics`: numpy's ``exp``/``log``/``log1p``/``power`` where they are the C library's
-  functions that Python's ``math`` and ``**`` call (:func:`vector_maths`), else the scalar
+  functions that Python's ``math`` and ``**`` call (:func:`~evictlab.numerics.vector_maths`), else the scalar
   function once per distinct argument (numpy's own SIMD kernels differ in the last bit for a
   few percent of inputs, and a last bit decides a tie).
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..numerics import VECTOR_MATHS
+from ..numerics import VECTOR_MATHS, route_name
 from ._zoo import draws_for_keys
 from .base import PolicyParams
 from .signals import (
@@ -340,7 +340,7 @@ class Numerics:
     Every method takes numbers or arrays that broadcast together. The scalar route (``vector``
     False) applies the scalar function to each distinct combination of arguments (by bit
     pattern, so ``-0.0`` and ``0.0`` stay apart) and gathers the results. The vector route
-    computes with numpy's functions (only where :func:`vector_maths` holds) and leaves every
+    computes with numpy's functions (only where :func:`~evictlab.numerics.vector_maths` holds) and leaves every
     element whose result is not finite to the scalar function, which gives Python's value or
     raises Python's error (an overflow, a log of a negative number).
     """
@@ -350,7 +350,7 @@ class Numerics:
 
     @property
     def route(self) -> str:
-        return "vector" if self.vector else "scalar"
+        return route_name(self.vector)
 
     def decay(self, days: Any, half_life_days: Any) -> np.ndarray:
         """:func:`~.signals.decay`: ``2 ** (-max(0, days) / half_life)``, 0.0 for a half-life <= 0."""
