@@ -117,6 +117,12 @@ def test_a_grid_is_checked_as_it_is_made():
         dataclasses.replace(grid, capacities=(5, 5))
     with pytest.raises(UnknownPolicyError, match="unknown policy 'nope'"):
         dataclasses.replace(grid, policies=("nope",))
+    with pytest.raises(ContractError, match="empty grid: no weights"):
+        dataclasses.replace(grid, weights=())
+    with pytest.raises(ContractError, match="each weight must be a number in"):
+        dataclasses.replace(grid, weights=((2.0, -1.0, 0.0),))
+    with pytest.raises(ContractError, match=r"weights: \(0.65, 0.25, 0.1\) listed more than once"):
+        dataclasses.replace(grid, weights=((0.65, 0.25, 0.1), (0.65, 0.25, 0.1)))
 
 
 def test_a_request_checks_its_presets_and_capacities_as_it_is_made(tmp_path):

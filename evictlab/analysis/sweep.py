@@ -152,8 +152,8 @@ def parse_weights(text: str) -> tuple[tuple[float, float, float], ...]:
 @dataclass(frozen=True)
 class SweepGrid:
     """A sweep grid, validated at construction: every list non-empty and repeating no value,
-    each value in its range, every policy known. :func:`make_grid` builds one from a weight
-    step and explicit triples (the weights are checked there)."""
+    each value in its range (each weight triple on the simplex), every policy known.
+    :func:`make_grid` builds one from a weight step and explicit triples."""
 
     weights: tuple[tuple[float, float, float], ...]
     confirmation_half_lives: tuple[float, ...]
@@ -177,6 +177,7 @@ class SweepGrid:
         }
         for (name, values), attribute in zip(checked.items(), _LISTS):  # none empty, none repeating a value
             object.__setattr__(self, attribute, distinct(name, values))
+        object.__setattr__(self, "weights", distinct("weights", check_weights(self.weights)))
 
     @cached_property
     def settings(self) -> tuple[PolicyParams, ...]:
@@ -375,7 +376,9 @@ class SweepRequest:
 
     def __post_init__(self) -> None:
         pools = self.pools
-        if not isinstance(pools, Mapping):
+        if isinstance(pools, Mapping):
+            pools = dict(pools)  # the request's own: a preset added to the caller's dict later is not checked
+        else:
             specs = tuple(pools)
             pools = dict(zip(distinct("presets", tuple(spec.preset for spec in specs)), specs))
         check_pools(pools, self.grid)
@@ -398,8 +401,10 @@ def check_pools(pools: Mapping[str, Inputs], grid: SweepGrid) -> None:
         if isinstance(item, RunSpec):
             protocol = item.resolved.protocol
             check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
+        elif isinstance(item, PoolSet):  # its pools' sizes, without preparing the cases the sweep prepares
+            item.check_capacities(grid.capacities, f"preset {name}")
         else:
-            check_capacities(grid.capacities, int(prepared_cases(item).sizes.min()), f"preset {name}")
+            check_capacities(grid.capacities, int(item.sizes.min()), f"preset {name}")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from ..analysis import validation
-from ..analysis.sweep import check_capacities, make_grid, run_sweep, simplex_size
+from ..analysis.sweep import check_pools, make_grid, run_sweep, simplex_size
 from ..analysis.weights import choice_lines, triple, weight_choice
 from ..core.pools import open_pools
 from ..policies import PolicyParams
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         capacities=args.capacities or config.pool.capacities,
         policies=["hybrid-v1"],
     )
-    check_capacities(grid.capacities, config.pool.size, f"config {spec.resolved.protocol.files.config}")
+    check_pools({spec.preset: spec}, grid)  # the sweep's capacity check, before the pools are opened
     pool_set = open_pools(spec, notice=report_dataset)
     rows = run_sweep({spec.preset: pool_set}, grid, progress=False).rows
     choice = weight_choice(rows, {g: validation.case_groups(pool_set, g) for g in validation.GROUPINGS})
