@@ -122,6 +122,22 @@ def test_lockstep_matches_the_scalar_reference_at_every_write(policy):
     assert compared > 1000 and evicting > 500
 
 
+def test_a_lockstep_of_scalar_and_vectorised_policies_matches_the_reference_at_every_write():
+    # mmr has no rank keys, so its memories are decided by their own select beside the one
+    # selector's rows in the same write: the kept and evicted pieces are merged by position.
+    rng = random.Random("mixed")
+    policies = ["lru+mmr(0.5)", "hybrid-v1", "confidence+mmr(0.5)", "fifo", "lfu-aging"]
+    specs = [MemorySpec.of(policy, capacity, seed) for policy in policies for capacity in (1, 3, 5) for seed in (0, 2)]
+    assert {resolve_policy(policy).vectorised for policy in policies} == {True, False}
+    evicting = 0
+    for _ in range(4):
+        chunk = tied_trace(rng, 80)
+        for spec, kept in zip(specs, all_steps(Lockstep(specs), chunk)):
+            assert kept == reference_steps(spec.policy, spec.capacity, chunk, spec.seed), spec
+            evicting += sum(len(state) == spec.capacity for state in kept)
+    assert evicting > 500
+
+
 @pytest.mark.parametrize("policy", ["hybrid-v1", "confidence", "fifo", "lfu-aging", "memorybank-seeded", "dory"])
 def test_lockstep_matches_the_reference_on_generated_workloads(policy):
     small = WorkloadParams(horizon_days=20, facts_per_day=6, search_rate=15, confirmation_rate=3, correction_rate=1.5)
