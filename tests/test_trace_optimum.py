@@ -11,9 +11,9 @@ import pytest
 from scipy import sparse
 from scipy.optimize import linprog
 
-from evictlab.analysis.traces.memory import replayable
+from evictlab.analysis.traces.memory import Lockstep, MemorySpec, replayable
 from evictlab.analysis.traces.optimum import Network, network, offline_optimum, outline
-from evictlab.analysis.traces.replay import replay_policy
+from evictlab.analysis.traces.replay import replay, replay_policy
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.policies import known_policies
 
@@ -22,7 +22,14 @@ START = 1_780_000_000_000_000
 
 def tiny_trace(rng: random.Random) -> dict:
     """A random trace of a few facts, searches, confirmations and questions."""
-    rows, added, moment = [], [], START
+    return chunk_from_rows(tiny_rows(rng))
+
+
+def tiny_rows(rng: random.Random) -> list[dict]:
+    """:func:`tiny_trace`'s rows."""
+    rows: list[dict] = []
+    added: list[str] = []
+    moment = START
     for _ in range(rng.randint(3, 14)):
         moment += rng.choice([0, 1, 3600]) * 1_000_000
         kind = rng.choice(["add", "add", "add", "ask", "ask", "search", "confirm"])
@@ -39,7 +46,7 @@ def tiny_trace(rng: random.Random) -> dict:
             rows.append({"time": moment, "event": "search", "fact_ids": rng.sample(added, min(2, len(added)))})
         elif kind == "confirm" and added:
             rows.append({"time": moment, "event": "confirm", "fact_ids": [rng.choice(added)], "reinforcement": True})
-    return chunk_from_rows(rows)
+    return rows
 
 
 def tiny_cases(seed: int, count: int) -> Iterator[tuple[dict, int]]:
@@ -117,6 +124,42 @@ def test_a_message_row_inside_an_update_changes_no_write():
     assert with_message.writes == without.writes == 1
     assert with_message.fact_write.tolist() == without.fact_write.tolist() == [1, 1]
     assert with_message.ask_period.tolist() == [1]
+
+
+class Observed(Lockstep):
+    """A keep-all lockstep that notes, at each question, how many writes the replay has made."""
+
+    def __init__(self) -> None:
+        super().__init__([MemorySpec.of("keep-all", None)])
+        self.writes, self.periods = 0, []
+
+    def contains(self, fact_id: str) -> np.ndarray:
+        self.periods.append(self.writes)
+        return super().contains(fact_id)
+
+
+def test_the_outline_groups_updates_as_the_replay_does_on_random_traces_with_messages():
+    """The outline re-derives the replay's updates with arrays; on 300 tiny traces with message
+    rows at the times of their neighbours, both count the same writes and put every question in
+    the same period."""
+    rng = random.Random(11)
+    for _ in range(300):
+        rows = []
+        for row in tiny_rows(rng):
+            if rng.random() < 0.3:
+                rows.append({"time": row["time"], "event": "message", "role": "human", "text": "ok"})
+            rows.append(row)
+        chunk = chunk_from_rows(rows)
+        memory = Observed()
+        sizes: list[int] = []
+
+        def note(_, memories, sizes=sizes) -> None:  # a write is an update that stored a fact
+            memories.writes += bool(memories.sizes[0] > (sizes[-1] if sizes else 0))
+            sizes.append(int(memories.sizes[0]))
+
+        replay([chunk], memory, on_write=note)
+        shape = outline([chunk])
+        assert shape.writes == memory.writes and shape.ask_period.tolist() == memory.periods
 
 
 def test_min_cost_flow_equals_brute_force_and_the_linear_programme():
