@@ -46,7 +46,10 @@ class TieNeutral(Lifecycle):
 
     Each policy with a :func:`static_key` keeps it as a column of the fact table
     (``static_key:POLICY``); the chances are arrays of (memory, fact ordinal, key, chance)
-    entries, one per fact a memory may hold with a chance of at least :data:`NEGLIGIBLE`.
+    entries, one per fact a memory may hold with a chance of at least :data:`NEGLIGIBLE`, kept
+    only when the expectation is exact (``exact``: the stages are :data:`EXACT_STAGES`; under
+    others its columns are NaN, and a fact's entry in a ``random`` memory at cap 500 outlives
+    about 34,000 cuts, so they grew with the trace for nothing).
     """
 
     def __init__(self, stages: frozenset[str], memories: Lockstep) -> None:
@@ -86,6 +89,8 @@ class TieNeutral(Lifecycle):
         rows = np.array([table.index[row["fact_id"]] for row in write.rows])
         for policy, rank in self.rank.items():
             table.extra[f"static_key:{policy}"][rows] = [rank(row) for row in write.rows]
+        if not self.exact:
+            return
         static = np.flatnonzero(self.static)
         held = np.nonzero(self.memories.present[static[:, None], rows[None, :]])
         members = static[held[0]]
@@ -112,6 +117,8 @@ class TieNeutral(Lifecycle):
         tied = tied_kept + np.bincount(which[tied_gone], minlength=len(members))
         self.cuts[members] += 1
         self.tied[members] += tied > tied_kept
+        if not self.exact:
+            return
         share = np.divide(tied_kept, tied, out=np.zeros(len(members)), where=tied > 0)
         position = np.full(len(self.policy), -1)
         position[members] = np.arange(len(members))
@@ -130,6 +137,8 @@ class TieNeutral(Lifecycle):
 
     def answerable(self, fact_id: str) -> np.ndarray:
         found = super().answerable(fact_id)
+        if not self.exact:
+            return found
         if fact_id in self.ordinals and self.copies[self.content_key(fact_id)] == 1:
             hit = self._ordinal == self.ordinals[fact_id]
             np.add.at(self.expected, self._memory[hit], self._chance[hit])
