@@ -134,6 +134,8 @@ def test_a_request_checks_its_presets_and_capacities_as_it_is_made(tmp_path):
         SweepRequest(folder, [RunSpec()], make_grid(capacities=(10,)))
     with pytest.raises(ContractError, match="no presets"):
         SweepRequest(folder, {}, make_grid())
+    with pytest.raises(ContractError, match="expected a PoolSet or PreparedCases, got list"):
+        SweepRequest(folder, {"mine": []}, make_grid())
     assert not folder.exists()
     request = SweepRequest(str(folder), [RunSpec("pr4810-run2"), RunSpec()], make_grid())
     assert list(request.pools) == ["pr4810-run2", "pr4810-final"] and request.output_dir == folder

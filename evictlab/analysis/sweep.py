@@ -403,8 +403,8 @@ def check_pools(pools: Mapping[str, Inputs], grid: SweepGrid) -> None:
             check_capacities(grid.capacities, protocol.config.pool.size, f"config {protocol.files.config}")
         elif isinstance(item, PoolSet):  # its pools' sizes, without preparing the cases the sweep prepares
             item.check_capacities(grid.capacities, f"preset {name}")
-        else:
-            check_capacities(grid.capacities, int(item.sizes.min()), f"preset {name}")
+        else:  # prepared cases, or an error naming what was given instead
+            check_capacities(grid.capacities, int(prepared_cases(item).sizes.min()), f"preset {name}")
 
 
 @dataclass(frozen=True)
