@@ -111,7 +111,9 @@ _TRIM_BYTES, _MMAP_BYTES = 64 << 20, 32 << 20
 @functools.cache
 def keep_freed_memory() -> bool:
     """Let glibc's malloc keep up to 64 MiB of freed heap for reuse and serve arrays below 32 MiB
-    from the heap; whether it did (a no-op but on glibc). Why: every write allocates and frees
+    from the heap; whether it did (a no-op but on glibc). The setting is process-wide and stays
+    for the rest of the process (a notebook kernel, a test worker, a Dask worker that replayed
+    once), and fixing the mmap threshold turns off glibc's dynamic one. Why: every write allocates and frees
     arrays of a few hundred KiB (the memories' rows); by default each is mapped fresh or the heap
     is trimmed after it, and faulting the zeroed pages back in cost about a tenth of a replay's
     CPU time (1.6 million minor faults on the 10,000-event curve, 30,000 with these sizes)."""
