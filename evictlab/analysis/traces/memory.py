@@ -3,23 +3,17 @@
 A replay drives a *collection* of memories through one trace (:func:`.replay.replay`); two
 collections decide exactly as the spec says:
 
-* :class:`Lockstep`, the replay's own: every memory of a run over one :class:`FactTable`.
-  A fact's signals (creation, confirmations, usage heat and counts) depend on the trace's
-  events only, never on the memory holding it (an evicted fact never returns, so a memory
-  that dropped a fact never reads it again), so they are kept once, as columns by row; a
-  memory is its rows in stored order. At each write the memories over their cap are decided
-  by the one selector, :func:`evictlab.selection.selector.select_rows`, in one call: every
-  such memory a row of one :meth:`~evictlab.policies.arrays.Signals.of_columns` of the
-  table, each policy's ``rank_keys`` on its memories' rows. A policy without rank keys
-  (``mmr``: ``Policy.vectorised`` False) is decided by its scalar ``select`` on the same
-  table's facts as DeerMem-shaped dicts.
-  Rows no memory holds any more are dropped from the table (:meth:`FactTable.compact`), so a
-  replay's state is bounded by its caps, not by every fact the trace ever added.
-* :class:`.reference.ReferenceMemory`, the scalar reference: one memory as DeerMem stores it (fact dicts
-  with ISO timestamps, a usage map), deciding with
-  :func:`evictlab.selection.deermem.select_facts_for_capacity` (DeerMem's two policies) or the
-  policy's own ``select``. It writes DeerMem's audit events, and the tests compare the
-  lockstep with it write by write.
+* :class:`Lockstep`, the replay's own: every memory of a run over one :class:`FactTable`. A
+  fact's signals depend on the trace's events only, never on the memory holding it (an evicted
+  fact never returns), so they are kept once, as columns by row; a memory is its rows in stored
+  order. At each write the memories over their cap are decided in one call of the one selector,
+  :func:`evictlab.selection.selector.select_rows` (each policy's ``rank_keys`` on its memories'
+  rows; a policy without rank keys, ``mmr``, by its own ``select`` on the same facts as
+  DeerMem-shaped dicts). Rows no memory holds are dropped (:meth:`FactTable.compact`), so the
+  state is bounded by the caps, not by every fact the trace ever added.
+* :class:`.reference.ReferenceMemory`, the scalar reference: one memory as DeerMem stores it,
+  deciding with :func:`evictlab.selection.deermem.select_facts_for_capacity` or the policy's own
+  ``select``; it writes DeerMem's audit events, and the tests compare the lockstep with it.
 """
 
 from __future__ import annotations
@@ -58,12 +52,9 @@ def root_policy(selector: Policy) -> Policy:
 
 
 def replayable(policy: str) -> bool:
-    """Whether a trace can be replayed through ``policy`` (a spec), read from its traits.
-
-    A bound that keeps to the capacity (``role`` bound, not ``unlimited``: ``oracle``) reads
-    what no deployed policy can, a pool's support facts, which a trace does not have; trace
-    mode's upper bound is the exact offline optimum instead. Raises for an unknown name.
-    """
+    """Whether a trace can be replayed through ``policy`` (a spec), read from its traits: not a
+    bound that keeps to the capacity (``oracle`` reads a pool's support facts, which a trace does
+    not have; trace mode's upper bound is the exact optimum). Raises for an unknown name."""
     root = root_policy(resolve_policy(policy))
     return not (root.role == BOUND and not root.unlimited)
 
@@ -110,13 +101,11 @@ _TRIM_BYTES, _MMAP_BYTES = 64 << 20, 32 << 20
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Let glibc's malloc keep up to 64 MiB of freed heap for reuse and serve arrays below 32 MiB
-    from the heap; whether it did (a no-op but on glibc). The setting is process-wide and stays
-    for the rest of the process (a notebook kernel, a test worker, a Dask worker that replayed
-    once), and fixing the mmap threshold turns off glibc's dynamic one. Why: every write allocates and frees
-    arrays of a few hundred KiB (the memories' rows); by default each is mapped fresh or the heap
-    is trimmed after it, and faulting the zeroed pages back in cost about a tenth of a replay's
-    CPU time (1.6 million minor faults on the 10,000-event curve, 30,000 with these sizes)."""
+    """Let glibc's malloc keep up to 64 MiB of freed heap and serve arrays below 32 MiB from the
+    heap; whether it did (a no-op but on glibc). Process-wide, for the rest of the process, and
+    glibc's dynamic mmap threshold goes. Why: each write allocates and frees arrays of a few
+    hundred KiB; mapped fresh each time, their zeroed pages cost a tenth of a replay's CPU (1.6
+    million minor faults on the 10,000-event curve, 30,000 with these sizes)."""
     if platform.libc_ver()[0] != "glibc":
         return False
     try:
