@@ -2,12 +2,18 @@
 
 At the ground, so that every run record's provenance names the route
 (:func:`evictlab.results.provenance`) and :class:`evictlab.policies.arrays.Numerics` takes it.
+
+Two functions have an exact array form on every route, each confirmed on this machine at import
+(:func:`agrees`): ``x ** y`` is numpy's ``float_power`` (:data:`POWER_IS_EXACT`) and ``exp(x)``
+for ``x <= 709`` the real part of numpy's complex ``exp`` (:data:`COMPLEX_EXP_IS_EXACT`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 
+import numpy as np
 from numpy._core._multiarray_umath import __cpu_features__  # type: ignore[import-not-found]
 
 #: numpy's CPU features under which it computes float64 exp/log/log1p/power with its own SIMD
@@ -37,3 +43,44 @@ def route_name(vector: bool) -> str:
 
 #: This machine's route (:func:`vector_maths`), by name.
 ROUTE = route_name(VECTOR_MATHS)
+
+
+#: The largest argument the complex route of ``exp`` takes: above it the C library's complex
+#: ``exp`` scales its argument (by 709 = ``int(1023 * ln 2)`` in glibc) and may differ in the
+#: last bit; larger arguments take the scalar function.
+COMPLEX_EXP_LIMIT = 709.0
+
+
+def complex_exp(x: np.ndarray) -> np.ndarray:
+    """``exp(x)`` as the real part of ``exp(x + 0j)``; NaN above :data:`COMPLEX_EXP_LIMIT`.
+
+    Why: numpy has no SIMD kernel of its own for complex ``exp``; its loop calls the C library's
+    complex ``exp``, which for a zero imaginary part returns ``exp(x) * cos(0)``, ``exp`` being
+    the very function ``math.exp`` calls, and ``cos(0)`` exactly 1.
+    """
+    with np.errstate(all="ignore"):
+        return np.where(x <= COMPLEX_EXP_LIMIT, np.exp(np.asarray(x, dtype=np.complex128)).real, np.nan)
+
+
+def agrees(vector: Callable[..., np.ndarray], scalar: Callable[..., float], *args: np.ndarray) -> bool:
+    """Whether ``vector`` gives ``scalar``'s doubles, bit for bit, on every element of ``args``."""
+    with np.errstate(all="ignore"):
+        found = np.asarray(vector(*args), dtype=np.float64)
+    expected = np.fromiter(map(scalar, *(arg.tolist() for arg in args)), dtype=np.float64, count=found.size)
+    return found.tobytes() == expected.tobytes()
+
+
+# The samples of the import-time checks: a few thousand doubles over the ranges rank keys use
+# (ages of days and hours over half-lives and rates, tiny and large magnitudes), fixed by a seed.
+_SAMPLES = np.random.default_rng(20261206)
+_EXPONENTS = np.concatenate([-_SAMPLES.exponential(30.0, 2048), _SAMPLES.uniform(-745.0, 709.0, 2048),
+                             -np.exp(_SAMPLES.uniform(-40.0, 6.0, 1024)), [0.0, -0.0, 1.0, -1.0, 709.0]])
+# Powers: a base in (0, 1] to a non-negative exponent (a per-hour decay), 2 to any exponent.
+_BASES = np.concatenate([_SAMPLES.uniform(0.0, 1.0, 2048), np.full(3072, 2.0), [0.5, 1.0, 0.995, 2.0, 2.0]])
+_POWERS = np.where(_BASES < 2.0, np.abs(_EXPONENTS), _EXPONENTS)
+
+#: Whether numpy's ``float_power`` is Python's float ``**`` here (both call the C library's ``pow``).
+POWER_IS_EXACT = agrees(np.float_power, pow, _BASES, _POWERS)
+#: Whether :func:`complex_exp` is ``math.exp`` here (for arguments up to :data:`COMPLEX_EXP_LIMIT`).
+COMPLEX_EXP_IS_EXACT = agrees(complex_exp, math.exp, _EXPONENTS)
+del _SAMPLES, _EXPONENTS, _BASES, _POWERS

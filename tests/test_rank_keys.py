@@ -155,6 +155,37 @@ def test_the_vector_route_gives_the_scalar_doubles_and_errors():
                 getattr(route, name)(*args)
 
 
+def test_the_scalar_route_gives_pythons_doubles_element_by_element():
+    """The scalar route takes exact array forms for powers and exp where the machine confirmed
+    them (float_power; complex exp up to 709): each method must still give, bit for bit, the
+    scalar function called on every element, across the range and at the edges (exp just under
+    and over 709, where the C library's complex exp starts to scale; overflow; tiny arguments)."""
+    from evictlab.numerics import COMPLEX_EXP_LIMIT
+    from evictlab.policies.arrays import Numerics
+    from evictlab.policies.signals import decay, heat_component
+
+    route = Numerics(vector=False)
+    rng = np.random.default_rng(11)
+    near = np.nextafter(COMPLEX_EXP_LIMIT, [-math.inf, math.inf])
+    exponents = np.concatenate([rng.uniform(-745, 709.78, 40_000), rng.uniform(708.5, 709.78, 2_000),
+                                -np.exp(rng.uniform(-40, 6, 5_000)), near, [COMPLEX_EXP_LIMIT, 0.0, -0.0, -math.inf]])
+    days = np.concatenate([rng.uniform(-5, 5000, 20_000), np.exp(rng.uniform(-30, 10, 5_000)), [0.0, -0.0, math.nan]])
+    lives = rng.uniform(0.01, 400, len(days))
+    heats = np.exp(rng.uniform(-40, 5, len(days)))
+    cases = [
+        ("exp", math.exp, (exponents,)), ("decay", decay, (days, lives)), ("decay", decay, (days, 30.0)),
+        ("power", pow, (rng.uniform(0, 1, len(days)), np.abs(days))), ("power", pow, (2.0, -np.abs(days) / lives)),
+        ("heat", heat_component, (heats, days, lives)), ("heat", heat_component, (heats, days, 1.0)),
+        ("log", math.log, (np.exp(rng.uniform(-700, 700, 20_000)),)),
+    ]
+    for name, function, args in cases:
+        arrays = np.broadcast_arrays(*(np.asarray(arg, dtype=np.float64) for arg in args))
+        expected = np.array([function(*values) for values in zip(*(array.tolist() for array in arrays))])
+        assert getattr(route, name)(*args).tobytes() == expected.tobytes(), name
+    with pytest.raises(OverflowError):
+        route.exp(np.array([709.0, 709.79]))
+
+
 def test_numerics_keep_negative_zero_apart():
     from evictlab.policies.arrays import EXACT
 

@@ -25,6 +25,7 @@ seven fields as numbers, or as arrays shaped ``(settings, 1, 1)`` so that keys c
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..numerics import VECTOR_MATHS, route_name
+from ..numerics import COMPLEX_EXP_IS_EXACT, POWER_IS_EXACT, VECTOR_MATHS, complex_exp, route_name
 from ._zoo import draws_for_keys
 from .base import PolicyParams
 from .signals import (
@@ -331,7 +332,7 @@ class Params:
 
 def _vector_decay(days: np.ndarray, half_life_days: np.ndarray) -> np.ndarray:
     # decay's rules: max(0, days) (NaN days count as 0), a half-life <= 0 gives 0.0.
-    return np.where(half_life_days <= 0, 0.0, np.power(2.0, -np.where(days > 0, days, 0.0) / half_life_days))
+    return np.where(half_life_days <= 0, 0.0, np.float_power(2.0, -np.where(days > 0, days, 0.0) / half_life_days))
 
 
 class Numerics:
@@ -340,9 +341,12 @@ class Numerics:
     Every method takes numbers or arrays that broadcast together. The scalar route (``vector``
     False) applies the scalar function to each distinct combination of arguments (by bit
     pattern, so ``-0.0`` and ``0.0`` stay apart) and gathers the results. The vector route
-    computes with numpy's functions (only where :func:`~evictlab.numerics.vector_maths` holds) and leaves every
-    element whose result is not finite to the scalar function, which gives Python's value or
-    raises Python's error (an overflow, a log of a negative number).
+    computes with numpy's functions (only where :func:`~evictlab.numerics.vector_maths` holds).
+    Powers (``decay``, ``power``) and ``exp`` take an exact array form on both routes where this
+    machine confirmed it at import (:data:`~evictlab.numerics.POWER_IS_EXACT`: ``float_power``;
+    :data:`~evictlab.numerics.COMPLEX_EXP_IS_EXACT`: complex ``exp``). Any element whose array
+    result is not finite goes to the scalar function, which gives Python's value or raises
+    Python's error (an overflow, a log of a negative number).
     """
 
     def __init__(self, vector: bool = False) -> None:
@@ -354,31 +358,44 @@ class Numerics:
 
     def decay(self, days: Any, half_life_days: Any) -> np.ndarray:
         """:func:`~.signals.decay`: ``2 ** (-max(0, days) / half_life)``, 0.0 for a half-life <= 0."""
-        return self._route(decay, _vector_decay, days, half_life_days)
+        return self._route(decay, _vector_decay if self.vector or POWER_IS_EXACT else None, days, half_life_days)
 
     def heat(self, heat: Any, days: Any, half_life_days: Any) -> np.ndarray:
         """:func:`~.signals.heat_component`: ``min(1, log1p(heat * decay) / ln 9)``."""
+        if not self.vector:  # the decay as an array (exact), log1p once per distinct product
+            heat = np.asarray(heat, dtype=np.float64)
+            with np.errstate(all="ignore"):
+                decayed = heat * self.decay(days, half_life_days)
+                out = np.minimum(1.0, self.apply(math.log1p, decayed) / LN_9)
+            return self._finite(out, heat_component, heat, days, half_life_days)
         return self._route(heat_component, lambda x, d, h: np.minimum(1.0, np.log1p(x * _vector_decay(d, h)) / LN_9),
                            heat, days, half_life_days)
 
     def exp(self, x: Any) -> np.ndarray:
-        return self._route(math.exp, np.exp, x)
+        return self._route(math.exp, np.exp if self.vector else complex_exp if COMPLEX_EXP_IS_EXACT else None, x)
 
     def log(self, x: Any) -> np.ndarray:
-        return self._route(math.log, np.log, x)
+        return self._route(math.log, np.log if self.vector else None, x)
 
     def power(self, base: Any, exponent: Any) -> np.ndarray:
         """``base ** exponent`` as Python's float power computes it."""
-        return self._route(pow, np.power, base, exponent)
+        return self._route(pow, np.float_power if self.vector or POWER_IS_EXACT else None, base, exponent)
 
-    def _route(self, function: Callable[..., float], vector: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
-        if not self.vector:
+    def _route(self, function: Callable[..., float], vector: Callable[..., np.ndarray] | None, *args: Any) -> np.ndarray:
+        """``vector`` on the arguments, the non-finite results by ``function``; ``function``
+        alone when there is no exact array form (``vector`` None)."""
+        if vector is None:
             return self.apply(function, *args)
         arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
         with np.errstate(all="ignore"):
             out = np.array(vector(*arrays), dtype=np.float64)
+        return self._finite(out, function, *arrays)
+
+    def _finite(self, out: np.ndarray, function: Callable[..., float], *args: Any) -> np.ndarray:
+        """``out`` with each element that is not finite recomputed by ``function``."""
         odd = ~np.isfinite(out)
         if odd.any():
+            arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
             out[odd] = self.apply(function, *(np.broadcast_to(array, out.shape)[odd] for array in arrays))
         return out
 
@@ -390,20 +407,44 @@ class Numerics:
         arrays = [np.asarray(arg, dtype=np.float64) for arg in args]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         distinct, inverses = zip(*(_distinct(array) for array in arrays))
+        varying = [index for index, values in enumerate(distinct) if len(values) != 1]
+        if len(varying) <= 1:  # at most one argument varies: its distinct values are the combinations
+            index = varying[0] if varying else 0
+            columns = [values.tolist() if at == index else itertools.repeat(values[0].item())
+                       for at, values in enumerate(distinct)]
+            results = np.fromiter(map(function, *columns), dtype=np.float64, count=len(distinct[index]))
+            return np.broadcast_to(results[inverses[index]], shape).copy()
         codes = np.ravel_multi_index(np.broadcast_arrays(*inverses), [len(values) for values in distinct])
-        present, which = np.unique(codes, return_inverse=True)
+        present, which = _distinct_codes(codes.reshape(-1))
         indices = np.unravel_index(present, [len(values) for values in distinct])
         columns = [values[index].tolist() for values, index in zip(distinct, indices)]
         results = np.fromiter(map(function, *columns), dtype=np.float64, count=len(present))
-        return results[which.reshape(-1)].reshape(shape)
+        return results[which].reshape(shape)
 
 
 def _distinct(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of an array by bit pattern, and each element's index among them."""
     if array.size == 1:
         return array.reshape(1), np.zeros(array.shape, dtype=np.int64)
-    bits, which = np.unique(np.ascontiguousarray(array).view(np.int64), return_inverse=True)
+    bits, which = _distinct_codes(np.ascontiguousarray(array).reshape(-1).view(np.int64))
     return bits.view(np.float64), which.reshape(array.shape)
+
+
+def _distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` for flat int64 codes, by a stable sort.
+
+    Why not ``np.unique``: its sort is numpy's default one, which on AVX512 machines is a SIMD
+    sort several times slower than the stable (radix) sort on arrays with many repeated values
+    (the padding of a batch), and this runs at every write of a trace replay.
+    """
+    order = np.argsort(codes, kind="stable")
+    ranked = codes[order]
+    new = np.empty(len(codes), dtype=bool)
+    new[:1] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    which = np.empty(len(codes), dtype=np.int64)
+    which[order] = np.cumsum(new) - 1
+    return ranked[new], which
 
 
 EXACT = Numerics(VECTOR_MATHS)
