@@ -381,7 +381,9 @@ class Numerics:
         """``base ** exponent`` as Python's float power computes it."""
         return self._route(pow, np.float_power if self.vector or POWER_IS_EXACT else None, base, exponent)
 
-    def _route(self, function: Callable[..., float], vector: Callable[..., np.ndarray] | None, *args: Any) -> np.ndarray:
+    def _route(
+        self, function: Callable[..., float], vector: Callable[..., np.ndarray] | None, *args: Any
+    ) -> np.ndarray:
         """``vector`` on the arguments, the non-finite results by ``function``; ``function``
         alone when there is no exact array form (``vector`` None)."""
         if vector is None:
