@@ -9,8 +9,9 @@ libCacheSim and an OrderedDict loop, a study, streaming.
    every write is compared (a digest per write); any difference exits with status 1.
 2. **A full capacity curve through the CLI**: ``evictlab trace replay --trace FILE`` on the
    100,000-event trace written as Parquet (capacities 10, 20, 50, 100, 200, 500 x every default
-   policy, keep-all and the exact optimum), in a child process; wall and CPU time (target: under
-   60 s on 2 cores).
+   policy, keep-all and the exact optimum), in a child process, in that one process and with
+   ``--workers 2`` (the policies shared out over two Dask tasks); wall and CPU time (target: under
+   60 s on 2 cores), and the two row files must be identical.
 3. **Linear in the trace, bounded by the cap**: ``keep-all`` and ``lru`` at capacity 100 on
    10^5 and 10^6 events (ten generated parts with their own ids); the time ratio (linear: about
    10x) and the fact table's rows at the end against the facts added.
@@ -135,15 +136,21 @@ def child_times(command: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def cli_curve(chunk: dict) -> None:
-    """``evictlab trace replay`` on the trace as a file, in a child process."""
+def cli_curve(chunk: dict) -> bool:
+    """``evictlab trace replay`` on the trace as a file, in a child process: in that one process,
+    then on 2 Dask workers (the policies shared out over two tasks); the rows must be identical."""
     with tempfile.TemporaryDirectory() as folder:
         path = write_trace(Path(folder) / "trace.parquet", chunk)
-        command = [sys.executable, "-m", "evictlab", "trace", "replay", "--trace", str(path), "--output-dir",
-                   str(Path(folder) / "out"), "--no-progress"]
         print(f"2. full capacity curve through the CLI: {len(chunk['time']):,} events, {len(default_policies())}"
-              f" policies x 6 capacities, keep-all and both bounds; load average before {load()}")
-        timed_child(command, CURVE_BUDGET_SECONDS)
+              f" policies x 6 capacities, keep-all and both bounds")
+        for workers in (0, 2):
+            command = [sys.executable, "-m", "evictlab", "trace", "replay", "--trace", str(path), "--output-dir",
+                       str(Path(folder) / f"out-{workers}"), "--no-progress", "--workers", str(workers)]
+            print(f"   {'in one process' if workers == 0 else 'on 2 Dask workers'}; load average before {load()}")
+            timed_child(command, CURVE_BUDGET_SECONDS, "" if workers == 0 else " of the waited-for processes")
+        rows = [(Path(folder) / f"out-{workers}" / "curve.rows.parquet").read_bytes() for workers in (0, 2)]
+        print(f"   curve.rows.parquet {'identical' if rows[0] == rows[1] else 'DIFFERS'} on both placements")
+        return rows[0] == rows[1]
 
 
 def timed(memories, chunk) -> float:
@@ -363,7 +370,7 @@ def main() -> int:
     if 1 in parts:
         same &= equivalence({name: values[: args.reference_events] for name, values in chunk.items()}, 100)
     if 2 in parts:
-        cli_curve(chunk)
+        same &= cli_curve(chunk)
     long = long_parts(2 if args.quick else 10) if parts & {3, 4, 6, 7} else []
     if 3 in parts:
         scaling(long[0], joined(long))

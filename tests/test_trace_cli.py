@@ -117,14 +117,20 @@ def test_replay_on_a_process_cluster_writes_the_in_process_tables(tmp_path):
             "--no-progress", *TINY]
     assert main([*argv, "--workers", "2", "--output-dir", str(tmp_path / "cluster")]) == 0
     assert main([*argv, "--output-dir", str(tmp_path / "serial")]) == 0
-    manifest = json.loads((tmp_path / "cluster" / "trace-replay.run.json").read_text())
-    assert "2 process workers" in manifest["parameters"]["placement"]
-    one = ["trace", "replay", "--seeds", "1", *argv[4:], "--workers", "2", "--output-dir", str(tmp_path / "one")]
-    assert main(one) == 0  # one trace runs in this process, whatever the placement: the record says so
-    manifest = json.loads((tmp_path / "one" / "trace-replay.run.json").read_text())
+    # One trace on two workers: its policies shared out over two tasks, the bounds in the first.
+    one = ["trace", "replay", "--seeds", "1", *argv[4:]]
+    assert main([*one, "--workers", "2", "--output-dir", str(tmp_path / "one-cluster")]) == 0
+    assert main([*one, "--output-dir", str(tmp_path / "one-serial")]) == 0
+    for run in ("cluster", "one-cluster"):
+        manifest = json.loads((tmp_path / run / "trace-replay.run.json").read_text())
+        assert "2 process workers" in manifest["parameters"]["placement"]
+        serial = run.replace("cluster", "serial")
+        for name in ("curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "stages.csv"):
+            assert (tmp_path / run / name).read_bytes() == (tmp_path / serial / name).read_bytes(), (run, name)
+    single = ["trace", "replay", "--seeds", "1", "--policies", "lru", *argv[6:], "--workers", "2"]
+    assert main([*single, "--output-dir", str(tmp_path / "single")]) == 0  # one trace, one policy: in this process
+    manifest = json.loads((tmp_path / "single" / "trace-replay.run.json").read_text())
     assert manifest["parameters"]["placement"] == "in-process (no Dask)"
-    for name in ("curve.rows.parquet", "curve.summary.csv", "curve.paired.csv", "stages.csv"):
-        assert (tmp_path / "cluster" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
 
 
 def _tiny():

@@ -10,7 +10,7 @@ import pytest
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
 from evictlab.analysis.traces.memory import Lockstep, MemorySpec, replayable, uncapped
-from evictlab.analysis.traces.metrics import default_policies, role_of, uncapped_bounds
+from evictlab.analysis.traces.metrics import _shares, default_policies, role_of, uncapped_bounds
 from evictlab.analysis.traces.reference import ReferenceMemory
 from evictlab.analysis.traces.replay import (
     audit_trail,
@@ -358,3 +358,14 @@ def test_admission_rule_per_policy():
     # Two facts arrive at once over a cap of 1: one of them is evicted on arrival even when admitted.
     assert cache.evicted_on_arrival == 1 and cache.metrics(1)["arrival_eviction_rate"] == 1 / 4
     assert deermem.evicted_on_arrival == 3
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 20])
+def test_a_traces_policies_are_shared_out_in_order_with_the_bounds_first(count):
+    policies = default_policies()
+    shares = _shares(policies, count)
+    assert [policy for share in shares for policy in share] == policies  # contiguous runs, in order
+    assert len(shares) <= count and all(shares[1:])  # only the first (the bounds' task) may hold no policy
+    if count == 2:  # the bounds count as two policies in the first share
+        assert len(shares[1]) - len(shares[0]) == 2
+    assert _shares(["lru", "fifo"], 2) == [[], ["lru", "fifo"]]  # the first task replays the bounds alone

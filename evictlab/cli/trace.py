@@ -32,6 +32,7 @@ from ..analysis.traces.metrics import (
     curve_summary,
     curve_table,
     default_policies,
+    replayed_policies,
     runs_as_tasks,
 )
 from ..analysis.traces.optimum import MAX_OPTIMUM_ARCS
@@ -227,11 +228,13 @@ def _register_replay(commands: argparse._SubParsersAction) -> None:
             "(hybrid-v1 minus confidence and minus the best other policy, paired over traces:\n"
             "mean, interval, seeds in each direction) to --output-dir; with\n"
             f"--audit-capacity also {AUDIT_FILE}, DeerMem's audit events with the shadow decision.\n"
-            "With --workers N (or --scheduler) each trace is a Dask task: the same tables, and the\n"
-            "progress bar counts traces."
+            "With --workers N (or --scheduler) each trace is a Dask task, and fewer traces than\n"
+            "workers share their policies out over the workers (one --trace on 2 workers: two tasks):\n"
+            "the same tables, and the progress bar counts tasks."
         ),
         epilog="example:\n  evictlab trace replay --seeds 5 --output-dir results/trace-curves\n"
-        "  evictlab trace replay --workers 2 --output-dir results/trace-curves   # 20 seeds on 2 cores",
+        "  evictlab trace replay --workers 2 --output-dir results/trace-curves   # 20 seeds on 2 cores\n"
+        "  evictlab trace replay --trace big.parquet --workers 2 --output-dir results/big   # one trace, 2 cores",
     )
     parser.add_argument("--output-dir", required=True, type=Path, metavar="DIR", help="folder for the files")
     parser.add_argument("--trace", action="append", type=Path, default=[], metavar="FILE",
@@ -300,12 +303,13 @@ def run_replay(args: argparse.Namespace) -> int:
         events = [len(chunk["event"]) for chunk in chunks.values()]
         recorded = {"workload": workload.as_dict(), "seeds": args.seeds, "token_counting": "char"}
 
+    tasks = runs_as_tasks(placement, traces, replayed_policies(policies))
+
     def compute() -> dict[str, Any]:
         from tqdm.auto import tqdm
 
         # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events; on
         # Dask curve_rows' own bar counts the traces instead.
-        tasks = runs_as_tasks(placement, traces)
         with tqdm(total=sum(events), desc="replay", unit="event", unit_scale=True, file=sys.stderr,
                   disable=True if args.no_progress or tasks else None) as bar:
             done: dict[str, int] = {}
@@ -340,7 +344,7 @@ def run_replay(args: argparse.Namespace) -> int:
         "policy_params": params.as_dict(),
         "audit_capacity": args.audit_capacity,
         "lifecycle": sorted(lifecycle),
-        "placement": (placement if runs_as_tasks(placement, traces) else Placement(workers=0)).describe(),
+        "placement": (placement if tasks else Placement(workers=0)).describe(),
     }
     files = [CURVE_ROWS, CURVE_SUMMARY, CURVE_PAIRED, STAGE_TABLE,
              *([AUDIT_FILE] if args.audit_capacity is not None else []), *([SUITE_RATES] if args.suite else [])]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...distributed import Placement, map_tasks
+from ...distributed import Placement, dask_client, run_tasks
 from ...errors import ContractError
 from ...policies import BOUND, PolicyParams, known_policies, resolve_policy
 from .inference import bootstrap_interval
@@ -121,67 +121,107 @@ def curve_rows(
     whole). ``progress(trace, events)`` is called as the pass goes (events done so far).
 
     ``placement``: where the traces run. In this process by default; with Dask workers each
-    trace is one task (a source must then be picklable and its file readable by the workers),
-    ``progress`` is not called, a bar counts the traces done (shown when ``progress`` is given
-    and standard error is a terminal), and the rows are the same.
+    trace is one task, or, when the traces are fewer than the workers, each trace's policies are
+    shared out over as many tasks as there are workers per trace (contiguous runs of the policy
+    list; the first also replays the bounds). A source must then be picklable and its file
+    readable by the workers; ``progress`` is not called, a bar counts the tasks done (shown when
+    ``progress`` is given and standard error is a terminal), and the rows are the same.
     """
     capacities = check_capacities(capacities)
-    ceilings = uncapped_bounds()
-    policies = [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
-    specs = [MemorySpec.of(policy, None) for policy in ceilings]
-    specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
-    job = partial(_trace_rows, specs=specs, capacities=capacities, params=params,
-                  max_optimum_arcs=max_optimum_arcs, lifecycle=lifecycle)
-    if runs_as_tasks(placement, traces):
-        assert placement is not None
-        found = map_tasks(job, traces, placement, progress=None if progress else False, description="traces")
+    policies = replayed_policies(policies)
+    job = partial(_trace_rows, capacities=capacities, params=params, max_optimum_arcs=max_optimum_arcs,
+                  lifecycle=lifecycle)
+    if placement is not None and runs_as_tasks(placement, traces, policies):
+        with dask_client(placement) as client:
+            workers = placement.workers if placement.scheduler is None else len(client.scheduler_info()["workers"])
+            parts = _shares(policies, -(-max(1, workers) // len(traces)))
+            items = [(trace, part, index == 0) for trace in traces for index, part in enumerate(parts)]
+            found = run_tasks(client, job, items, progress=None if progress else False, description="replays")
+        found = [_merged(found[index : index + len(parts)]) for index in range(0, len(found), len(parts))]
     else:
         report = progress or (lambda trace, events: None)
-        found = [job(trace, report=partial(report, trace[0])) for trace in traces]
-    frame = pd.DataFrame([row for rows in found for row in rows])
+        found = [job((trace, policies, True), report=partial(report, trace[0])) for trace in traces]
+    frame = pd.DataFrame([row for rows in found for row in _with_regret(rows)])
     leading = ["trace", "policy", "role", "capacity"]
     return frame[leading + [column for column in frame.columns if column not in leading]]
 
 
-def runs_as_tasks(placement: Placement | None, traces: Sequence[Any]) -> bool:
-    """Whether :func:`curve_rows` runs ``traces`` as Dask tasks: a placement with workers or a
-    scheduler, and more than one trace (one trace always runs in this process)."""
-    return placement is not None and not placement.in_process and len(traces) > 1
+def replayed_policies(policies: Sequence[str]) -> list[str]:
+    """The capped policies of a curve: ``policies`` checked, without the bounds every curve has."""
+    ceilings = uncapped_bounds()
+    return [check_policy_spec(policy) for policy in policies if policy != OPTIMUM and policy not in ceilings]
 
 
-def _trace_rows(trace: tuple[str, TraceSource], *, specs: Sequence[MemorySpec], capacities: tuple[int, ...],
+def runs_as_tasks(placement: Placement | None, traces: Sequence[Any], policies: Sequence[str]) -> bool:
+    """Whether :func:`curve_rows` runs as Dask tasks: a placement with workers or a scheduler, and
+    more than one trace or more than one policy to share out (else it runs in this process)."""
+    return placement is not None and not placement.in_process and (len(traces) > 1 or len(policies) > 1)
+
+
+def _shares(policies: Sequence[str], count: int) -> list[list[str]]:
+    """``policies`` in at most ``count`` contiguous runs of about one length; the bounds, about
+    as costly as two policies, count as two in the first run."""
+    count = max(1, min(count, len(policies)))
+    shares: list[list[str]] = [[] for _ in range(count)]
+    for done, policy in enumerate(policies, start=2):
+        shares[done * count // (len(policies) + 2)].append(policy)
+    return [share for index, share in enumerate(shares) if share or index == 0]
+
+
+def _merged(parts: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One trace's rows from the rows of its shares, in the order one task gives them: capacity
+    by capacity, each share's rows in share order."""
+    capacities = list(dict.fromkeys(row["capacity"] for row in parts[0]))
+    return [row for capacity in capacities for rows in parts for row in rows if row["capacity"] == capacity]
+
+
+def _with_regret(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of one trace with each row's regret against the optimum and the rate-aware bound
+    at its capacity (NaN without a rate-aware row)."""
+    best = {row["capacity"]: row["answerable_rate"] for row in rows if row["policy"] == OPTIMUM}
+    aware = {row["capacity"]: row["answerable_rate"] for row in rows if row["policy"] == RATE_AWARE}
+    for row in rows:
+        row["regret"] = best[row["capacity"]] - row["answerable_rate"]
+        row["regret_rate_aware"] = aware.get(row["capacity"], math.nan) - row["answerable_rate"]
+    return rows
+
+
+def _trace_rows(item: tuple[tuple[str, TraceSource], Sequence[str], bool], *, capacities: tuple[int, ...],
                 params: PolicyParams | None, max_optimum_arcs: int, lifecycle: frozenset[str],
                 report: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """:func:`curve_rows`' rows of one trace (``specs``: the uncapped bounds first, then every
-    policy at every capacity)."""
-    trace_name, source = trace
-    ceilings = sum(spec.capacity is None for spec in specs)
-    roles = {policy: role_of(policy) for policy in (OPTIMUM, RATE_AWARE, *(spec.policy for spec in specs))}
+    """:func:`curve_rows`' rows of one trace for some policies at every capacity, and with
+    ``bounds`` the bound rows (the optimum, the rate-aware bound, every uncapped policy), without
+    the regret columns (:func:`_with_regret` adds them once a trace's rows are together)."""
+    (trace_name, source), policies, bounds = item
+    ceilings = uncapped_bounds() if bounds else []
+    specs = [MemorySpec.of(policy, None) for policy in ceilings]
+    specs += [MemorySpec.of(policy, capacity) for policy in policies for capacity in capacities]
+    roles = {policy: role_of(policy) for policy in (OPTIMUM, RATE_AWARE, *ceilings, *policies)}
     seen: dict[str, list[Any]] = {name: [] for name in GATHERED}
-    results = replay_specs(_gathering(source(), seen), specs, params, on_events=report, lifecycle=lifecycle)
-    optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
-    keys = rate_keys(seen)
+    results = replay_specs(_gathering(source(), seen) if bounds else source(), specs, params, on_events=report,
+                           lifecycle=lifecycle)
+    optima = {}
+    if bounds:
+        optima = dict(zip(capacities, offline_optima(network(outline([seen]), max_optimum_arcs), capacities)))
+    keys = rate_keys(seen) if bounds else None
     rated = [] if keys is None else replay_specs(
         _rate_keyed(source(), keys), [MemorySpec.of(SECOND_BOUND, capacity) for capacity in capacities], params,
         lifecycle=RATE_AWARE_STAGES)
-    uncapped_rows = [result.row() for result in results[:ceilings]]
+    uncapped_rows = [result.row() for result in results[: len(ceilings)]]
     rows: list[dict[str, Any]] = []
     for index, capacity in enumerate(capacities):
-        best = optima[capacity]
-        bounds = [(OPTIMUM, best.asks, best.answerable)]
-        bounds += [(RATE_AWARE, aware.counts.asks, aware.counts.answerable) for aware in rated[index : index + 1]]
-        found: list[dict[str, Any]] = [
-            {"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
-             "answerable_rate": answered / asks if asks else math.nan}
-            for name, asks, answered in bounds]
-        aware_rate = found[1]["answerable_rate"] if rated else math.nan
+        found: list[dict[str, Any]] = []
+        if bounds:
+            best = optima[capacity]
+            limits = [(OPTIMUM, best.asks, best.answerable)]
+            limits += [(RATE_AWARE, aware.counts.asks, aware.counts.answerable) for aware in rated[index : index + 1]]
+            found += [{"policy": name, "capacity": capacity, "asks": asks, "answerable": answered,
+                       "answerable_rate": answered / asks if asks else math.nan} for name, asks, answered in limits]
         found += [{**row, "capacity": capacity, "occupancy_fraction": math.nan} for row in uncapped_rows]
-        found += [result.row() for result in results[ceilings:] if result.capacity == capacity]
+        found += [result.row() for result in results[len(ceilings) :] if result.capacity == capacity]
         for row in found:
             row["trace"] = trace_name
             row["role"] = roles[row["policy"]]
-            row["regret"] = best.answerable_rate - row["answerable_rate"]
-            row["regret_rate_aware"] = aware_rate - row["answerable_rate"]
             rows.append(row)
     return rows
 
