@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -261,6 +261,9 @@ class Policy:
     #: they are ranked with the residents and may be evicted on arrival) or ``admit`` (cache
     #: semantics: they are stored and residents are evicted to make room).
     admission: str = COMPETE
+    #: Whether a replay stamps confirmations in this policy's memories (spec 1.9's reinforcement):
+    #: DeerMem stamps only when its ranking reads them, so ``confidence`` does not.
+    stamps_confirmations: bool = True
 
     def __init__(self, **values: Any) -> None:
         """A policy with its declared parameters at their defaults, except those in ``values``.
@@ -304,6 +307,11 @@ class Policy:
         ``-keys[value_key]`` is each fact's score (both property-tested against :meth:`score`).
         """
         raise NotImplementedError(f"policy {self.name!r} has no rank keys")
+
+    def trace_key(self) -> Callable[[Mapping[str, Any]], float] | None:
+        """The rank key as a function of one trace ``add`` row (higher kept) when the rank is the
+        fact's own and never changes, so that a replay's tie expectation is exact; else None."""
+        return None
 
     def reservation(self, context: SelectionContext) -> Reservation | None:
         return None

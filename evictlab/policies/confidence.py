@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,9 +26,13 @@ class ConfidencePolicy(Policy):
     color = OKABE_ITO["vermillion"]
     component_names = ("confidence",)
     default_tie_break = "input-order"
+    stamps_confirmations = False
 
     def score(self, facts: Sequence[Any], context: SelectionContext) -> list[Score]:
         return [confidence_score(fact) for fact in facts]
 
     def rank_keys(self, signals: Signals, params: Params) -> tuple[np.ndarray, ...]:
         return (-signals.confidence,)
+
+    def trace_key(self) -> Callable[[Mapping[str, Any]], float]:
+        return lambda row: read_confidence(row["confidence"])

@@ -1,8 +1,8 @@
 """Ties at the cut line in a replay, and the exact expectation over the order of tied facts.
 
 :class:`TieNeutral` is the replay's :class:`.stages.Lifecycle` plus, for the memories of a
-policy whose rank key is the fact's own (:func:`static_key`: ``confidence``; ``random``, all
-tied), the columns docs/traces.md ("Ties") defines. Why the expectation is exact: with a static
+policy whose rank key is the fact's own (:func:`static_key`: ``Policy.trace_key``, ``confidence``'s;
+``random``, all tied), the columns docs/traces.md ("Ties") defines. Why the expectation is exact: with a static
 key the keys a memory holds do not depend on the tie orders (under :data:`EXACT_STAGES`), so
 at each selection the ``g`` facts tied at the cut keep ``s`` members whichever they are, and a
 member survives with probability ``s / g`` whatever its past; a fact's chance is the product
@@ -20,7 +20,6 @@ import numpy as np
 from ...policies.arrays import category_name
 from ...policies.hybrid import CORRECTION
 from ...policies.modifiers import resolve_policy
-from ...policies.signals import read_confidence
 from .memory import Lockstep
 from .stages import Lifecycle
 
@@ -34,11 +33,9 @@ def static_key(policy: str) -> Callable[[dict[str, Any]], float] | None:
     """The rank key of ``policy`` as a function of one ``add`` row (higher is kept), or None
     when its rank depends on more than the fact (recency, usage, modifiers)."""
     selector = resolve_policy(policy)
-    if getattr(selector, "uniform_order", False) and policy == selector.name:
-        return lambda row: 0.0
-    if policy == "confidence":
-        return lambda row: read_confidence(row["confidence"])
-    return None
+    if policy != selector.name:  # not in the canonical spelling
+        return None
+    return (lambda row: 0.0) if selector.uniform_order else selector.trace_key()
 
 
 class TieNeutral(Lifecycle):

@@ -6,9 +6,10 @@ reinforcement signal before stamping; after the new facts are appended, stalenes
 admission gate with the duplicate skip (both only remove facts, so the selector's input order
 stays DeerMem's: stored facts, then the new ones); the capacity selection; then contradiction
 and storage's rewrite. At each ``ask`` it decides answerability and attributes every loss to
-one stage (:data:`.lifecycle.LOSSES`). ``confidence`` (under any modifier) does not stamp
-(spec 1.9); the staleness reviewer proposes the candidates the trace has superseded, and each
-new fact's ``supersedes`` is a contradiction entry paired with it.
+one stage (:data:`.lifecycle.LOSSES`). A policy whose ``stamps_confirmations`` is off
+(``confidence``, under any modifier) does not stamp (spec 1.9); the staleness reviewer proposes
+the candidates the trace has superseded, and each new fact's ``supersedes`` is a contradiction
+entry paired with it.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class Lifecycle:
         self.superseded: set[str] = set()
         self.fates = np.zeros((count, 1024), dtype=np.int8)
         self.losses = np.zeros((count, len(LOSSES)), dtype=np.int64)
-        self.stamps = np.array([root_policy(resolve_policy(spec.policy)).name != "confidence"
+        self.stamps = np.array([root_policy(resolve_policy(spec.policy)).stamps_confirmations
                                 for spec in memories.specs])
         self.confirmed: dict[str, int] = {}  # each fact's last stamp before the write being applied
         self._replacement: dict[int, str] = {}
