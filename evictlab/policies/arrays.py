@@ -120,11 +120,8 @@ class Signals:
 
     def take(self, rows: Any) -> Signals:
         """The signals of some rows (an index or mask on the first axis)."""
-        values = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "_memo"}
-        for name, value in values.items():
-            if isinstance(value, np.ndarray):
-                values[name] = value[rows]
-        return Signals(**values)
+        values = [getattr(self, name) for name in _FIELDS]
+        return Signals(*(value[rows] if isinstance(value, np.ndarray) else value for value in values))
 
     # --- builders ---------------------------------------------------------------------
 
@@ -265,6 +262,9 @@ _PADDING: dict[str, Any] = {
     "support": False,
 }  # fmt: skip
 
+
+#: The fields of :class:`Signals` in order, but its memo (a taken part starts its own).
+_FIELDS = tuple(item.name for item in fields(Signals) if item.name != "_memo")
 
 def _column_days(now: int, times: np.ndarray) -> np.ndarray:
     """Elapsed days from microsecond times to ``now``: ``((now - then) / 1e6) / 86400``, NaN for NO_TIME.
