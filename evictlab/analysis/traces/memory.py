@@ -9,8 +9,8 @@ collections decide exactly as the spec says:
   order. At each write the memories over their cap are decided in one call of the one selector,
   :func:`evictlab.selection.selector.select_rows` (each policy's ``rank_keys`` on its memories'
   rows; a policy without rank keys, ``mmr``, by its own ``select`` on the same facts as
-  DeerMem-shaped dicts). Rows no memory holds are dropped (:meth:`FactTable.compact`), so the
-  state is bounded by the caps, not by every fact the trace ever added.
+  DeerMem-shaped dicts). Rows no memory holds are dropped (:meth:`FactTable.compact`): the state
+  is bounded by the caps (keep-all's aside), and a write reads only the rows it decides.
 * :class:`.reference.ReferenceMemory`, the scalar reference: one memory as DeerMem stores it,
   deciding with :func:`evictlab.selection.deermem.select_facts_for_capacity` or the policy's own
   ``select``; it writes DeerMem's audit events, and the tests compare the lockstep with it.
@@ -210,24 +210,26 @@ class FactTable:
             self.counts["access_count"][row] += 1
 
     def signals(self, now: int, rows: np.ndarray, valid: np.ndarray) -> Signals:
-        """The signals of ``rows`` (any shape; padding where not ``valid``) at ``now``: every row
-        of the table read once (:meth:`Signals.of_columns`), then gathered."""
-        size = self.size
+        """The signals of ``rows`` (any shape; padding where not ``valid``) at ``now``: each row named
+        read once (:meth:`Signals.of_columns`), not the whole table, then gathered."""
+        read = np.flatnonzero(np.bincount(rows.ravel(), minlength=self.size))  # padding names a row too
+        at = np.zeros(self.size, dtype=np.int64)
+        at[read] = np.arange(len(read))
         every = Signals.of_columns(
             now,
-            confidence=self.confidence[:size],
-            created=self.times["created"][:size],
-            confirmed=self.times["confirmed"][:size],
-            accessed=self.times["accessed"][:size],
-            heat=self.heat[:size],
-            access_count=self.counts["access_count"][:size],
-            confirmation_count=self.counts["confirmation_count"][:size],
-            category=self.category[:size],
+            confidence=self.confidence[read],
+            created=self.times["created"][read],
+            confirmed=self.times["confirmed"][read],
+            accessed=self.times["accessed"][read],
+            heat=self.heat[read],
+            access_count=self.counts["access_count"][read],
+            confirmation_count=self.counts["confirmation_count"][read],
+            category=self.category[read],
             category_names=self.category_names,
-            fact_ids=self.ids[:size],
-            valid=np.ones(size, dtype=bool),
+            fact_ids=self.ids[read],
+            valid=np.ones(len(read), dtype=bool),
         )
-        return dataclasses.replace(every.take(rows), valid=valid)
+        return dataclasses.replace(every.take(at[rows]), valid=valid)
 
     def facts(self, rows: np.ndarray) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """DeerMem-shaped fact dicts and usage map of ``rows`` (for a scalar ``select``)."""
