@@ -309,7 +309,7 @@ def run_replay(args: argparse.Namespace) -> int:
         from tqdm.auto import tqdm
 
         # Every memory of a trace is replayed in one pass (lockstep), so the bar counts events; on
-        # Dask curve_rows' own bar counts the traces instead.
+        # Dask curve_rows' own bar counts the tasks instead.
         with tqdm(total=sum(events), desc="replay", unit="event", unit_scale=True, file=sys.stderr,
                   disable=True if args.no_progress or tasks else None) as bar:
             done: dict[str, int] = {}

@@ -266,6 +266,7 @@ _PADDING: dict[str, Any] = {
 #: The fields of :class:`Signals` in order, but its memo (a taken part starts its own).
 _FIELDS = tuple(item.name for item in fields(Signals) if item.name != "_memo")
 
+
 def _column_days(now: int, times: np.ndarray) -> np.ndarray:
     """Elapsed days from microsecond times to ``now``: ``((now - then) / 1e6) / 86400``, NaN for NO_TIME.
 

@@ -1,12 +1,13 @@
 """Ties at the cut line in a replay, and the exact expectation over the order of tied facts.
 
 :class:`TieNeutral` is the replay's :class:`.stages.Lifecycle` plus, for the memories of a
-policy whose rank key is the fact's own (:func:`static_key`: ``Policy.trace_key``, ``confidence``'s;
-``random``, all tied), the columns docs/traces.md ("Ties") defines. Why the expectation is exact: with a static
-key the keys a memory holds do not depend on the tie orders (under :data:`EXACT_STAGES`), so
-at each selection the ``g`` facts tied at the cut keep ``s`` members whichever they are, and a
-member survives with probability ``s / g`` whatever its past; a fact's chance is the product
-over the selections it tied at (``random``: ``k / n`` at each). Chances below 1e-30 are dropped.
+policy whose rank key is the fact's own (:func:`static_key`: ``Policy.trace_key``,
+``confidence``'s; ``random``, all tied), the columns docs/traces.md ("Ties") defines. Why the
+expectation is exact: with a static key the keys a memory holds do not depend on the tie
+orders (under :data:`EXACT_STAGES`), so at each selection the ``g`` facts tied at the cut keep
+``s`` members whichever they are, and a member survives with probability ``s / g`` whatever
+its past; a fact's chance is the product over the selections it tied at (``random``: ``k / n``
+at each). Chances below 1e-30 are dropped.
 """
 
 from __future__ import annotations
