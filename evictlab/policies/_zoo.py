@@ -124,13 +124,14 @@ def draws_for_keys(namespace: str, keys: Sequence[str], seed: int) -> np.ndarray
     """
     ordered = sorted(keys)
     try:
-        joined = '", "'.join(ordered)
+        plain = bool(ordered) and not _ESCAPED.search("".join(ordered))
     except TypeError:  # not all strings: json.dumps says what
-        joined = '"'
-    if not ordered or _ESCAPED.search(joined):
-        material = json.dumps([namespace, seed, ordered], ensure_ascii=False)
-    else:
+        plain = False
+    if plain:
+        joined = '", "'.join(ordered)
         material = json.dumps([namespace, seed, []], ensure_ascii=False)[:-3] + f'["{joined}"]]'
+    else:
+        material = json.dumps([namespace, seed, ordered], ensure_ascii=False)
     digest = hashlib.sha256(material.encode("utf-8")).digest()
     bits = random.Random(int.from_bytes(digest[:8], "big")).getrandbits(64 * len(ordered))
     words = np.frombuffer(bits.to_bytes(8 * len(ordered), "little"), dtype="<u4").astype(np.int64)
