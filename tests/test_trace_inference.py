@@ -93,6 +93,9 @@ def test_sentences_agree_in_sign_with_the_table(sign):
         assert said == direction(means[metric.replace(" ", "_")])
     assert found[2][1] == "level"
     assert "fewer than 20" not in detail and "chosen on the data" in detail
+    # Each clause says which way is better, so "higher" never reads as good for a stale-kept rate.
+    better = re.findall(r"([a-z][a-z ]*): hybrid-v1 is [^(]*\((higher|lower) is better;", headline)
+    assert better == [("answerable rate", "higher"), ("correction survival", "higher"), ("stale kept rate", "lower")]
 
 
 def test_the_sentences_of_a_real_replay_agree_with_its_table_read_back_from_csv(tmp_path):

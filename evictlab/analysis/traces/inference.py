@@ -30,6 +30,9 @@ FINDING_CAPACITY = 100
 #: Fewer seeds than this and the sentences say the finding is not established.
 MIN_SEEDS = 20
 PAIRED_METRICS = ("answerable_rate", "correction_survival", "stale_kept_rate")
+#: The paired metrics where less is better (a question answered from a superseded fact); more is
+#: better for the others. The sentences say which, so a reader need not know each metric.
+LOWER_IS_BETTER = frozenset({"stale_kept_rate"})
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20261202
 LEVEL = 0.95
@@ -143,10 +146,12 @@ def describe_row(row: pd.Series) -> str:
     )
     way = direction(row["mean"])
     compared = f"level with {against}" if way == "level" else f"{way} than {against} by {abs(row['mean']):.3f}"
+    better = "lower" if row["metric"] in LOWER_IS_BETTER else "higher"
     return (
         f"{metric}: {row['first']} is {compared}"
-        f" ({row['first_mean']:.3f} vs {row['second_mean']:.3f}; {interval}; {row['first']} higher in"
-        f" {row['higher']}, lower in {row['lower']}, tied in {row['tied']} of {row['seeds']} seeds)."
+        f" ({better} is better; {row['first_mean']:.3f} vs {row['second_mean']:.3f}; {interval};"
+        f" {row['first']} higher in {row['higher']}, lower in {row['lower']}, tied in {row['tied']}"
+        f" of {row['seeds']} seeds)."
     )
 
 
