@@ -22,7 +22,7 @@ from evictlab.core.demo import DEMO_DIR
 from evictlab.core.runspec import parse_spec
 from evictlab.errors import ContractError, DatasetError, OutputExistsError
 from evictlab.workbench import loaders, report
-from evictlab.workbench.report_document import CAPTIONS, Finding, render, table_view
+from evictlab.workbench.report_document import CAPTIONS, Finding, render, table_view, zoo_finding
 from evictlab.workbench.tables import Table, read_table, read_tables
 
 DEMO_DATASET = DEMO_DIR / "longmemeval-demo.json"
@@ -384,6 +384,24 @@ def test_findings_are_read_from_the_tables_the_notebooks_saved(smoke_report):
     assert "random is its exact expectation" in markdown and "mean over 100 seeds" not in markdown
     paired = read_table(output / "tables" / "10_trace_paired.csv")
     assert (paired.frame["capacity"] == FINDING_CAPACITY).any()  # fixed in advance, also in smoke mode
+
+
+def test_the_zoo_finding_says_how_many_cases_a_tie_decided():
+    """A policy's count with a decimal is an expectation over tied orders: the finding says how many
+    of its cases a tie at the cut decided, read from notebook 08's table at that capacity."""
+    totals = Table("08_zoo_totals", "totals", "Data: made here.", pd.DataFrame(
+        [{"policy": name, "role": role, "capacity": 7, "retained": kept, "cases": 45}
+         for name, role, kept in (("confidence", "deermem", 27.0), ("hybrid-v1", "deermem", 45.0),
+                                  ("lfu-aging", "zoo", 35.3), ("lru", "zoo", 30.0))]))
+    by_scenario = Table("08_zoo_k7", "at 7", "", pd.DataFrame(
+        {"all cases": ["27/45", "45/45", "35.3/45", "30/45"], "tied": [0, 0, 25, 0]},
+        index=pd.Index(["confidence", "hybrid-v1", "lfu-aging", "lru"], name="policy")))
+    finding = zoo_finding(totals, 7, by_scenario)
+    assert finding is not None
+    assert "lfu-aging 35.3/45 (a tie at the cut decided 25 of its cases) keeps the most" in finding.headline
+    assert "lru 30/45 the fewest" in finding.headline and "confidence 27/45," in finding.headline
+    assert "exact expectation over the tied orders" in finding.detail
+    assert "a tie at the cut" not in zoo_finding(totals, 7).headline  # without the table: no count claimed
 
 
 def trace_sentences(markdown: str) -> list[str]:

@@ -260,17 +260,21 @@ def scenario_finding(counts: Table, first: str = "confidence", second: str = "hy
     )
 
 
-def zoo_finding(totals: Table, capacity: int) -> Finding | None:
+def zoo_finding(totals: Table, capacity: int, by_scenario: Table | None = None) -> Finding | None:
     """The best and worst of the other policies at ``capacity`` (notebook 08); None when the
-    notebook did not evaluate that capacity."""
+    notebook did not evaluate that capacity. ``by_scenario``: notebook 08's table at that
+    capacity, whose ``tied`` column counts the cases a tie at the cut decided, per policy."""
     at = totals.frame.reset_index()
     at = at[at["capacity"] == capacity].set_index("policy")
     others = at[at["role"] == "zoo"].sort_values("retained", ascending=False, kind="stable")
     if others.empty:
         return None
+    ties = {} if by_scenario is None or "tied" not in by_scenario.frame else by_scenario.frame["tied"].to_dict()
 
     def kept(policy: str) -> str:
-        return f"{policy} {format_count(at.loc[policy, 'retained'])}/{int(at.loc[policy, 'cases'])}"
+        tied = int(ties.get(policy, 0))
+        settled = f" (a tie at the cut decided {tied} of its cases)" if tied else ""
+        return f"{policy} {format_count(at.loc[policy, 'retained'])}/{int(at.loc[policy, 'cases'])}{settled}"
 
     reference = [kept(p) for p in ("confidence", "hybrid-v1", "random", "oracle") if p in at.index]
     return Finding(
@@ -278,7 +282,9 @@ def zoo_finding(totals: Table, capacity: int) -> Finding | None:
         f"At capacity {capacity}, of the {len(others)} other registered policies {kept(others.index[0])} keeps the"
         f" most supports and {kept(others.index[-1])} the fewest; for reference {', '.join(reference)}.",
         "Same pools and clock for every policy; random is its exact expectation (k/n per case), oracle keeps"
-        f" support facts first (an upper bound, not a policy). {totals.note}",
+        " support facts first (an upper bound, not a policy); every other policy but DeerMem's two (which break"
+        " ties by input order) counts a case a tie decides as its exact expectation over the tied orders."
+        f" {totals.note}",
         totals.name,
     )
 
@@ -359,7 +365,7 @@ def findings(tables: Mapping[str, Table], inputs: Mapping[str, Any], qa_capacity
     readers: dict[str, Callable[[Table], Finding | None]] = {
         "02_retention_paired": retention_finding,
         "02_retention_counts": scenario_finding,
-        "08_zoo_totals": lambda table: zoo_finding(table, qa_capacity),
+        "08_zoo_totals": lambda table: zoo_finding(table, qa_capacity, tables.get(f"08_zoo_k{qa_capacity}")),
         "05_variant_cascade": variants_finding,
         "06_qa_stats": qa_finding,
         "10_trace_paired": traces_finding,
