@@ -255,6 +255,15 @@ def test_feed_signal_window_and_filtering():
     assert filter_messages(feed) == [("human", "Perfect.")]
 
 
+def test_uploads_are_filtered_before_trivial_turns_each_dropping_its_own_reply():
+    # spec 1.12 A2 then A3: the upload-only turn takes a1 (A2); "ok" then takes the next reply
+    # left, a2 (A3), so the six-message window still holds "Perfect."
+    feed = [("human", "Perfect."), ("human", "<uploaded_files>a.txt</uploaded_files>"), ("human", "ok"),
+            ("ai", "a1"), ("ai", "a2"), *[("ai", f"m{i}") for i in range(5)]]
+    assert filter_messages(feed) == [("human", "Perfect."), *[("ai", f"m{i}") for i in range(5)]]
+    assert feed_signal(feed)
+
+
 # --------------------------------------------------------------------------- injection (1.13)
 
 

@@ -11,7 +11,7 @@ and is the one selector's, not this module's; with every stage off a replay is t
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,9 +80,16 @@ def parse_stages(text: str) -> frozenset[str]:
 
 
 def filter_messages(messages: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The filtered list of ``(role, text)`` pairs (spec 1.12 A2-A3): upload blocks stripped from
-    human text, an emptied or trivial human turn dropped together with the next ``ai`` message,
-    roles other than ``human`` and ``ai`` dropped."""
+    """The filtered list of ``(role, text)`` pairs (spec 1.12 A2-A3), in two passes as DeerMem
+    runs them: upload blocks stripped from human text, an emptied human turn dropped together
+    with the next ``ai`` message, roles other than ``human`` and ``ai`` dropped (A2); then, on
+    what is left, a trivial human turn dropped together with the next ``ai`` message (A3)."""
+    uploads = [(role, _UPLOADS.sub("", text).strip() if role == "human" else text) for role, text in messages]
+    return _drop_with_reply(_drop_with_reply(uploads, lambda text: not text), is_trivial)
+
+
+def _drop_with_reply(messages: Iterable[tuple[str, str]], drop: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """``human`` and ``ai`` messages but the human ones ``drop`` says, each with the next ``ai`` one."""
     kept: list[tuple[str, str]] = []
     drop_next_ai = False
     for role, text in messages:
@@ -91,11 +98,10 @@ def filter_messages(messages: Iterable[tuple[str, str]]) -> list[tuple[str, str]
                 kept.append((role, text))
             drop_next_ai = False
         elif role == "human":
-            stripped = _UPLOADS.sub("", text).strip()
-            if not stripped or is_trivial(stripped):
+            if drop(text):
                 drop_next_ai = True
             else:
-                kept.append((role, stripped))
+                kept.append((role, text))
     return kept
 
 
