@@ -89,6 +89,17 @@ def test_staleness_removes_superseded_candidates_but_not_corrections_or_the_just
     assert run(rows, "staleness", policy="confidence")["lost_stale"] == 4
 
 
+def test_the_staleness_cap_breaks_confidence_ties_in_storage_order():
+    # spec 1.12 C3: above 10 removals, confidence ascending, stable in snapshot order, which is
+    # storage's (sorted by id, 1.14), not the order the facts were added or kept in
+    old = [f"z{i}" for i in range(6)] + [f"a{i}" for i in range(6)]
+    rows = [add(0, name, 0.8) for name in old] + [add(1, f"new-{name}", supersedes=name) for name in old]
+    rows += [add(120, "late"), *(row(121, "ask", fact_id=name) for name in old)]
+    memories = Lockstep([MemorySpec.of("confidence", 100)])
+    replay([chunk_from_rows(rows)], memories, lifecycle=Lifecycle(parse_stages("staleness"), memories))
+    assert [name for name in old if name in memories.kept_ids(0)] == ["z4", "z5"]
+
+
 def test_reinforcement_from_the_message_text():
     def confirmed(text):
         rows = [add(0, "a", 0.7), add(0, "b", 0.9), row(100, "message", role="human", text=text),

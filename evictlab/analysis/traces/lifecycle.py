@@ -150,13 +150,16 @@ def review_proposals(candidates_in_prompt: np.ndarray, superseded: np.ndarray,
 
 
 def stale_removals(proposed: np.ndarray, candidates: np.ndarray, confidence: np.ndarray,
-                   config: LifecycleConfig = LifecycleConfig()) -> np.ndarray:
+                   config: LifecycleConfig = LifecycleConfig(), *,
+                   storage_order: np.ndarray | None = None) -> np.ndarray:
     """The facts removed (spec 1.12 C3): proposed and candidates at apply time; above the
-    per-cycle limit, the lowest confidences first (stable in stored order)."""
+    per-cycle limit, the lowest confidences first, ties in the snapshot's order, which is
+    storage's (id ascending, 1.14): ``storage_order`` (numbers in id order), else the order given."""
     chosen = np.flatnonzero(np.asarray(proposed) & np.asarray(candidates))
     removed = np.zeros(len(candidates), dtype=bool)
     if len(chosen) > config.staleness_max_removals_per_cycle:
-        order = np.argsort(np.asarray(confidence, dtype=float)[chosen], kind="stable")
+        ties = np.arange(len(chosen)) if storage_order is None else np.asarray(storage_order)[chosen]
+        order = np.lexsort((ties, np.asarray(confidence, dtype=float)[chosen]))
         chosen = chosen[order[: config.staleness_max_removals_per_cycle]]
     removed[chosen] = True
     return removed

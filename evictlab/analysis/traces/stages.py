@@ -284,7 +284,8 @@ class Lifecycle:
         members, rows, valid, proposed = members[chosen], rows[chosen], valid[chosen], proposed[chosen]
         at_apply, days, protected = at_apply[chosen], days[chosen], protected[chosen]
         candidates = staleness_candidates(at_apply, days, None, write.now, config, protected=protected) & valid
-        removed = np.array([stale_removals(mine, theirs, table.confidence[row], config)
+        order = table.extra["id_order"]
+        removed = np.array([stale_removals(mine, theirs, table.confidence[row], config, storage_order=order[row])
                             for mine, theirs, row in zip(proposed, candidates, rows)])
         self._forget(members, rows, removed, "stale")
 
