@@ -100,6 +100,19 @@ def test_the_staleness_cap_breaks_confidence_ties_in_storage_order():
     assert [name for name in old if name in memories.kept_ids(0)] == ["z4", "z5"]
 
 
+def test_a_category_is_parsed_stripped_before_storage_sees_it():
+    # spec 1.12 B7: the parsed category is the stripped string (or context), so " correction " is
+    # stored as correction (1.14), keeps its protection from staleness and its guaranteed pool
+    rows = [add(0, name, 0.8, category=" correction " if name == "c" else "context") for name in "abcd"]
+    rows += [add(1, f"new-{name}", supersedes=name) for name in "abcd"]
+    rows += [add(120, "late"), *(row(121, "ask", fact_id=name) for name in "abcd")]
+    found = run(rows, "staleness,storage")
+    assert (found["answerable"], found["lost_stale"]) == (1, 3)
+    rows = [add(0, f"f{i}", 0.9, tokens=1000) for i in range(2)] + [add(0, "fix", 0.5, category="correction ",
+                                                                      tokens=400), row(1, "ask", fact_id="fix")]
+    assert run(rows, "storage,injection")["answerable"] == 1
+
+
 def test_reinforcement_from_the_message_text():
     def confirmed(text):
         rows = [add(0, "a", 0.7), add(0, "b", 0.9), row(100, "message", role="human", text=text),

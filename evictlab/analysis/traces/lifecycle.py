@@ -234,6 +234,12 @@ def admit_many(new: Sequence[NewFact], existing: np.ndarray, *, gate: bool = Tru
     return outcomes, replacement
 
 
+def parsed_category(category: str) -> str:
+    """A ``newFacts`` entry's category as the response parser keeps it: stripped, or ``context``
+    when that leaves nothing (spec 1.12 B7)."""
+    return category.strip() or "context"
+
+
 def stored_category(category: str) -> str:
     """The category storage writes (spec 1.14): a core value or ``""`` as is, anything else ``other``."""
     return category if category in CATEGORIES or category == "" else "other"

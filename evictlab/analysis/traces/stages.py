@@ -39,6 +39,7 @@ from .lifecycle import (
     injected_in_order,
     injection_value,
     line_tokens,
+    parsed_category,
     protected_categories,
     review_proposals,
     stale_removals,
@@ -172,7 +173,7 @@ class Lifecycle:
             self._keys_of_ordinals[ordinal] = code
             extra["key"][at], extra["ordinal"][at], extra["tokens"][at] = code, ordinal, fact.tokens
             extra["valid_days"][at], extra["superseded"][at] = fact.valid_days, fact_id in self.superseded
-            self._categorise(at, row["category"])
+            self._categorise(at, parsed_category(row["category"]))
             renumber |= self._ids.add(fact_id)
             extra["id_order"][at] = self._ids.number(fact_id)
             if fact.supersedes is not None:
@@ -202,7 +203,7 @@ class Lifecycle:
             self._contradiction(entries)
         if "storage" in self.stages:
             for row in write.rows:
-                category = stored_category(row["category"])
+                category = stored_category(parsed_category(row["category"]))
                 if category != row["category"]:
                     table.recategorise(row["fact_id"], category)
                     self._categorise(table.index[row["fact_id"]], category)
