@@ -153,14 +153,21 @@ def parse_json(
         raise error(f"{where}: {problem}") from None
 
 
+def repeated_keys(pairs: list[tuple[str, Any]]) -> list[str]:
+    """The keys of a JSON object's ``pairs`` that repeat an earlier one, in order (printable)."""
+    seen: set[str] = set()
+    repeated = []
+    for key, _ in pairs:
+        if key in seen:
+            repeated.append(printable(key))
+        seen.add(key)
+    return repeated
+
+
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Refused(f"duplicate key {printable(key)!r}")
-            seen.add(key)
+        raise _Refused(f"duplicate key {repeated_keys(pairs)[0]!r}")
     return document
 
 
@@ -240,7 +247,10 @@ _SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _StrictLoader(_SafeBase):
-    """PyYAML's safe loader, refusing duplicate mapping keys."""
+    """PyYAML's safe loader, refusing duplicate mapping keys (or, with ``repeated`` a list, taking
+    the last value as PyYAML does and naming the key there)."""
+
+    repeated: list[str] | None = None
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
@@ -252,7 +262,9 @@ class _StrictLoader(_SafeBase):
                 duplicate = key in seen
             except TypeError:
                 continue  # an unhashable key; the base constructor reports it
-            if duplicate:
+            if duplicate and self.repeated is not None:
+                self.repeated.append(printable(key))
+            elif duplicate:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark,
                     f"found duplicate key {printable(key)!r}", key_node.start_mark,
@@ -263,10 +275,15 @@ class _StrictLoader(_SafeBase):
 
 def parse_yaml(
     data: bytes | str, *, where: str, error: type[Exception] = ContractError, max_nodes: int = MAX_YAML_NODES,
-    max_depth: int = MAX_DEPTH,
+    max_depth: int = MAX_DEPTH, repeated: list[str] | None = None,
 ) -> Any:
-    """Parse one YAML document safely: no tags beyond YAML's own, aliases bounded, keys unique."""
+    """Parse one YAML document safely: no tags beyond YAML's own, aliases bounded, keys unique.
+
+    ``repeated``, a list, allows a key repeated in a mapping as PyYAML's ``safe_load`` does (the
+    last value wins) and collects those keys (for files another program reads that way).
+    """
     loader = _StrictLoader(data)
+    loader.repeated = repeated
     loader.name = where  # error marks then name the file instead of "<byte string>"
     try:
         node = loader.get_single_node()

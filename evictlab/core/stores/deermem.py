@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -32,7 +33,14 @@ from typing import Any
 
 from ...errors import ContractError
 from ...policies.signals import parse_timestamp
-from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_ROWS_FILE_BYTES, parse_json, parse_yaml, read_bounded
+from ...readers import (
+    MAX_PROTOCOL_FILE_BYTES,
+    MAX_ROWS_FILE_BYTES,
+    parse_yaml,
+    read_bounded,
+    repeated_keys,
+    structure_problem,
+)
 from ...times import iso_z
 from ..tokens import content_digest, fact_line, token_counter
 
@@ -170,7 +178,7 @@ def _read_bucket(root: Path, bucket: Bucket, count: Any, problems: list[str], no
     for path in sorted((folder / "facts").glob("**/*.md")):
         try:
             fact = parse_fact(path, read_bounded(path, MAX_PROTOCOL_FILE_BYTES, what="fact file", error=StoreProblem),
-                              bucket, count)
+                              bucket, count, notes)
         except StoreProblem as problem:
             problems.append(str(problem))
             continue
@@ -189,13 +197,39 @@ def _read_bucket(root: Path, bucket: Bucket, count: Any, problems: list[str], no
 
 
 def _sidecar(path: Path, kind: type, notes: list[str]) -> Any:
-    """A sidecar as DeerMem reads it: missing, unreadable or of the wrong root type reads as empty."""
+    """A sidecar as DeerMem reads it (Python's ``json``): missing, unreadable or of the wrong root
+    type reads as empty. ``json`` also reads NaN, Infinity, a number beyond the double range (as
+    infinity) and a repeated key (the last value wins); the snapshot holds such numbers as null
+    (1.3 reads them alike: no heat, no score), so that its strict readers read it back."""
     if not path.exists():
         return kind()
+    repeated: list[str] = []
+
+    def last_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        document = dict(pairs)
+        if len(document) != len(pairs):
+            repeated.extend(repeated_keys(pairs))
+        return document
+
     try:
-        value = parse_json(read_bounded(path, MAX_ROWS_FILE_BYTES, what="sidecar"), where=str(path))
+        value = json.loads(read_bounded(path, MAX_ROWS_FILE_BYTES, what="sidecar"), object_pairs_hook=last_wins)
     except ContractError as problem:
         notes.append(f"{problem}; read as empty, as DeerMem does")
+        return kind()
+    except (UnicodeDecodeError, ValueError, RecursionError) as problem:
+        reason = "not UTF-8 text" if isinstance(problem, UnicodeDecodeError) else "not JSON Python reads"
+        notes.append(f"{path}: {reason} ({str(problem).splitlines()[0][:200]}); read as empty, as DeerMem does")
+        return kind()
+    if repeated:
+        notes.append(f"{path}: repeats key(s) {', '.join(sorted(set(repeated)))!r} in an object; the last value is"
+                     " read, as DeerMem does")  # fmt: skip
+    value, replaced = _finite(value)
+    if replaced:
+        notes.append(f"{path}: {replaced} non-finite number(s) (NaN, Infinity or beyond the double range) read as"
+                     " null: no heat or score, as DeerMem reads them")  # fmt: skip
+    found = structure_problem(value, strings=False)
+    if found:
+        notes.append(f"{path}: {found}; read as empty")
         return kind()
     if not isinstance(value, kind):
         notes.append(f"{path}: the root is not a JSON {'array' if kind is list else 'object'}; read as empty,"
@@ -222,8 +256,24 @@ def split_fact_text(text: str) -> tuple[str, str, str] | None:
     return text[4:end], title, "\n".join(lines).strip()
 
 
-def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any) -> dict[str, Any]:
-    """The kept fields of one fact file, or :class:`StoreProblem` naming the file and field."""
+def _finite(value: Any) -> tuple[Any, int]:
+    """``value`` with every NaN or infinite float replaced by None, and how many were."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, 1
+    if isinstance(value, list):
+        items = [_finite(item) for item in value]
+        return [item for item, _ in items], sum(count for _, count in items)
+    if isinstance(value, dict):
+        pairs = {key: _finite(item) for key, item in value.items()}
+        return {key: item for key, (item, _) in pairs.items()}, sum(count for _, count in pairs.values())
+    return value, 0
+
+
+def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any, notes: list[str] | None = None) -> dict[str, Any]:
+    """The kept fields of one fact file, or :class:`StoreProblem` naming the file and field.
+
+    A key repeated in the front matter is read as PyYAML's ``safe_load`` reads it (the last
+    value wins), with a line in ``notes``."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -232,7 +282,11 @@ def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any) -> dict[str,
     if parts is None:
         raise StoreProblem(f"{path}: no front matter (the file must start with '---' and close it with a '---' line)")
     front, _title, content = parts
-    meta = parse_yaml(front, where=f"{path}: front matter", error=StoreProblem)
+    repeated: list[str] = []
+    meta = parse_yaml(front, where=f"{path}: front matter", error=StoreProblem, repeated=repeated)
+    if repeated and notes is not None:
+        notes.append(f"{path}: front matter repeats key {', '.join(map(repr, dict.fromkeys(repeated)))}; the last value"
+                     " is read, as DeerMem's YAML loader does")  # fmt: skip
     if not isinstance(meta, dict):
         raise StoreProblem(f"{path}: the front matter is not a YAML mapping")
     fact = check_fields(meta, path, bucket)
