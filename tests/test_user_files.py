@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 from store_fixtures import START, bucket_dir, replayed_store, stored_fact, write_fact
 
-from evictlab.core.stores.deermem import METADATA
+from evictlab.core.stores.deermem import METADATA, shard
 
 AUDIT_SIDECAR, USAGE_SIDECAR = "eviction-audit.json", "fact-usage.json"
 
 
 def evictlab(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "evictlab", *map(str, args)], capture_output=True, text=True)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +94,34 @@ def test_a_front_matter_with_a_repeated_key_loads_with_the_last_value_as_yaml_sa
     rows = [json.loads(line) for line in (tmp_path / "import" / "facts.jsonl").read_text().splitlines()]
     assert {row["id"]: row["confidence"] for row in rows} == {"fact_aaaa0001": 0.3, "fact_aaaa0002": 0.5}
     assert f"{path}: front matter repeats key 'confidence'" in result.stderr
+
+
+# --------------------------------------------------------------------------- output folders over input folders
+
+
+@pytest.mark.parametrize("inside", [".", "users", f"users/demo-user/agents/__default__/facts/{shard('fact_x')}"])
+def test_import_refuses_to_write_into_the_store_it_reads(store, tmp_path, inside):
+    root = copy_store(store, tmp_path)
+    before = tree(root)
+    result = evictlab("import", "deermem", root, "--output-dir", root / inside)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "inside the store" in result.stderr and str(root) in result.stderr
+    assert tree(root) == before and sorted(path.name for path in root.iterdir()) == ["users"]
+
+
+def test_import_refuses_an_output_folder_that_holds_the_store(store, tmp_path):
+    root = copy_store(store, tmp_path)
+    result = evictlab("import", "deermem", root, "--output-dir", tmp_path)
+    assert result.returncode == 2 and "holds the store" in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["store"]
+
+
+@pytest.mark.parametrize("inside", [".", "traces"])
+def test_audit_refuses_to_write_into_the_import_it_reads(store, tmp_path, inside):
+    assert evictlab("import", "deermem", store, "--output-dir", tmp_path / "import").returncode == 0
+    before = tree(tmp_path / "import")
+    result = evictlab("audit", tmp_path / "import", "--output-dir", tmp_path / "import" / inside)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "inside the imported store" in result.stderr
+    assert tree(tmp_path / "import") == before

@@ -27,7 +27,7 @@ from ..core.stores.imported import (
     trace_rows,
 )
 from ..core.tokens import MODES
-from ._common import add_command, add_param_option, command_group, parameter_changes
+from ._common import add_command, add_param_option, check_apart, command_group, parameter_changes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_import(args: argparse.Namespace) -> int:
     clock = None if args.clock is None else coerce_value("evaluation_time", args.clock, where="--clock")
+    check_apart(args.output_dir, args.store, "the store")
     stores: list[Store] = []
 
     def read() -> None:
@@ -143,6 +144,8 @@ def run_audit(args: argparse.Namespace) -> int:
     from ..policies import PolicyParams
 
     params = PolicyParams().replace(**parameter_changes(args.param))
+    if args.output_dir is not None:
+        check_apart(args.output_dir, args.folder, "the imported store")
     store = load_import(args.folder)
     checks = check_events(store, params)
     facts = shadow_facts(store)
