@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from store_fixtures import START, bucket_dir, replayed_store, stored_fact, write_fact
 
+from evictlab.analysis.evaluate import write_run
+from evictlab.core.pools import open_pools
+from evictlab.core.runspec import RunSpec
 from evictlab.core.stores.deermem import METADATA, shard
 
 AUDIT_SIDECAR, USAGE_SIDECAR = "eviction-audit.json", "fact-usage.json"
@@ -125,3 +128,37 @@ def test_audit_refuses_to_write_into_the_import_it_reads(store, tmp_path, inside
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "inside the imported store" in result.stderr
     assert tree(tmp_path / "import") == before
+
+
+# --------------------------------------------------------------------------- the gate on unfinished runs
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("runs") / "base"
+    write_run(folder, open_pools(RunSpec()), ["hybrid-v1"], [7])
+    return folder
+
+
+@pytest.mark.parametrize("status", ["running", "interrupted", "error"])
+@pytest.mark.parametrize("side", ["--baseline", "--candidate"])
+def test_the_gate_refuses_a_run_that_did_not_finish(finished_run, tmp_path, status, side):
+    unfinished = tmp_path / "unfinished"
+    subprocess.run(["cp", "-r", str(finished_run), str(unfinished)], check=True)
+    record = unfinished / "run-policy.run.json"
+    record.write_text(record.read_text().replace('"status": "success"', f'"status": "{status}"', 1))
+    sides = {"--baseline": finished_run, "--candidate": finished_run, side: unfinished}
+    result = evictlab("gate", *[item for pair in sides.items() for item in pair])
+    assert result.returncode == 2, result.stdout
+    assert f"{record}: the run-policy run is {status}" in result.stderr
+    assert "passed" not in result.stdout
+
+
+def test_the_gate_refuses_an_unreadable_record_and_passes_a_finished_rerun(finished_run, tmp_path):
+    broken = tmp_path / "broken"
+    subprocess.run(["cp", "-r", str(finished_run), str(broken)], check=True)
+    (broken / "run-policy.run.json").write_text("{")
+    result = evictlab("gate", "--baseline", finished_run, "--candidate", broken)
+    assert result.returncode == 2 and "unreadable run record" in result.stderr
+    result = evictlab("gate", "--baseline", finished_run, "--candidate", finished_run)
+    assert result.returncode == 0 and "passed" in result.stdout

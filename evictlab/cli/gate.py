@@ -10,11 +10,14 @@ from typing import Any
 from xml.etree import ElementTree
 
 from ..errors import ContractError
+from ..results import SUCCESS, read_record, record_path
 from ..workbench.viewer import compare, load_run
 from ._common import add_command, non_negative_float
 
 FORMATS = ("text", "json", "junit")
 SUCCESSES = {"policy": "support kept", "qa": "correct"}
+#: The run records of the folders the gate compares (a DeerFlow folder has none).
+RECORDS = ("run-policy", "grade-qa")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +53,8 @@ def gate(baseline: Path, candidate: Path, max_flips: int = 0, max_retention_drop
     """The gate's verdict: the pairing, the flips, the two retention shares and why it fails."""
     if max_flips < 0:
         raise ContractError(f"--max-flips must be >= 0, got {max_flips}")
+    for folder in (baseline, candidate):
+        check_finished(folder)
     first, second = load_run(baseline), load_run(candidate)
     result = compare(first, second)
     success = SUCCESSES[first.kind]
@@ -73,6 +78,16 @@ def gate(baseline: Path, candidate: Path, max_flips: int = 0, max_retention_drop
             "retention": {"baseline": shares[0], "candidate": shares[1]},
             "max_flips": max_flips, "max_retention_drop": max_retention_drop, "passed": not failures,
             "failures": failures, "cases": sorted(paired)}  # fmt: skip
+
+
+def check_finished(folder: Path) -> None:
+    """Refuse a folder whose evictlab run is still running, was interrupted or failed: its files
+    may be those of an earlier, unfinished run, or not all there."""
+    for kind in RECORDS:
+        record = read_record(folder, kind) if folder.is_dir() else None
+        if record is not None and record.status != SUCCESS:
+            raise ContractError(f"{record_path(folder, kind)}: the {kind} run is {record.status}; gate only"
+                                " finished runs (rerun it into the same folder to finish it)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
