@@ -191,12 +191,15 @@ class JupyterLab:
         """Address, token and state folders in the server's own config folder, so that a command
         given whole (``make lab``) serves where the test looks; and the settings a person would
         click through once: start the notebook's kernel without asking, fetch no news (the
-        machine is offline, and the toast would cover the page)."""
+        machine is offline, and the toast would cover the page). Kernels talk over Unix sockets."""
         state = Path(self._state.name)
         config = {
             "ServerApp": {"ip": "127.0.0.1", "port": 0, "port_retries": 0, "open_browser": False,
                           "password": ""},
             "IdentityProvider": {"token": self.token},
+            # Kernels over Unix sockets beside their connection files: no local TCP port to lose
+            # to another process between its choice and the kernel's bind (see report.kernel_config).
+            "KernelManager": {"transport": "ipc"},
             "LabApp": {"user_settings_dir": str(state / "settings"), "workspaces_dir": str(state / "workspaces"),
                        "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
         }

@@ -583,6 +583,27 @@ def test_no_kernel_outlives_the_report(tmp_path, tiny_suite):
     assert not kernels
 
 
+def test_each_kernel_talks_over_unix_sockets_in_a_folder_of_its_own(tmp_path):
+    """No TCP ports, so no port another process can take between jupyter_client's choice and the
+    kernel's bind (CI once lost a report to "Address already in use"); the folder goes with the run."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    parameters = "spec = 'pr4810-final'  # s\nsmoke = False  # s\nfigures_dir = None  # f\ntables_dir = None  # t"
+    names = ["01_a.ipynb", "02_b.ipynb"]
+    for name in names:
+        write_notebook(folder / name, parameters, "from ipykernel.connect import get_connection_info\n"
+                       "info = get_connection_info(unpack=True)\nprint(info['transport'], info['ip'])")
+    result = report.run_report(tmp_path / "out", notebook_dir=folder, available=names, progress=False)
+    assert result.ok, result.error
+    seen = []
+    for name in names:
+        executed = nbformat.read(tmp_path / "out" / "notebooks" / name, as_version=4)
+        transport, ip = executed.cells[-1].outputs[0]["text"].split()
+        assert transport == "ipc"
+        seen.append(Path(ip).parent)
+    assert seen[0] != seen[1] and not any(path.exists() for path in seen)
+
+
 def test_a_report_of_other_notebooks_or_another_spec_is_refused_unless_replaced(tmp_path, tiny_suite):
     folder, names = tiny_suite
     output = tmp_path / "out"

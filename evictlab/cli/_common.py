@@ -288,7 +288,6 @@ def with_policy_parameters(policies: Sequence[str], assignments: Sequence[str]) 
     return specs
 
 
-
 def check_apart(output: Path, source: Path, what: str) -> None:
     """Refuse an output folder that is ``source`` (an input folder), lies inside it or holds it:
     a run would write among the files it reads (and clear stray temporary files there)."""

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -84,9 +85,24 @@ PDF_FILE = "report.pdf"
 NOTEBOOKS_SUBDIR = "notebooks"
 FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
-#: Arguments of every notebook kernel. Its own log (a warning about unencrypted local TCP on
-#: every start) is noise here; cell errors reach the executed notebook anyway.
+#: Arguments of every notebook kernel. Its own log (start-up notices on every start) is noise
+#: here; cell errors reach the executed notebook anyway.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", "--HistoryManager.hist_file=:memory:"]
+
+
+def kernel_config(socket_dir: Path) -> Any:
+    """The kernel manager's settings: Unix sockets in ``socket_dir`` instead of local TCP ports.
+
+    Over TCP, jupyter_client picks five free ports and the kernel binds them a moment later;
+    a kernel of another process (a second report, a parallel test) can take one in between,
+    and the kernel dies at start with "Address already in use". Socket files in a folder of
+    this notebook's own cannot clash. Windows has no Unix sockets there, so it keeps TCP.
+    """
+    from traitlets.config import Config
+
+    if os.name == "nt":
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(socket_dir / "kernel")}})
 
 #: Parameters the report sets itself; ``-p`` may not override them. The notebooks take the
 #: first three in ``spec``; they stay reserved, so ``-p preset ...`` is an error, not a no-op.
@@ -398,6 +414,7 @@ def execute(
 
     started = time.perf_counter()
     run.status = RUNNING
+    socket_dir = tempfile.TemporaryDirectory(prefix="evictlab-kernel-")
     try:
         papermill.execute_notebook(
             str(run.input_path),
@@ -408,6 +425,7 @@ def execute(
             log_output=False,
             extra_arguments=KERNEL_ARGUMENTS,
             shutdown_kernel="immediate",  # a graceful shutdown logs an interrupt of the idle kernel
+            config=kernel_config(Path(socket_dir.name)),
         )
     except PapermillExecutionError as error:
         run.status = ERROR
@@ -424,6 +442,8 @@ def execute(
                      "evalue": str(error), "source": None}
     else:
         run.status = SUCCESS
+    finally:
+        socket_dir.cleanup()
     run.duration_seconds = time.perf_counter() - started
     if run.output_path.is_file():  # also a failed notebook's copy, up to its failing cell
         try:
