@@ -130,6 +130,28 @@ def test_audit_refuses_to_write_into_the_import_it_reads(store, tmp_path, inside
     assert tree(tmp_path / "import") == before
 
 
+@pytest.mark.parametrize("command", [("run-policy", "--dataset"), ("trace", "replay", "--trace")])
+@pytest.mark.parametrize("inside", [".", "traces"])
+def test_run_policy_and_trace_replay_refuse_to_write_into_the_import_they_read(store, tmp_path, command, inside):
+    assert evictlab("import", "deermem", store, "--output-dir", tmp_path / "import").returncode == 0
+    before = tree(tmp_path / "import")
+    result = evictlab(*command, tmp_path / "import", "--capacities", "5", "--output-dir", tmp_path / "import" / inside)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "inside the imported store" in result.stderr
+    assert tree(tmp_path / "import") == before
+
+
+def test_a_file_put_among_an_imports_traces_later_is_not_replayed_as_one(store, tmp_path):
+    # Only the traces the import's record lists are the store's; a stray JSONL file (here a
+    # run-policy output written there before the refusal above existed) is no trace of it.
+    assert evictlab("import", "deermem", store, "--output-dir", tmp_path / "import").returncode == 0
+    (tmp_path / "import" / "traces" / "policy.raw.jsonl").write_text('{"capacity": 5}\n')
+    result = evictlab("trace", "replay", "--trace", tmp_path / "import", "--capacities", "5", "--output-dir",
+                      tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "policy.raw.jsonl" not in (tmp_path / "out" / "trace-replay.run.json").read_text()
+
+
 # --------------------------------------------------------------------------- the gate on unfinished runs
 
 

@@ -291,7 +291,7 @@ def with_policy_parameters(policies: Sequence[str], assignments: Sequence[str]) 
 def check_apart(output: Path, source: Path, what: str) -> None:
     """Refuse an output folder that is ``source`` (an input folder), lies inside it or holds it:
     a run would write among the files it reads (and clear stray temporary files there)."""
-    out, into = output.resolve(), source.resolve()
+    out, into = Path(output).resolve(), Path(source).resolve()
     if out == into or into in out.parents:
         raise ContractError(f"--output-dir {output} is inside {what} {source}, which evictlab only reads;"
                             " choose an output folder outside it")  # fmt: skip

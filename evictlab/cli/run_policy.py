@@ -27,6 +27,7 @@ from ._common import (
     add_command,
     add_param_option,
     add_pool_options,
+    check_apart,
     parameter_changes,
     parse_csv,
     pool_set_from,
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     # A bad override or policy fails before anything is read.
     changes = parameter_changes(args.param)
     if args.dataset is not None and is_import(args.dataset):
+        check_apart(args.output_dir, args.dataset, "the imported store")
         return run_store(args, changes)
     policies = with_policy_parameters(args.policies, args.param)
     spec = spec_from(args)

@@ -49,6 +49,7 @@ from ..policies import PolicyParams
 from ._common import (
     add_dataset_options,
     add_protocol_options,
+    check_apart,
     command_group,
     dataset_from,
     parameter_changes,
@@ -274,6 +275,9 @@ def run_replay(args: argparse.Namespace) -> int:
     recorded: dict[str, Any]
     # Which rule counted an imported store's tokens (spec 1.13: cl100k_base where it loads offline, else char).
     rules = {str(path): load_import(path).token_counting for path in args.trace if is_import(path)}
+    for path in args.trace:
+        if is_import(path):
+            check_apart(args.output_dir, path, "the imported store")
     args.trace = [trace for path in args.trace for trace in (store_traces(path) if is_import(path) else [path])]
     if args.suite:
         suite, refused = lifecycle_traces()

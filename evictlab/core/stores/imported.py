@@ -112,9 +112,15 @@ def trace_rows(bucket: Bucket) -> tuple[list[dict[str, Any]], int]:
 
 
 def store_traces(folder: str | Path) -> list[Path]:
-    """The trace files of an imported store, one per bucket, checked against the import's record."""
+    """The trace files of an imported store, one per bucket, checked against the import's record.
+
+    They are the ``traces/`` files the record lists, not whatever lies there: a file written
+    there later (another command's output) is no trace of the store.
+    """
     load_import(folder)
-    return sorted((Path(folder) / "traces").rglob("*.jsonl"))
+    record = read_record(Path(folder), KIND)
+    assert record is not None  # load_import checked it
+    return sorted(Path(folder) / name for name in record.outputs if name.startswith("traces/"))
 
 
 def is_import(folder: str | Path) -> bool:
