@@ -78,14 +78,15 @@ def reference_steps(policy: str, capacity: int, chunk, seed: int = 0, params=Non
     return steps(memory, chunk)
 
 
-def tied_trace(rng: random.Random, length: int = 60) -> dict:
-    """A random trace full of ties: few distinct times, confidences and categories."""
+def tied_trace(rng: random.Random, length: int = 60, *, hex_ids: bool = False) -> dict:
+    """A random trace full of ties: few distinct times, confidences and categories (``hex_ids``:
+    ids ``fact_`` + 32 random hex digits, as an import gives a fact without one, spec 1.14)."""
     records, added, moment = [], [], START
     for _ in range(length):
         moment += rng.choice([0, 0, 0, SECOND, 3600 * SECOND, 86_400 * SECOND, 40 * 86_400 * SECOND])
         kind = rng.choice(["add", "add", "add", "search", "search", "confirm", "ask", "tick"])
         if kind == "add" or not added:
-            fact_id = f"f{len(added)}"
+            fact_id = f"fact_{rng.getrandbits(128):032x}" if hex_ids else f"f{len(added)}"
             added.append(fact_id)
             records.append({"time": moment, "event": "add", "fact_id": fact_id, "content_length": 3,
                             "confidence": rng.choice([0.7, 0.8, 0.8, 1.0]),
@@ -185,7 +186,8 @@ def test_size_groups_hold_every_memory_once_by_capacity():
 
 
 def test_exact_ties_break_by_stored_order():
-    # Same confidence, same update: exact ties; the kept list is in rank order (spec 1.4).
+    # Same confidence, same update: exact ties, broken by input position (spec 1.4); the kept
+    # facts are stored, and listed, sorted by id (1.14).
     rows = [add("2026-01-01T00:00:00", name, 0.8) for name in "abcd"]
     rows.append(add("2026-01-02T00:00:00", "e", 0.8))
     chunk = chunk_from_rows(rows)
@@ -193,7 +195,65 @@ def test_exact_ties_break_by_stored_order():
         assert steps(make_memory(policy, 3), chunk) == steps(ReferenceMemory(policy, 3), chunk)
     assert steps(make_memory("confidence", 3), chunk)[-1] == ("a", "b", "c")
     # hybrid-v1: the newest fact is the freshest; among the tied older ones input order wins.
-    assert steps(make_memory("hybrid-v1", 3), chunk)[-1] == ("e", "a", "b")
+    assert steps(make_memory("hybrid-v1", 3), chunk)[-1] == ("a", "b", "e")
+
+
+def search(moment: str, *fact_ids: str) -> dict:
+    return {"time": at(moment), "event": "search", "fact_ids": list(fact_ids)}
+
+
+def kept_after(policy: str, capacity: int, chunk) -> list[tuple[str, ...]]:
+    """The kept set after the last write, from the lockstep and from the scalar reference (equal)."""
+    found = [set(steps(memory, chunk)[-1]) for memory in (make_memory(policy, capacity),
+                                                          ReferenceMemory(policy, capacity))]
+    assert found[0] == found[1], policy
+    return sorted(found[0])
+
+
+def test_the_selector_sees_the_snapshot_sorted_by_id_then_the_new_facts():
+    # Spec 1.12 C6: the input order is the snapshot facts, which storage returns sorted by id
+    # (1.14), then the update's new facts; 1.4 breaks ties by input position. Ids not in
+    # insertion order, cap 2, confidence: z (0.8), then a (0.8), under the cap; then m (0.9).
+    # DeerMem's input is [a, z, m]: m first, then the tie a/z by input position, a before z:
+    # kept {a, m}, z evicted. (In insertion order, [z, a, m], z would win the tie.)
+    records = [add("2026-01-01T00:00:00", "z", 0.8), add("2026-01-02T00:00:00", "a", 0.8),
+               add("2026-01-03T00:00:00", "m", 0.9)]
+    assert kept_after("confidence", 2, chunk_from_rows(records)) == ["a", "m"]
+    asks = [{"time": at("2026-01-04T00:00:00"), "event": "ask", "fact_id": name} for name in ("a", "z")]
+    result = replay_policy([chunk_from_rows(records + asks)], "confidence", 2)
+    assert (result.counts.asks, result.counts.answerable) == (2, 1)
+
+
+def test_facts_that_pass_each_other_tie_in_id_order_not_rank_order():
+    # lru (a cache: the update's new facts are admitted, the residents trimmed to the room left)
+    # at cap 3, ids in insertion order. f1-f3 arrive together; f3 is searched, so at f4's write
+    # the residents rank f3 (searched at t2), then f1 and f2 (created t1, tied: f1 by input
+    # position): room 2 keeps f3 and f1, f2 goes. DeerMem stores {f1, f3, f4}; its next snapshot
+    # is [f1, f3, f4] (by id), the rank order was [f3, f1]. A search returns f1 and f3 at t4, so
+    # they tie again; f5 and f6 arrive together, leaving room 1: the residents [f1, f3, f4] rank
+    # f1 and f3 (t4, tied: f1 first by input position), then f4 (created t3): kept {f1, f5, f6}.
+    # (Kept in rank order, [f3, f1, f4], f3 would win.)
+    chunk = chunk_from_rows([
+        *(add("2026-01-01T00:00:00", name) for name in ("f1", "f2", "f3")),
+        search("2026-01-02T00:00:00", "f3"),
+        add("2026-01-03T00:00:00", "f4"),
+        search("2026-01-04T00:00:00", "f1", "f3"),
+        add("2026-01-05T00:00:00", "f5"), add("2026-01-05T00:00:00", "f6"),
+    ])
+    assert kept_after("lru", 3, chunk) == ["f1", "f5", "f6"]
+
+
+def test_lockstep_matches_the_reference_with_random_hex_ids():
+    # Imported stores: ids are random hex, so id order is not insertion order and every write's
+    # snapshot is reordered before the selector sees it.
+    rng = random.Random("hex")
+    for trial in range(3):
+        chunk = tied_trace(rng, 80, hex_ids=True)
+        for policy in ("confidence", "hybrid-v1", "lru", "lfu-aging", "sieve", "random", "lru+mmr(0.5)"):
+            specs = [MemorySpec.of(policy, capacity, seed) for capacity in (1, 2, 3, 5, 8) for seed in (0, 2)]
+            for spec, kept in zip(specs, all_steps(Lockstep(specs), chunk)):
+                assert kept == reference_steps(policy, spec.capacity, chunk, spec.seed), (policy, trial, spec)
+                assert all(list(state) == sorted(state) for state in kept)  # as storage returns them
 
 
 def test_usage_vector_through_the_replayer():

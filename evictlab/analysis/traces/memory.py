@@ -5,8 +5,10 @@ collections decide exactly as the spec says:
 
 * :class:`Lockstep`, the replay's own: every memory of a run over one :class:`FactTable`. A
   fact's signals depend on the trace's events only, never on the memory holding it (an evicted
-  fact never returns), so they are kept once, as columns by row; a memory is its rows in stored
-  order. At each write the memories over their cap are decided in one call of the one selector,
+  fact never returns), so they are kept once, as columns by row; a memory is its rows. At each
+  write the memories over their cap are decided in one call of the one selector, on DeerMem's
+  input order (spec 1.12 C6): the snapshot as storage returns it, sorted by fact id (1.14), then
+  the update's new facts (each row's place in id order is a column, :attr:`FactTable.id_order`),
   :func:`evictlab.selection.selector.select_rows` (each policy's ``rank_keys`` on its memories'
   rows; a policy without rank keys, ``mmr``, by its own ``select`` on the same facts as
   DeerMem-shaped dicts). Rows no memory holds are dropped (:meth:`FactTable.compact`): the state
@@ -18,10 +20,12 @@ collections decide exactly as the spec says:
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import dataclasses
 import functools
 import itertools
+import math
 import platform
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -127,13 +131,50 @@ def _grown(array: np.ndarray, size: int, fill: Any) -> np.ndarray:
 _TIMES, _COUNTS = ("created", "accessed", "confirmed"), ("access_count", "confirmation_count")
 
 
+class IdOrder:
+    """Numbers in the order of fact ids (Python's string order, as storage sorts them), assigned
+    as ids arrive: the midpoint of the neighbours' (the next integer at either end), every id
+    renumbered when two neighbours run out of room between them."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.numbers: list[float] = []
+
+    def add(self, fact_id: str) -> bool:
+        """Place ``fact_id``; whether every number changed (then read them again by :meth:`of`)."""
+        at = bisect.bisect_left(self.ids, fact_id)
+        low = self.numbers[at - 1] if at else -math.inf
+        high = self.numbers[at] if at < len(self.numbers) else math.inf
+        number = (low + high) / 2 if math.isfinite(low + high) else low + 1 if math.isfinite(low) else (
+            high - 1 if math.isfinite(high) else 0.0)
+        self.ids.insert(at, fact_id)
+        self.numbers.insert(at, number)
+        if not low < number < high:
+            self.numbers = [float(position) for position in range(len(self.ids))]
+            return True
+        return False
+
+    def number(self, fact_id: str) -> float:
+        return self.numbers[bisect.bisect_left(self.ids, fact_id)]
+
+    def of(self, fact_ids: Sequence[str]) -> np.ndarray:
+        found = dict(zip(self.ids, self.numbers))
+        return np.array([found[fact_id] for fact_id in fact_ids], dtype=np.float64)
+
+    def retain(self, fact_ids: set[str]) -> None:
+        """Forget every id but ``fact_ids`` (the others keep their numbers)."""
+        kept = [(fact_id, number) for fact_id, number in zip(self.ids, self.numbers) if fact_id in fact_ids]
+        self.ids, self.numbers = [fact_id for fact_id, _ in kept], [number for _, number in kept]
+
+
 class FactTable:
     """Every fact some memory of a replay holds: signals as columns by row, rows by fact id.
 
     Times are integer microseconds (``accessed`` and ``confirmed`` :data:`NO_TIME` until the
     first search or confirmation), ``heat`` the usage entry's ``accessHeat`` as spec 1.7's
     update computes it (under ``access_half_life_days``), counts int64, ``category`` codes
-    into :attr:`category_names` (DeerMem's comparison form), ``stored`` the category as added.
+    into :attr:`category_names` (DeerMem's comparison form), ``stored`` the category as added,
+    ``id_order`` the row's place in fact-id order (:class:`IdOrder`; storage's order, spec 1.14).
     """
 
     def __init__(self, access_half_life_days: float) -> None:
@@ -145,6 +186,8 @@ class FactTable:
         self.confidence = np.zeros(1024)
         self.heat = np.zeros(1024)
         self.category = np.zeros(1024, dtype=np.int64)
+        self.id_order = np.zeros(1024)
+        self._id_numbers = IdOrder()
         self.times = {name: np.full(1024, NO_TIME, dtype=np.int64) for name in _TIMES}
         self.counts = {name: np.zeros(1024, dtype=np.int64) for name in _COUNTS}
         self.category_names: list[str] = []
@@ -162,7 +205,7 @@ class FactTable:
         """A new row for a fact added at ``now``; its number."""
         row = self.size
         if row == len(self.ids):
-            for name in ("ids", "stored", "confidence", "heat", "category"):
+            for name in ("ids", "stored", "confidence", "heat", "category", "id_order"):
                 setattr(self, name, _grown(getattr(self, name), row + 1, None if name in ("ids", "stored") else 0))
             self.times = {name: _grown(column, row + 1, NO_TIME) for name, column in self.times.items()}
             self.counts = {name: _grown(column, row + 1, 0) for name, column in self.counts.items()}
@@ -172,6 +215,10 @@ class FactTable:
         self.times["created"][row] = now
         self.index[fact_id] = row
         self.size += 1
+        if self._id_numbers.add(fact_id):
+            self.id_order[: self.size] = self._id_numbers.of(self.ids[: self.size].tolist())
+        else:
+            self.id_order[row] = self._id_numbers.number(fact_id)
         return row
 
     def _categorise(self, row: int, category: str) -> None:
@@ -252,7 +299,7 @@ class FactTable:
         keep = np.flatnonzero(live[: self.size])
         remap = np.full(self.size, -1, dtype=np.int64)
         remap[keep] = np.arange(len(keep))
-        fills = {"ids": None, "stored": None, "confidence": 0, "heat": 0, "category": 0}
+        fills = {"ids": None, "stored": None, "confidence": 0, "heat": 0, "category": 0, "id_order": 0}
         columns = [(getattr(self, name), fill) for name, fill in fills.items()]
         columns += [(column, NO_TIME) for column in self.times.values()]
         columns += [(column, 0) for column in self.counts.values()]
@@ -262,7 +309,20 @@ class FactTable:
             column[len(keep) :] = fill  # a row reused by a later add starts as a new one
         self.size = len(keep)
         self.index = {fact_id: row for row, fact_id in enumerate(self.ids[: self.size].tolist())}
+        self._id_numbers.retain(set(self.index))
         return remap
+
+    def by_id(self, rows: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """``rows`` (K, width) with each row's ``valid`` entries sorted by fact id, the others after
+        them in their order (a stable sort, of only the rows not in that order already)."""
+        keys = np.where(valid, self.id_order[rows], np.inf)
+        unsorted = np.flatnonzero((keys[:, 1:] < keys[:, :-1]).any(axis=1))
+        if not len(unsorted):
+            return rows
+        rows = rows.copy()
+        moved = np.argsort(keys[unsorted], axis=1, kind="stable")
+        rows[unsorted] = np.take_along_axis(rows[unsorted], moved, axis=1)
+        return rows
 
 
 #: Flat entries of several memories: (each entry's position among them, its table row).
@@ -272,12 +332,15 @@ Entries = tuple[np.ndarray, np.ndarray]
 def admission_split(policy: Policy, stored: Any, arrivals: int, capacity: int) -> tuple[Any, int, Any, Any]:
     """How one selection is made under ``policy.admission``: (pool, room, held, dropped).
 
-    The pool is selected down to ``room`` by the policy; ``held`` is stored after the pool's
+    The pool is selected down to ``room`` by the policy; ``held`` is kept beside the pool's
     kept facts without being ranked; ``dropped`` is evicted unranked. ``compete`` (DeerMem):
     every fact is in the pool. ``admit`` (a cache): the update's ``arrivals`` new facts (the
-    last stored) are held and the residents are trimmed to the room left; when more facts
-    arrive than the cap holds, every resident is dropped and the new facts are the pool.
-    ``stored`` is a list or array in stored order; the parts are of the same kind.
+    last) are held and the residents are trimmed to the room left; when more facts arrive
+    than the cap holds, every resident is dropped (last first) and the new facts are the pool.
+    ``stored`` is a list or array in DeerMem's input order (the snapshot sorted by id, then the
+    update's facts, spec 1.12 C6), so the pool is too; the parts are of the same kind. Only
+    the selector's input order is storage's: what a cache policy reads of a fact (its
+    ``createdAt`` queue, its access counts) is the fact's own.
     """
     arrivals = min(arrivals, len(stored))
     residents, new = stored[: len(stored) - arrivals], stored[len(stored) - arrivals :]
@@ -291,8 +354,12 @@ def admission_split(policy: Policy, stored: Any, arrivals: int, capacity: int) -
 class Lockstep:
     """M memories (:class:`MemorySpec`) of one replay over one :class:`FactTable`, decided together.
 
-    ``present`` (M, table rows) says which memory holds which row; each memory's stored order
-    is ``order[m][: sizes[m]]``. :meth:`select` decides every memory over its cap.
+    ``present`` (M, table rows) says which memory holds which row, ``order[m][: sizes[m]]`` its
+    rows: the last selection's input order (its snapshot sorted by id, then its new facts) less
+    the evicted, then the facts added since. :meth:`select` decides every memory over its cap
+    on DeerMem's input order (spec 1.12 C6): the snapshot sorted by id (the rows merged into id
+    order first), then the update's new facts; :meth:`kept_ids` lists them sorted by id, as
+    storage stores them.
     """
 
     #: Call the selector on every write, even under the cap (the reference loop of a benchmark).
@@ -334,8 +401,9 @@ class Lockstep:
         return [np.sort(group) for group in groups] + [np.flatnonzero(~self.capped)]
 
     def kept_ids(self, memory: int = 0) -> list[str]:
-        """The ids of one memory, in DeerMem's stored order."""
-        return self.table.ids[self.order[memory, : self.sizes[memory]]].tolist()
+        """The ids of one memory, in DeerMem's stored order (sorted by id, spec 1.14)."""
+        rows = self.order[memory : memory + 1, : self.sizes[memory]]
+        return self.table.ids[self.table.by_id(rows, np.ones(rows.shape, dtype=bool))[0]].tolist()
 
     def contains(self, fact_id: str) -> np.ndarray:
         """Which memories hold ``fact_id`` (M,)."""
@@ -412,9 +480,15 @@ class Lockstep:
         return evicted
 
     def _select(self, chosen: np.ndarray, now: int, evicted: list[list[str]]) -> None:
-        """Decide the memories ``chosen`` (grouped by policy), as :func:`admission_split` splits each."""
+        """Decide the memories ``chosen`` (grouped by policy), as :func:`admission_split` splits
+        each, on DeerMem's input order."""
         sizes, caps = self.sizes[chosen], self.capacities[chosen]
         arrivals = np.minimum(self.arrivals[chosen], sizes)
+        # The input order (spec 1.12 C6): the snapshot sorted by id, then this update's facts.
+        # Only the last selection's new facts, and those added since, are out of id order.
+        full = int(sizes.max())
+        snapshot = np.arange(full) < (sizes - arrivals)[:, None]
+        self.order[chosen, :full] = self.table.by_id(self.order[chosen, :full], snapshot)
         admit = self.admits[chosen] & (arrivals > 0)
         flood, trim = admit & (arrivals > caps), admit & (arrivals <= caps)
         start = np.where(flood, sizes - arrivals, 0)
@@ -426,8 +500,7 @@ class Lockstep:
         last = self.order.shape[1] - 1
         valid = np.arange(width) < length[:, None]
         rows = np.where(valid, self.order[chosen[:, None], np.minimum(start[:, None] + np.arange(width), last)], 0)
-        # Each memory's kept and evicted rows, flat: (position in ``chosen`` of each entry, row).
-        kept: list[Entries] = []
+        # Each memory's evicted rows, flat: (position in ``chosen`` of each entry, row).
         gone: list[Entries] = []
         groups = np.flatnonzero(np.diff(self.group_of[chosen], prepend=-1, append=len(self.specs) + 1))
         vectorised: list[tuple[Policy, slice]] = []
@@ -446,33 +519,20 @@ class Lockstep:
                 context = SelectionContext(now=moment, usage=usage, params=self.params, seed=seed)
                 decision = policy.select(facts, int(room[position]), context)
                 index = dict(zip(self.table.ids[pool].tolist(), pool.tolist()))
-                mine = np.array([index[fact["id"]] for fact in decision.kept], dtype=np.int64)
                 theirs = np.array([index[item.fact_id] for item in decision.evicted], dtype=np.int64)
-                kept.append((np.full(len(mine), position), mine))
                 gone.append((np.full(len(theirs), position), theirs))
         if vectorised:
             part = slice(None) if len(ranked) == len(chosen) else np.array(ranked)
             mine_rows = rows[part]
             signals = self.table.signals(now, mine_rows, valid[part])
             seeds = np.array([self.specs[memory].seed for memory in chosen[part]])
-            found, lost = select_rows(vectorised, signals, room[part], self.params, seeds).entries(mine_rows)
+            _, lost = select_rows(vectorised, signals, room[part], self.params, seeds).entries(mine_rows)
             positions = np.arange(len(chosen))[part]
-            kept.append((positions[found[0]], found[1]))
             gone.append((positions[lost[0]], lost[1]))
-        (kept_at, kept_rows), kept_count = _by_position(kept, len(chosen))
         (gone_at, gone_rows), gone_count = _by_position(gone, len(chosen))
-        # More new facts than the cap: every resident goes, unranked, newest first.
+        # More new facts than the cap: every resident goes, unranked, last in the snapshot first.
         dropped = {int(position): self.order[chosen[position], : sizes[position] - arrivals[position]][::-1].copy()
                    for position in np.flatnonzero(flood)}
-        # The new order: the kept facts, then those held (admit: the update's new ones).
-        held = np.where(trim, arrivals, 0)
-        held_at = np.repeat(np.arange(len(chosen)), held)
-        held_column = np.arange(len(held_at)) - np.repeat(np.cumsum(held) - held, held)
-        held_rows = self.order[chosen[held_at], (sizes - arrivals)[held_at] + held_column]
-        kept_column = np.arange(len(kept_at)) - np.repeat(np.cumsum(kept_count) - kept_count, kept_count)
-        self.order[chosen[kept_at], kept_column] = kept_rows
-        self.order[chosen[held_at], kept_count[held_at] + held_column] = held_rows
-        self.sizes[chosen] = kept_count + held
         self.present[chosen[gone_at], gone_rows] = False
         ids = self.table.ids[gone_rows].tolist()
         ends = np.cumsum(gone_count).tolist()
@@ -482,6 +542,12 @@ class Lockstep:
             memory = int(chosen[position])
             self.present[memory, residents] = False
             evicted[memory] = evicted[memory] + self.table.ids[residents].tolist()
+        # What is left (the kept facts, and under ``admit`` those held) stays in input order: the
+        # snapshot's survivors sorted by id, then the update's, which the next selection merges in.
+        stored = self.order[chosen, :full]
+        alive = (np.arange(full) < sizes[:, None]) & self.present[chosen[:, None], stored]
+        self.order[chosen, :full] = np.take_along_axis(stored, np.argsort(~alive, axis=1, kind="stable"), axis=1)
+        self.sizes[chosen] = alive.sum(axis=1)
 
     def _compact(self, live: np.ndarray) -> None:
         remap = self.table.compact(live)

@@ -26,7 +26,10 @@ from .schema import from_us, iso
 class ReferenceMemory:
     """One memory as DeerMem stores it (fact dicts, a usage map), any policy: the scalar reference.
 
-    It has the collection interface of :class:`Lockstep` for M = 1.
+    Each selection's input is DeerMem's (spec 1.12 C6): the facts stored before the update,
+    sorted by id as storage returns them (1.14), then the update's new facts in order; the
+    facts left are stored sorted by id. It has the collection interface of :class:`Lockstep`
+    for M = 1.
     """
 
     select_every_write: bool = False
@@ -66,7 +69,7 @@ class ReferenceMemory:
         return np.array([fact_id in self.ids])
 
     def kept_ids(self, memory: int = 0) -> list[str]:
-        return [fact["id"] for fact in self.facts]
+        return sorted(fact["id"] for fact in self.facts)
 
     def count_corrections(self) -> np.ndarray:
         return np.array([sum(category_name(fact.get("category", "")) == CORRECTION for fact in self.facts)])
@@ -104,6 +107,8 @@ class ReferenceMemory:
             return [[]]
         moment = from_us(now)
         arrivals, self.arrivals = self.arrivals, 0
+        snapshot = len(self.facts) - min(arrivals, len(self.facts))
+        self.facts = [*sorted(self.facts[:snapshot], key=_fact_id), *self.facts[snapshot:]]
         held: list[dict[str, Any]] = []
         dropped: list[dict[str, Any]] = []
         if self.selector is None:
@@ -119,7 +124,7 @@ class ReferenceMemory:
             if event is not None:
                 self.audit.append(event)
         evicted = [item.fact_id for item in decision.evicted] + [fact["id"] for fact in dropped]
-        self.facts = [*decision.kept, *held]
+        self.facts = sorted([*decision.kept, *held], key=_fact_id)
         self._forget(evicted)
         return [evicted]
 
@@ -133,3 +138,7 @@ class ReferenceMemory:
         return select_facts_for_capacity(
             self.facts, max_facts=self.capacity, policy=policy, usage=self.usage, now=moment, **self.params.as_dict()
         )
+
+
+def _fact_id(fact: dict[str, Any]) -> str:
+    return fact["id"]

@@ -13,10 +13,11 @@ Rules, from the spec:
   ``user``, the id is non-empty after stripping and the row's signal was detected; each
   reinforced fact gets ``lastConfirmedAt`` = the update's time and ``confirmationCount`` + 1),
   then the new facts are appended in row order, then, only when memory holds more than the
-  capacity, one capacity selection. Memory becomes the kept list, in rank order, as DeerMem
-  stores it (so later ties break by that order). Under a policy whose ``admission`` is
-  ``admit`` (the cache-derived ones) the new facts are kept after the residents, which are
-  trimmed to the room left (:func:`.memory.admission_split`); DeerMem's ``compete`` ranks all.
+  capacity, one capacity selection on DeerMem's input order (spec 1.12 C6): the stored facts
+  sorted by id, as storage returns them (1.14), then the new facts, so ties favour the
+  existing fact with the smaller id. Memory becomes the kept facts, stored sorted by id.
+  Under a policy whose ``admission`` is ``admit`` (the cache-derived ones) the new facts are
+  kept and the residents trimmed to the room left (:func:`.memory.admission_split`); DeerMem's ``compete`` ranks all.
 * ``search`` updates usage heat for the returned ids (spec 1.7: de-duplicated in order, empty
   ids dropped, ids not in memory skipped; heat decayed since the last access, plus 1).
   DeerMem writes usage and stamps confirmations only under ``hybrid-v1`` or shadow mode; the

@@ -4,7 +4,7 @@ It runs the functions of :mod:`.lifecycle` at each write of :func:`.replay.repla
 memory of the lockstep, in spec 1.12 C's order (docs/traces.md, "Lifecycle stages"): the
 reinforcement signal before stamping; after the new facts are appended, staleness and the
 admission gate with the duplicate skip (both only remove facts, so the selector's input order
-stays DeerMem's: stored facts, then the new ones); the capacity selection; then contradiction
+stays DeerMem's: the stored facts sorted by id, then the new ones); the capacity selection; then contradiction
 and storage's rewrite. At each ``ask`` it decides answerability and attributes every loss to
 one stage (:data:`.lifecycle.LOSSES`). A policy whose ``stamps_confirmations`` is off
 (``confidence``, under any modifier) does not stamp (spec 1.9); the staleness reviewer proposes
@@ -14,8 +14,6 @@ entry paired with it.
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +55,6 @@ _COLUMNS = (
     ("guaranteed", bool, False),
     ("protected", bool, False),
     ("superseded", bool, False),
-    ("id_order", np.float64, 0.0),  # storage order (id ascending) as a number
 )
 #: A fate's code in :attr:`Lifecycle.fates`: 0 none, else 1 + its place in LOSSES.
 _FATE = {name: code for code, name in enumerate(LOSSES, start=1)}
@@ -87,42 +84,13 @@ def _fact(row: Mapping[str, Any], config: LifecycleConfig) -> _Fact:
                  row.get("supersedes"))
 
 
-class _IdOrder:
-    """Numbers in the order of the fact ids (string order), assigned as ids arrive: the
-    midpoint of the neighbours', every id renumbered when two neighbours run out of room."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.numbers: list[float] = []
-
-    def add(self, fact_id: str) -> bool:
-        """Place ``fact_id``; whether every number changed (then read them again by :meth:`of`)."""
-        at = bisect.bisect_left(self.ids, fact_id)
-        low = self.numbers[at - 1] if at else -math.inf
-        high = self.numbers[at] if at < len(self.numbers) else math.inf
-        number = (low + high) / 2 if math.isfinite(low + high) else low + 1 if math.isfinite(low) else (
-            high - 1 if math.isfinite(high) else 0.0)
-        self.ids.insert(at, fact_id)
-        self.numbers.insert(at, number)
-        if not low < number < high:
-            self.numbers = [float(position) for position in range(len(self.ids))]
-            return True
-        return False
-
-    def of(self, fact_ids: Sequence[str]) -> np.ndarray:
-        found = dict(zip(self.ids, self.numbers))
-        return np.array([found[fact_id] for fact_id in fact_ids], dtype=np.float64)
-
-    def number(self, fact_id: str) -> float:
-        return self.numbers[bisect.bisect_left(self.ids, fact_id)]
-
-
 class Lifecycle:
     """The stages named in ``stages`` (:func:`.lifecycle.parse_stages`) over ``memories``.
 
     Every stage runs for all memories at once, on the replay's fact table: the stages' own
-    facts (content key, tokens, validity, pools, superseded, id order) are its columns
-    (``table.extra``), a memory's content keys are those of the rows it holds, and each
+    facts (content key, tokens, validity, pools, superseded) are its columns (``table.extra``;
+    storage's id order is the table's own, ``table.id_order``), a memory's content keys are
+    those of the rows it holds, and each
     fact's fate in each memory is a code in ``fates`` (M, facts added).
     """
 
@@ -140,7 +108,6 @@ class Lifecycle:
                                 for spec in memories.specs])
         self.confirmed: dict[str, int] = {}  # each fact's last stamp before the write being applied
         self._replacement: dict[int, str] = {}
-        self._ids = _IdOrder()
         self._keys_of_ordinals = np.zeros(1024, dtype=np.int64)
         self._key_names: list[str] = []  # by code
         self._groups = memories.size_groups()  # memories of about one size, decided together
@@ -160,7 +127,6 @@ class Lifecycle:
         rows = list(write.rows)
         facts = [_fact(row, self.config) for row in rows]
         extra = table.extra
-        renumber = False
         for row, fact in zip(rows, facts):
             fact_id = row["fact_id"]
             at = table.index[fact_id]
@@ -174,15 +140,11 @@ class Lifecycle:
             extra["key"][at], extra["ordinal"][at], extra["tokens"][at] = code, ordinal, fact.tokens
             extra["valid_days"][at], extra["superseded"][at] = fact.valid_days, fact_id in self.superseded
             self._categorise(at, parsed_category(row["category"]))
-            renumber |= self._ids.add(fact_id)
-            extra["id_order"][at] = self._ids.number(fact_id)
             if fact.supersedes is not None:
                 self.superseded.add(fact.supersedes)
                 old = table.index.get(fact.supersedes)
                 if old is not None:
                     extra["superseded"][old] = True
-        if renumber:
-            extra["id_order"][: table.size] = self._ids.of(table.ids[: table.size].tolist())
         while len(self.ordinals) > self.fates.shape[1]:
             self.fates = np.concatenate((self.fates, np.zeros_like(self.fates)), axis=1)
         if "staleness" in self.stages:
@@ -285,7 +247,7 @@ class Lifecycle:
         members, rows, valid, proposed = members[chosen], rows[chosen], valid[chosen], proposed[chosen]
         at_apply, days, protected = at_apply[chosen], days[chosen], protected[chosen]
         candidates = staleness_candidates(at_apply, days, None, write.now, config, protected=protected) & valid
-        order = table.extra["id_order"]
+        order = table.id_order
         removed = np.array([stale_removals(mine, theirs, table.confidence[row], config, storage_order=order[row])
                             for mine, theirs, row in zip(proposed, candidates, rows)])
         self._forget(members, rows, removed, "stale")
@@ -346,7 +308,7 @@ class Lifecycle:
                     continue
                 rows, valid = memories.stored(members)
                 # get_context's order: confidence descending, then storage's (id ascending); padding last
-                ranked = np.lexsort((table.extra["id_order"][rows], np.where(valid, -value[rows], np.inf), ~valid))
+                ranked = np.lexsort((table.id_order[rows], np.where(valid, -value[rows], np.inf), ~valid))
                 rows, valid = np.take_along_axis(rows, ranked, 1), np.take_along_axis(valid, ranked, 1)
                 tokens = table.extra["tokens"][rows]
                 taken = injected_in_order(valid, table.extra["guaranteed"][rows], tokens, tokens, self.config)
