@@ -317,3 +317,14 @@ def test_fact_lines_and_generated_token_counts():
     assert fact_line(None, None, 'say "hi"') == '- [context | 0.00] say "hi"'
     assert fact_line("preference", 0.9, "x", "ignored") == "- [preference | 0.90] x"
     assert line_tokens("preference", 0.9, 80) == char_tokens("\n- [preference | 0.90] " + "x" * 80) == 25
+
+
+def test_a_generated_line_is_costed_with_the_category_storage_writes():
+    # spec 1.14's table: `category` is "one of `preference, correction, context, goal, behavior,
+    # identity, constraint, decision, other`, otherwise rewritten to `other`", and spec 1.13's line
+    # `- [<category> | <conf 2dp>] <content>` is printed from the stored document get_context reads:
+    # a trace's question comes after the update that stored the fact, so `knowledge` prints as `other`
+    assert line_tokens("knowledge", 0.9, 80) == char_tokens("\n- [other | 0.90] " + "x" * 80) == 24
+    assert line_tokens(" Preference ", 0.9, 80) == line_tokens("other", 0.9, 80)
+    assert line_tokens(" preference ", 0.9, 80) == line_tokens("preference", 0.9, 80)
+    assert line_tokens("", 0.9, 80) == line_tokens("context", 0.9, 80)  # the parser's default (1.12 B7)

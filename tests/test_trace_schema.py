@@ -13,6 +13,7 @@ from evictlab.analysis.traces.generate import WorkloadParams, generate, parse_pa
 from evictlab.analysis.traces.knowledge import knowledge_update_trace
 from evictlab.analysis.traces.schema import TraceError, iter_chunks, read_trace, trace_bytes, write_trace
 from evictlab.core.demo import load_demo
+from evictlab.core.tokens import char_tokens, fact_line
 from evictlab.readers import MAX_ROW_LINE_BYTES, MAX_TRACE_BYTES
 
 SMALL = WorkloadParams(horizon_days=8, facts_per_day=5)
@@ -71,6 +72,22 @@ def test_lifecycle_columns_come_from_a_second_stream():
     keys = [(repeated["fact_id"][i], repeated["content_key"][i]) for i, e in enumerate(repeated["event"]) if e == "add"]
     copies = [(fact_id, key) for fact_id, key in keys if fact_id != key]
     assert copies and {key for _, key in copies} <= {fact_id for fact_id, _ in keys}
+
+
+def test_a_generated_fact_is_costed_as_storage_writes_its_category():
+    # spec 1.14: a category outside the nine core values is "rewritten to `other`", and spec 1.13
+    # prints `- [<category> | <conf 2dp>] <content>` from the stored document: the default mix's
+    # `knowledge` facts cost the line of `other`
+    chunk = generate(SMALL, 0)
+    adds = [index for index, event in enumerate(chunk["event"]) if event == "add"]
+    knowledge = [index for index in adds if chunk["category"][index] == "knowledge"]
+    assert knowledge and all(chunk["tokens"][index] == char_tokens(
+        "\n" + fact_line("other", chunk["confidence"][index], "x" * chunk["content_length"][index]))
+        for index in knowledge)
+    preference = [index for index in adds if chunk["category"][index] == "preference"]
+    assert preference and all(chunk["tokens"][index] == char_tokens(
+        "\n" + fact_line("preference", chunk["confidence"][index], "x" * chunk["content_length"][index]))
+        for index in preference)
 
 
 def test_parameters_are_named_and_checked():
@@ -229,6 +246,16 @@ def test_the_fair_knowledge_update_traces():
     questions = {row["question_id"] for row in rows if row.get("question_type") == "knowledge-update"}
     assert {name for name, _ in traces} < questions and not any(name.endswith("_abs") for name, _ in traces)
     assert knowledge_update_traces(rows, seed=0) == traces and knowledge_update_traces(rows, seed=1) != traces
+    # spec 1.14: storage writes `knowledge` as `other`, and that is the line get_context prints (1.13)
+    from evictlab.analysis.traces.knowledge import _evidence
+    from evictlab.core.tokens import token_counter
+
+    name, chunk = traces[0]
+    (row,) = [row for row in rows if row["question_id"] == name]
+    first = chunk["event"].index("add")
+    content = _evidence(row)[0][2]
+    count = token_counter().count
+    assert chunk["tokens"][first] == count("\n" + fact_line("other", chunk["confidence"][first], content))
     above = below = recent = 0
     for seed in range(5):
         for name, chunk in knowledge_update_traces(rows, seed=seed):

@@ -137,6 +137,16 @@ def test_injection_budget_and_the_correction_pool():
     assert (found["answerable"], found["lost_not_injected"]) == (2, 3)
 
 
+def test_an_injected_line_is_the_stored_facts():
+    # spec 1.13: get_context reads the stored document and prints `- [<category> | <conf 2dp>] <content>`;
+    # spec 1.14: a category outside the nine core values is "rewritten to `other`". The question comes
+    # after the update that stored the fact, so a `knowledge` fact of 20 characters costs
+    # "\n- [other | 0.80] " + 20 = 38 characters, 9 tokens (as `knowledge` 42, 10 tokens)
+    rows = [add(0, "big", 0.9, tokens=2000 - 1 - 9), add(0, "k", 0.8, category="knowledge"),
+            row(1, "ask", fact_id="k")]
+    assert run(rows, "storage,injection")["answerable"] == 1
+
+
 def test_stage_losses_sum_to_the_total_loss_on_1000_traces():
     params = WorkloadParams(horizon_days=2, facts_per_day=6, search_rate=4, question_rate=6, question_delay_days=1,
                             correction_rate=1.5, knowledge_update_rate=1.5, reextraction_rate=2,

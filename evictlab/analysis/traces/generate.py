@@ -37,7 +37,8 @@ Then, from a second random stream (so the rows above are the same with or withou
   equally often); the others are ``user``/``durable``/``descriptive``;
 * **re-extractions**: ``reextraction_rate`` per day, a thread's current fact extracted
   again (a new id with the same ``content_key``, spec 1.12's duplicate);
-* each fact's ``tokens``: its injection line under the character rule (:func:`.lifecycle.line_tokens`);
+* each fact's ``tokens``: its injection line under the character rule, with the category storage
+  writes (``knowledge`` prints as ``other``; :func:`.lifecycle.line_tokens`);
 * each fact's ``ask_rate``: the questions per day the model expects about its thread at the
   fact's second, ``n / d * exp(-(t - start) / d)`` for a thread of ``n`` expected questions and
   the mean delay ``d`` (``ask_decay_days``): what the rate-aware bound may know (no draw).

@@ -22,10 +22,12 @@ import numpy as np
 from ...core.tokens import content_digest, fact_line, token_counter
 from ...errors import ContractError
 from .generate import KIND_ORDER, SECOND, labelled_texts
-from .lifecycle import line_tokens, stored_category
+from .lifecycle import line_tokens, written_category
 from .schema import ADD, ASK, CONFIRM, MESSAGE, SEARCH, Chunk, chunk_from_rows, time_us
 
 DISTRACTOR_CATEGORIES = ("preference", "context", "knowledge")
+#: What a ``knowledge`` fact's injection line prints: storage writes it as ``other`` (spec 1.14).
+KNOWLEDGE = written_category("knowledge")
 
 
 _DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})(?: \(\w{3}\))? (\d{2}):(\d{2})$")
@@ -73,7 +75,7 @@ def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> 
             fact_id, confidence = f"{question_id}:{session_id}", round(float(rng.uniform(0.7, 1.0)), 2)
             _emit(events, moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": confidence,
                                    "category": "knowledge", "supersedes": previous,
-                                   "tokens": count("\n" + fact_line(stored_category("knowledge"), confidence, content)),
+                                   "tokens": count("\n" + fact_line(KNOWLEDGE, confidence, content)),
                                    "content_key": content_digest(content)})
             previous = fact_id
         asked = parse_session_date(row.get("question_date"), f"question {question_id!r}: question_date")
@@ -111,7 +113,7 @@ def knowledge_update_traces(rows: Sequence[Mapping[str, Any]], seed: int = 0, *,
             fact_id, value = f"{question_id}:{session_id}", round(confidence, 2)
             emit(moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": value,
                           "category": "knowledge", "supersedes": previous, "content_key": content_digest(content),
-                          "tokens": count("\n" + fact_line("knowledge", value, content))})
+                          "tokens": count("\n" + fact_line(KNOWLEDGE, value, content))})
             previous, confidence = fact_id, min(1.0, max(0.7, confidence + float(rng.uniform(-0.2, 0.2))))
         old, updated = f"{question_id}:{sessions[-2][1]}", sessions[-1][0]
         first = sessions[0][0]

@@ -288,10 +288,18 @@ def contradiction_removals(entries: Sequence[tuple[int | None, int | None]], key
 # --------------------------------------------------------------------------- injection (1.13)
 
 
+def written_category(category: str) -> str:
+    """A ``newFacts`` entry's category as storage writes it: the parser's (:func:`parsed_category`),
+    rewritten by :func:`stored_category`; what its injection line prints, since ``get_context``
+    reads the stored document (spec 1.13)."""
+    return stored_category(parsed_category(category))
+
+
 def line_tokens(category: str, confidence: float, content_length: int) -> int:
-    """A generated fact's token count: an ASCII line of that content length as a later line
-    (``\\n`` + line) under the character rule of spec 1.13; the trace keeps no text."""
-    return char_tokens("\n" + fact_line(category, confidence, "x" * content_length))
+    """A generated fact's token count: an ASCII line of that content length, with the category
+    storage writes (:func:`written_category`), as a later line (``\\n`` + line) under the
+    character rule of spec 1.13; the trace keeps no text."""
+    return char_tokens("\n" + fact_line(written_category(category), confidence, "x" * content_length))
 
 
 def _greedy(members: np.ndarray, first: np.ndarray, later: np.ndarray, budget: Any) -> tuple[np.ndarray, np.ndarray]:

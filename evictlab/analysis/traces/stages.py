@@ -42,7 +42,7 @@ from .lifecycle import (
     review_proposals,
     stale_removals,
     staleness_candidates,
-    stored_category,
+    written_category,
 )
 from .memory import Lockstep, root_policy
 
@@ -165,7 +165,7 @@ class Lifecycle:
             self._contradiction(entries)
         if "storage" in self.stages:
             for row in write.rows:
-                category = stored_category(parsed_category(row["category"]))
+                category = written_category(row["category"])
                 if category != row["category"]:
                     table.recategorise(row["fact_id"], category)
                     self._categorise(table.index[row["fact_id"]], category)
