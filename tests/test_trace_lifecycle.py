@@ -18,6 +18,7 @@ from evictlab.analysis.traces.lifecycle import (
     creation_valid_days,
     feed_signal,
     filter_messages,
+    first_line_tokens,
     gate_reason,
     guaranteed_pool,
     injected,
@@ -328,3 +329,18 @@ def test_a_generated_line_is_costed_with_the_category_storage_writes():
     assert line_tokens(" Preference ", 0.9, 80) == line_tokens("other", 0.9, 80)
     assert line_tokens(" preference ", 0.9, 80) == line_tokens("preference", 0.9, 80)
     assert line_tokens("", 0.9, 80) == line_tokens("context", 0.9, 80)  # the parser's default (1.12 B7)
+
+
+def test_a_first_line_is_counted_alone():
+    # spec 1.13: "The first line is counted alone and each later one as `\\n` + line"; under the
+    # character rule the `\\n` adds a token when the line's length is 3 mod 4
+    line = "- [preference | 0.95] " + "x" * 21  # 43 characters
+    assert (first_line_tokens("preference", 0.95, 21), line_tokens("preference", 0.95, 21)) == (
+        char_tokens(line), char_tokens("\n" + line)) == (10, 11)
+    assert first_line_tokens("preference", 0.95, 20) == line_tokens("preference", 0.95, 20) == 10
+    assert first_line_tokens("knowledge", 0.95, 21) == char_tokens("- [other | 0.95] " + "x" * 21)
+    # from a trace's `tokens` (a later line's count): less what the `\\n` adds to the ASCII line
+    assert first_line_tokens("preference", 0.95, 21, 11) == 10
+    assert first_line_tokens("preference", 0.95, 21, 2000) == 1999
+    assert first_line_tokens("preference", 0.95, 20, 2000) == 2000
+    assert first_line_tokens("preference", 0.95, 21, 0) == 0

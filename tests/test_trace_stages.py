@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 
 from evictlab.analysis.traces.generate import WorkloadParams, generate
-from evictlab.analysis.traces.lifecycle import LOSSES, MIDDLEWARE, parse_stages
+from evictlab.analysis.traces.lifecycle import LOSSES, MIDDLEWARE, parse_stages, written_category
 from evictlab.analysis.traces.memory import Lockstep, MemorySpec
 from evictlab.analysis.traces.output import load_run
 from evictlab.analysis.traces.replay import replay, replay_specs
 from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.analysis.traces.stages import Lifecycle, stage_table
 from evictlab.cli import main
+from evictlab.core.tokens import char_tokens, fact_line
 from evictlab.policies.arrays import EXACT
 from evictlab.workbench.plots import stage_losses
 
@@ -47,8 +48,9 @@ def row(day, event, **fields):
     return {"time": START + day * DAY, "event": event, **fields}
 
 
-def add(day, fact_id, confidence=0.9, category="preference", **fields):
-    return row(day, "add", fact_id=fact_id, content_length=20, confidence=confidence, category=category, **fields)
+def add(day, fact_id, confidence=0.9, category="preference", content_length=20, **fields):
+    return row(day, "add", fact_id=fact_id, content_length=content_length, confidence=confidence, category=category,
+               **fields)
 
 
 def run(rows, stages, policy="confidence", capacity=10):
@@ -145,6 +147,29 @@ def test_an_injected_line_is_the_stored_facts():
     rows = [add(0, "big", 0.9, tokens=2000 - 1 - 9), add(0, "k", 0.8, category="knowledge"),
             row(1, "ask", fact_id="k")]
     assert run(rows, "storage,injection")["answerable"] == 1
+
+
+def test_the_first_line_of_a_pool_is_counted_alone():
+    # spec 1.13: "The first line is counted alone and each later one as `\\n` + line". A trace's
+    # `tokens` count a later line: "- [preference | 0.95] " + 21 characters is 43, 10 tokens alone and
+    # 11 after a `\\n`, so a first line of 2000 such tokens costs 1999, the regular budget 2000 - 1
+    rows = [add(0, "big", 0.95, content_length=21, tokens=2000), row(1, "ask", fact_id="big")]
+    assert run(rows, "injection")["answerable"] == 1
+    rows = [add(0, "big", 0.95, content_length=21, tokens=2001), row(1, "ask", fact_id="big")]
+    assert run(rows, "injection")["answerable"] == 0
+    # a generated trace's first lines, as the stages cost them
+    chunk = generate(WorkloadParams(horizon_days=3), 0)
+    memories = Lockstep([MemorySpec.of("keep-all", None)])
+    lifecycle = Lifecycle(parse_stages("injection"), memories)
+    replay([chunk], memories, lifecycle=lifecycle)
+    table = memories.table
+    rows = [table.index[fact_id] for fact_id in memories.kept_ids(0)]
+    index = {fact_id: at for at, fact_id in enumerate(chunk["fact_id"]) if chunk["event"][at] == "add"}
+    at = [index[table.ids[row]] for row in rows]
+    alone = [char_tokens(fact_line(written_category(chunk["category"][i]), chunk["confidence"][i],
+                                   "x" * chunk["content_length"][i])) for i in at]
+    assert table.extra["first_tokens"][rows].tolist() == alone
+    assert table.extra["tokens"][rows].tolist() == [chunk["tokens"][i] for i in at] != alone
 
 
 def test_stage_losses_sum_to_the_total_loss_on_1000_traces():

@@ -302,6 +302,16 @@ def line_tokens(category: str, confidence: float, content_length: int) -> int:
     return char_tokens("\n" + fact_line(written_category(category), confidence, "x" * content_length))
 
 
+def first_line_tokens(category: str, confidence: float, content_length: int, tokens: int | None = None) -> int:
+    """The same line counted alone, as the first line of a pool is (spec 1.13): without ``tokens``,
+    the character rule on :func:`line_tokens`' ASCII line; from a trace's ``tokens`` (the line
+    counted as a later one), those less what the ``\\n`` adds to that ASCII line under the character
+    rule (exact for the generator's counts; docs/traces.md says what it assumes of others)."""
+    line = fact_line(written_category(category), confidence, "x" * content_length)
+    alone = char_tokens(line)
+    return alone if tokens is None else max(0, tokens - (char_tokens("\n" + line) - alone))
+
+
 def _greedy(members: np.ndarray, first: np.ndarray, later: np.ndarray, budget: Any) -> tuple[np.ndarray, np.ndarray]:
     """The ``members`` (along the last axis, in order) that fit ``budget`` (one per row), and
     the tokens they use: strict, the first line that does not fit ends it; the first member

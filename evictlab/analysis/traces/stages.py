@@ -33,6 +33,7 @@ from .lifecycle import (
     contradiction_removals,
     creation_valid_days,
     feed_signal,
+    first_line_tokens,
     guaranteed_pool,
     injected_in_order,
     injection_value,
@@ -50,7 +51,8 @@ from .memory import Lockstep, root_policy
 _COLUMNS = (
     ("key", np.int64, -1),  # the content key's code
     ("ordinal", np.int64, -1),  # the fact's number among every fact added (its fate's column)
-    ("tokens", np.int64, 0),
+    ("tokens", np.int64, 0),  # the injection line as a later line ("\n" + line)
+    ("first_tokens", np.int64, 0),  # the line counted alone, as the first of a pool
     ("valid_days", np.int64, 0),  # 0: absent
     ("guaranteed", bool, False),
     ("protected", bool, False),
@@ -66,6 +68,7 @@ class _Fact:
 
     key: str
     tokens: int
+    first_tokens: int
     new: NewFact
     valid_days: int  # 0: absent
     supersedes: str | None
@@ -77,11 +80,11 @@ def _fact(row: Mapping[str, Any], config: LifecycleConfig) -> _Fact:
     # Labels the trace did not record pass the gate; a recorded "" is a missing label.
     new = NewFact(key, row["confidence"]) if labels == [None] * 3 else NewFact(key, row["confidence"],
                                                                                 *(label or "" for label in labels))
+    line = (row["category"], row["confidence"], row["content_length"])
     tokens = row.get("tokens")
-    if tokens is None:
-        tokens = line_tokens(row["category"], row["confidence"], row["content_length"])
-    return _Fact(key, tokens, new, creation_valid_days(row.get("expected_valid_days"), config) or 0,
-                 row.get("supersedes"))
+    later = line_tokens(*line) if tokens is None else tokens
+    return _Fact(key, later, first_line_tokens(*line, tokens), new,
+                 creation_valid_days(row.get("expected_valid_days"), config) or 0, row.get("supersedes"))
 
 
 class Lifecycle:
@@ -138,6 +141,7 @@ class Lifecycle:
                 self._keys_of_ordinals = np.concatenate((self._keys_of_ordinals, self._keys_of_ordinals))
             self._keys_of_ordinals[ordinal] = code
             extra["key"][at], extra["ordinal"][at], extra["tokens"][at] = code, ordinal, fact.tokens
+            extra["first_tokens"][at] = fact.first_tokens
             extra["valid_days"][at], extra["superseded"][at] = fact.valid_days, fact_id in self.superseded
             self._categorise(at, parsed_category(row["category"]))
             if fact.supersedes is not None:
@@ -310,8 +314,8 @@ class Lifecycle:
                 # get_context's order: confidence descending, then storage's (id ascending); padding last
                 ranked = np.lexsort((table.id_order[rows], np.where(valid, -value[rows], np.inf), ~valid))
                 rows, valid = np.take_along_axis(rows, ranked, 1), np.take_along_axis(valid, ranked, 1)
-                tokens = table.extra["tokens"][rows]
-                taken = injected_in_order(valid, table.extra["guaranteed"][rows], tokens, tokens, self.config)
+                first, later = table.extra["first_tokens"][rows], table.extra["tokens"][rows]
+                taken = injected_in_order(valid, table.extra["guaranteed"][rows], first, later, self.config)
                 which = np.nonzero(taken)
                 shown[members[which[0]], rows[which]] = True
             self._shown = shown
