@@ -18,7 +18,7 @@ from evictlab.analysis.traces.schema import chunk_from_rows
 from evictlab.analysis.traces.stages import Lifecycle, stage_table
 from evictlab.cli import main
 from evictlab.core.tokens import char_tokens, fact_line
-from evictlab.policies.arrays import EXACT
+from evictlab.policies.arrays import EXACT, NO_TIME
 from evictlab.workbench.plots import stage_losses
 
 POLICIES = ("confidence", "hybrid-v1", "lru", "fifo", "lfu-aging")
@@ -170,6 +170,71 @@ def test_the_first_line_of_a_pool_is_counted_alone():
                                    "x" * chunk["content_length"][i])) for i in at]
     assert table.extra["first_tokens"][rows].tolist() == alone
     assert table.extra["tokens"][rows].tolist() == [chunk["tokens"][i] for i in at] != alone
+
+
+def replayed(rows, stages, policy="hybrid-v1", capacity=10):
+    memories = Lockstep([MemorySpec.of(policy, capacity)])
+    lifecycle = Lifecycle(parse_stages(stages), memories)
+    replay([chunk_from_rows(rows)], memories, lifecycle=lifecycle)
+    return memories
+
+
+def test_an_update_with_a_confidence_above_1_is_refused_whole():
+    # spec 1.12 C5: "A confidence above 1 passes this gate; a negative one never does, because the
+    # threshold is >= 0. Storage then refuses the whole commit (`fact.confidence must be a number
+    # between 0 and 1`): the update returns false, nothing is written, and the watermark stays"
+    # (D6: "Any failure leaves it in place, so the next turn feeds the same messages again")
+    rows = [add(0, "a", 0.9), add(0, "b", 0.8), add(0, "old", 0.7),
+            row(5, "message", role="human", text="Perfect."), row(5, "confirm", fact_ids=["a"], reinforcement=True),
+            add(5, "c", 0.95), add(5, "big", 1.5, supersedes="old"),
+            row(6, "message", role="human", text="Tell me about Lisbon."),
+            row(6, "confirm", fact_ids=["b"], reinforcement=True), row(6, "add", fact_id="d", content_length=20,
+                                                                           confidence=0.75, category="context"),
+            *(row(7, "ask", fact_id=name) for name in ("a", "b", "old", "c", "big", "d"))]
+    found = run(rows, "middleware", policy="hybrid-v1", capacity=3)
+    # c and big never stored, old not contradicted, nothing evicted at write 5; at write 6 d evicts one
+    assert (found["lost_refused"], found["lost_contradicted"], found["facts_added"]) == (2, 0, 6)
+    memories = replayed(rows, "reinforcement,storage", capacity=10)
+    table = memories.table
+    assert sorted(memories.kept_ids(0)) == ["a", "b", "d", "old"]
+    # a's stamp of the refused update was not applied; the next update's feed still holds "Perfect."
+    assert table.times["confirmed"][table.index["a"]] == NO_TIME
+    assert table.times["confirmed"][table.index["b"]] != NO_TIME
+    unrefused = replayed(rows, "reinforcement", capacity=10)
+    assert unrefused.table.times["confirmed"][unrefused.table.index["b"]] == NO_TIME
+    assert unrefused.table.times["confirmed"][unrefused.table.index["a"]] != NO_TIME
+    # the gates come first: a confidence above 1 the scope gate rejects, or a duplicate of an
+    # earlier fact of the batch, never reaches storage; a negative one is refused only without the
+    # threshold (the admission stage)
+    gated = [add(0, "a"), add(0, "big", 1.5, scope="thread", durability="durable", authority="descriptive"),
+             row(1, "ask", fact_id="a")]
+    assert run(gated, "admission,storage")["answerable"] == 1
+    assert run(gated, "storage")["lost_refused"] == 1
+    copies = [add(0, "a", content_key="k"), add(0, "big", 1.5, content_key="k"), row(1, "ask", fact_id="a")]
+    assert run(copies, "dedup,storage")["answerable"] == 1
+    assert run(copies, "storage")["lost_refused"] == 1
+    negative = [add(0, "a"), add(0, "neg", -0.5), row(1, "ask", fact_id="a")]
+    assert run(negative, "admission,storage")["answerable"] == 1
+    assert run(negative, "storage")["lost_refused"] == 1
+    assert run(negative, "none")["answerable"] == 1
+
+
+def test_an_empty_content_is_dropped_and_then_a_removal_refuses_the_update():
+    # spec 1.12 B7: "`content` must be a string; it is stripped and must not be empty", else the
+    # entry is dropped; B8: "If the normalized `factsToRemove` is non-empty while ... any `newFacts`
+    # entry was dropped, the whole response is rejected as a parse failure and nothing is applied."
+    rows = [add(0, "a"), add(1, "empty", content_length=0), add(1, "b"), row(2, "ask", fact_id="empty"),
+            row(2, "ask", fact_id="b")]
+    found = run(rows, "admission,contradiction")
+    assert (found["answerable"], found["lost_rejected"], found["lost_refused"]) == (1, 1, 0)
+    assert run(rows, "none")["answerable"] == 2
+    rows = [add(0, "a"), add(1, "empty", content_length=0), add(1, "b", supersedes="a"),
+            *(row(2, "ask", fact_id=name) for name in ("a", "b", "empty"))]
+    found = run(rows, "admission,contradiction")
+    assert (found["answerable"], found["lost_refused"], found["lost_contradicted"]) == (1, 2, 0)
+    # the factsToRemove entries are the contradiction stage's: without it, only the empty fact goes
+    found = run(rows, "admission")
+    assert (found["answerable"], found["lost_rejected"]) == (2, 1)
 
 
 def test_stage_losses_sum_to_the_total_loss_on_1000_traces():

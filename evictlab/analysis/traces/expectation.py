@@ -13,7 +13,7 @@ at each). Chances below 1e-30 are dropped.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,11 +79,7 @@ class TieNeutral(Lifecycle):
         table = self.memories.table
         if not write.rows:
             return
-        ordinals = np.array([self.ordinals[row["fact_id"]] for row in write.rows])
-        for row, ordinal in zip(write.rows, ordinals.tolist()):
-            self.copies[self.content_key(row["fact_id"])] += 1
-            if category_name(row["category"]) == CORRECTION:
-                self.corrections.append(ordinal)
+        ordinals = np.array(self._offered(write.rows))
         rows = np.array([table.index[row["fact_id"]] for row in write.rows])
         for policy, rank in self.rank.items():
             table.extra[f"static_key:{policy}"][rows] = [rank(row) for row in write.rows]
@@ -95,6 +91,19 @@ class TieNeutral(Lifecycle):
         self._memory, self._ordinal = np.r_[self._memory, members], np.r_[self._ordinal, ordinals[held[1]]]
         self._key = np.r_[self._key, self._keys(members, rows[held[1]])]
         self._chance = np.r_[self._chance, np.ones(len(members))]
+
+    def refuse(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        super().refuse(rows)
+        self._offered(rows)  # a refused fact is held with chance 0, its correction counted as added
+
+    def _offered(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Count the update's facts under their content keys and its corrections; their ordinals."""
+        ordinals = [self.ordinals[row["fact_id"]] for row in rows]
+        for row, ordinal in zip(rows, ordinals):
+            self.copies[self.content_key(row["fact_id"])] += 1
+            if category_name(row["category"]) == CORRECTION:
+                self.corrections.append(ordinal)
+        return ordinals
 
     def after_selection(self, write: Any, evicted: list[list[str]]) -> None:
         cut = [memory for memory, gone in enumerate(evicted) if gone and self.static[memory]]

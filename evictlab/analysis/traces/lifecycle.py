@@ -28,11 +28,11 @@ MIDDLEWARE = tuple(stage for stage in STAGES if stage != "consolidation")
 #: The stages every replay, study, notebook and report runs unless told otherwise (``none``: the cap alone).
 DEFAULT_STAGES = frozenset(MIDDLEWARE)
 #: Where an unanswerable question's needed fact was lost, one stage each (see :func:`attribute`).
-LOSSES = ("rejected", "duplicate", "stale", "contradicted", "evicted", "not_injected")
+LOSSES = ("rejected", "duplicate", "stale", "contradicted", "evicted", "not_injected", "refused")
 LOSS_NAMES = {
     "rejected": "never admitted", "duplicate": "skipped as a duplicate", "stale": "removed as stale",
     "contradicted": "removed as contradicted", "evicted": "evicted by the cap",
-    "not_injected": "stored but not injected",
+    "not_injected": "stored but not injected", "refused": "in an update refused whole",
 }
 DAY_US = 86_400 * 1_000_000
 GATE = (("scope", "user"), ("durability", "durable"), ("authority", "descriptive"))
@@ -192,16 +192,19 @@ class NewFact:
     scope: str | None = "user"
     durability: str | None = "durable"
     authority: str | None = "descriptive"
+    empty: bool = False  # an empty content, which the parser drops (spec 1.12 B7)
 
 
 def admit(new: Sequence[NewFact], existing_keys: Container[str], *, gate: bool = True, dedup: bool = True,
           config: LifecycleConfig = LifecycleConfig()) -> tuple[list[str], dict[int, str]]:
     """Each new fact's outcome, in order, and the ``replacement`` keys of spec 1.12 C5.5.
 
-    An outcome is ``stored``, a gate reason (``missing``, ``scope``, ``durability``,
-    ``authority``), ``confidence`` (below the threshold), ``empty`` (an empty key) or
-    ``duplicate``. ``existing_keys`` are the keys of the facts left after the staleness step;
-    ``gate`` and ``dedup`` switch the admission and duplicate stages.
+    An outcome is ``stored``, ``dropped`` (an empty content, which the parser drops before the
+    gates, spec 1.12 B7), a gate reason (``missing``, ``scope``, ``durability``, ``authority``),
+    ``confidence`` (below the threshold), ``empty`` (an empty key) or ``duplicate``.
+    ``existing_keys`` are the keys of the facts left after the staleness step; ``gate`` (the
+    parser's drop, the scope gate and the threshold) and ``dedup`` switch the admission and
+    duplicate stages.
     """
     existing = np.array([[fact.key in existing_keys for fact in new]], dtype=bool).reshape(1, len(new))
     outcomes, replacement = admit_many(new, existing, gate=gate, dedup=dedup, config=config)
@@ -217,7 +220,7 @@ def admit_many(new: Sequence[NewFact], existing: np.ndarray, *, gate: bool = Tru
     replacement: dict[int, str] = {}
     batch: dict[str, np.ndarray] = {}  # the memories that stored a new fact of the key
     for index, fact in enumerate(new):
-        reason = gate_reason(fact.scope, fact.durability, fact.authority) if gate else ""
+        reason = ("dropped" if fact.empty else gate_reason(fact.scope, fact.durability, fact.authority)) if gate else ""
         if not reason and gate and not fact.confidence >= config.fact_confidence_threshold:
             reason = "confidence"
         if not reason and not fact.key:
@@ -232,6 +235,29 @@ def admit_many(new: Sequence[NewFact], existing: np.ndarray, *, gate: bool = Tru
             outcomes[~stored, index] = "duplicate"
         batch[fact.key] = batch.get(fact.key, False) | stored
     return outcomes, replacement
+
+
+def refusal(new: Sequence[NewFact], removals: bool, stages: Container[str],
+            config: LifecycleConfig = LifecycleConfig()) -> str | None:
+    """Why DeerMem refuses an update whole (nothing applied, the watermark left), or ``None``:
+
+    * ``parse``: an entry was dropped while ``factsToRemove`` (``removals``) is non-empty, the
+      unsafe-partial rule of spec 1.12 B8 (with the ``admission`` and ``contradiction`` stages);
+    * ``storage``: a fact that passes the parser, the gates and the batch's duplicate skip has a
+      confidence outside [0, 1], which storage refuses (C5, D3, 1.14; the ``storage`` stage).
+
+    Decided on the update alone, for every memory: a fact a memory skips as a duplicate of one it
+    holds, or evicts by the cap, would not reach storage in DeerMem (docs/traces.md)."""
+    gate = "admission" in stages
+    if gate and removals and "contradiction" in stages and any(fact.empty for fact in new):
+        return "parse"
+    if "storage" not in stages or not new:
+        return None
+    outcomes, _ = admit_many(new, np.zeros((1, len(new)), dtype=bool), gate=gate, dedup="dedup" in stages,
+                             config=config)
+    if any(outcome == "stored" and not 0 <= fact.confidence <= 1 for outcome, fact in zip(outcomes[0], new)):
+        return "storage"
+    return None
 
 
 def parsed_category(category: str) -> str:

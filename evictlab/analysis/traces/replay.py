@@ -166,26 +166,40 @@ def replay(
         nonlocal pending, idle
         occupancy[:] += memories.sizes * idle
         idle = 0
+        added = [{name: chunk[name][index] for name in _ADD_FIELDS} for chunk, index in pending
+                 if chunk["event"][index] != CONFIRM]
+        shared.corrections_added += sum(category_name(row["category"]) == CORRECTION for row in added)
+        shared.facts_added += len(added)
+        if lifecycle is not None and added and lifecycle.refuses(added):
+            # Refused whole (spec 1.12 B8, C5): nothing applied, and the watermark stays, so the
+            # feed is kept for the next update (D6).
+            lifecycle.refuse(added)
+        else:
+            apply(added)
+        shared.events += len(pending)
+        occupancy[:] += memories.sizes * len(pending)
+        if on_write is not None:
+            on_write(shared.updates, memories)
+        shared.updates += 1
+        pending = []
+
+    def apply(added: list[dict[str, Any]]) -> None:
+        """Apply the pending update, its ``add`` rows ``added``, to every memory."""
         messages = tuple(feed)
         feed.clear()
         signal = None if lifecycle is None else lifecycle.signal(messages)
         reinforced: set[str] = set()
-        added = []
         for chunk, index in pending:
             if chunk["event"][index] == CONFIRM:
                 reinforced |= reinforced_ids(
                     chunk["fact_ids"][index], chunk["scopes"][index],
                     chunk["reinforcement"][index] if signal is None else signal,
                 )
-            else:
-                added.append({name: chunk[name][index] for name in _ADD_FIELDS})
         write = Write(pending_time, frozenset(reinforced), tuple(added), messages)
         if reinforced:
             memories.stamp(reinforced, pending_time)
         for row in added:
             memories.add(row["fact_id"], row["confidence"], row["category"], pending_time)
-            shared.corrections_added += category_name(row["category"]) == CORRECTION
-        shared.facts_added += len(added)
         if lifecycle is not None:
             lifecycle.before_selection(write)
         evicted = memories.select(pending_time)
@@ -201,12 +215,6 @@ def replay(
                 # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
                 churn[memory] += len(gone) - 2 * arrived
         churn[:] += len(added)
-        shared.events += len(pending)
-        occupancy[:] += memories.sizes * len(pending)
-        if on_write is not None:
-            on_write(shared.updates, memories)
-        shared.updates += 1
-        pending = []
 
     asks = supersede_asks = other_events = done = 0
     contains = memories.contains

@@ -40,6 +40,7 @@ from .lifecycle import (
     line_tokens,
     parsed_category,
     protected_categories,
+    refusal,
     review_proposals,
     stale_removals,
     staleness_candidates,
@@ -78,8 +79,9 @@ def _fact(row: Mapping[str, Any], config: LifecycleConfig) -> _Fact:
     key = row.get("content_key") or row["fact_id"]
     labels = [row.get(name) for name in ("scope", "durability", "authority")]
     # Labels the trace did not record pass the gate; a recorded "" is a missing label.
-    new = NewFact(key, row["confidence"]) if labels == [None] * 3 else NewFact(key, row["confidence"],
-                                                                                *(label or "" for label in labels))
+    scope, durability, authority = ("user", "durable", "descriptive") if labels == [None] * 3 else (
+        label or "" for label in labels)
+    new = NewFact(key, row["confidence"], scope, durability, authority, empty=row["content_length"] == 0)
     line = (row["category"], row["confidence"], row["content_length"])
     tokens = row.get("tokens")
     later = line_tokens(*line) if tokens is None else tokens
@@ -133,13 +135,7 @@ class Lifecycle:
         for row, fact in zip(rows, facts):
             fact_id = row["fact_id"]
             at = table.index[fact_id]
-            ordinal = self.ordinals.setdefault(fact_id, len(self.ordinals))
-            code = self.codes.setdefault(fact.key, len(self.codes))
-            if code == len(self._key_names):
-                self._key_names.append(fact.key)
-            if ordinal >= len(self._keys_of_ordinals):
-                self._keys_of_ordinals = np.concatenate((self._keys_of_ordinals, self._keys_of_ordinals))
-            self._keys_of_ordinals[ordinal] = code
+            ordinal, code = self._number(fact_id, fact.key)
             extra["key"][at], extra["ordinal"][at], extra["tokens"][at] = code, ordinal, fact.tokens
             extra["first_tokens"][at] = fact.first_tokens
             extra["valid_days"][at], extra["superseded"][at] = fact.valid_days, fact_id in self.superseded
@@ -149,13 +145,35 @@ class Lifecycle:
                 old = table.index.get(fact.supersedes)
                 if old is not None:
                     extra["superseded"][old] = True
-        while len(self.ordinals) > self.fates.shape[1]:
-            self.fates = np.concatenate((self.fates, np.zeros_like(self.fates)), axis=1)
         if "staleness" in self.stages:
             for group in self._groups:
                 self._staleness(group, write, len(rows))
         self._admit(rows, facts)
         self._shown = None
+
+    def refuses(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether DeerMem refuses the update of these ``add`` rows whole (:func:`.lifecycle.refusal`)."""
+        removals = any(row.get("supersedes") for row in rows)
+        return refusal([_fact(row, self.config).new for row in rows], removals, self.stages, self.config) is not None
+
+    def refuse(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """An update refused whole: its facts never enter memory, their fate ``refused`` in every memory."""
+        for row in rows:
+            ordinal, _ = self._number(row["fact_id"], _fact(row, self.config).key)
+            self.fates[:, ordinal] = _FATE["refused"]
+
+    def _number(self, fact_id: str, key: str) -> tuple[int, int]:
+        """A fact's ordinal and its content key's code, assigned when first seen."""
+        ordinal = self.ordinals.setdefault(fact_id, len(self.ordinals))
+        code = self.codes.setdefault(key, len(self.codes))
+        if code == len(self._key_names):
+            self._key_names.append(key)
+        if ordinal >= len(self._keys_of_ordinals):
+            self._keys_of_ordinals = np.concatenate((self._keys_of_ordinals, self._keys_of_ordinals))
+        self._keys_of_ordinals[ordinal] = code
+        if ordinal >= self.fates.shape[1]:
+            self.fates = np.concatenate((self.fates, np.zeros_like(self.fates)), axis=1)
+        return ordinal, code
 
     def after_selection(self, write: Any, evicted: list[list[str]]) -> None:
         """The evicted facts' fate, the contradiction removals and storage's category rewrite."""

@@ -218,7 +218,8 @@ def stage_losses(table: pd.DataFrame, *, source: str | None = None) -> Figure:
     rows, cols = grid_shape(len(policies), 4)
     fig = paper_figure(2.0 * rows + 1.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-    colors = ["#d9d9d9", *map(OKABE_ITO.get, ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion"))]
+    colors = ["#d9d9d9", *map(OKABE_ITO.get, ("orange", "sky_blue", "bluish_green", "yellow", "blue", "vermillion",
+                                              "reddish_purple"))]
     for ax, policy in zip(axes.flat, policies):
         cells = table[table["policy"] == policy].set_index("capacity").reindex(capacities).fillna(0.0)
         bottom = np.zeros(len(capacities))
