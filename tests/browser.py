@@ -198,7 +198,7 @@ class JupyterLab:
                           "password": ""},
             "IdentityProvider": {"token": self.token},
             # Kernels over Unix sockets beside their connection files: no local TCP port to lose
-            # to another process between its choice and the kernel's bind (see report.kernel_config).
+            # to another process between its choice and the kernel's bind (see evictlab.workbench.notebook_kernel).
             "KernelManager": {"transport": "ipc"},
             "LabApp": {"user_settings_dir": str(state / "settings"), "workspaces_dir": str(state / "workspaces"),
                        "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},

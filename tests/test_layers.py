@@ -5,7 +5,7 @@ root: errors, run records, locks, file readers, packaged files, the palette, tas
 ``policies/`` (their parameters are part of the protocol files, so they sit below the core),
 ``core/`` (protocol, dataset, pools, run specs), ``selection/``, ``analysis/``, ``workbench/``
 (figures, widgets, report, viewer) and ``cli/``. A new module at the package root, or a new
-sub-package, must be given a layer here.
+sub-package, must be given a layer here. And no module is over 500 lines (issue #22).
 """
 
 from __future__ import annotations
@@ -126,3 +126,14 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     targets = [target for _, target in imported_modules(fake / "core" / "protocol.py")]
     assert targets == ["evictlab.analysis.qa.grading", "evictlab.cli"]
     assert [layer_of(target) for target in targets] == [4, 6] and layer_of("evictlab.core.protocol") == 2
+
+
+#: Issue #22's module size: a module past it is a room doing two jobs; split it by job.
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_the_module_size():
+    sizes = {str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+             for path in sorted(PACKAGE.rglob("*.py"))}
+    assert len(sizes) > 100  # the whole package was read
+    assert {name: size for name, size in sizes.items() if size > MAX_MODULE_LINES} == {}

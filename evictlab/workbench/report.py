@@ -42,6 +42,7 @@ from ..core.protocol import DEFAULT_PRESET
 from ..errors import ContractError
 from ..resources import NOTEBOOK_DIR
 from . import loaders
+from .notebook_kernel import KERNEL_ARGUMENTS, KERNEL_NAME, check_kernel, kernel_config
 from .report_document import NotebookView, build_context, export_notebook_html, figure_view, findings, relative, render
 from .report_folder import (
     KIND,
@@ -76,7 +77,6 @@ NOTEBOOKS: list[str] = [
     "10_traces.ipynb",
 ]
 
-KERNEL_NAME = "python3"
 #: Notebooks executed at once (each in its own kernel process): one per core of a 2-core machine.
 JOBS = 2
 MARKDOWN_FILE = "report.md"
@@ -85,25 +85,6 @@ PDF_FILE = "report.pdf"
 NOTEBOOKS_SUBDIR = "notebooks"
 FIGURES_SUBDIR = "figures"
 FIGURE_SUFFIXES = (".png", ".svg")
-#: Arguments of every notebook kernel. Its own log (start-up notices on every start) is noise
-#: here; cell errors reach the executed notebook anyway.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", "--HistoryManager.hist_file=:memory:"]
-
-
-def kernel_config(socket_dir: Path) -> Any:
-    """The kernel manager's settings: Unix sockets in ``socket_dir`` instead of local TCP ports.
-
-    Over TCP, jupyter_client picks five free ports and the kernel binds them a moment later;
-    a kernel of another process (a second report, a parallel test) can take one in between,
-    and the kernel dies at start with "Address already in use". Socket files in a folder of
-    this notebook's own cannot clash. Windows has no Unix sockets there, so it keeps TCP.
-    """
-    from traitlets.config import Config
-
-    if os.name == "nt":
-        return Config()
-    return Config({"KernelManager": {"transport": "ipc", "ip": str(socket_dir / "kernel")}})
-
 #: Parameters the report sets itself; ``-p`` may not override them. The notebooks take the
 #: first three in ``spec``; they stay reserved, so ``-p preset ...`` is an error, not a no-op.
 RESERVED_PARAMETERS = ("dataset", "allow_unpinned", "preset", "spec", "smoke", "figures_dir", "tables_dir")
@@ -372,27 +353,6 @@ def _estimate(run: NotebookRun) -> dict[str, Any] | None:
         return {"name": run.name, "duration_seconds": metadata["evictlab"]["typical_seconds"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def check_kernel(kernel_name: str) -> None:
-    """Refuse a kernel that would not run this interpreter (it would not see this evictlab)."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        spec = KernelSpecManager().get_kernel_spec(kernel_name)
-    except NoSuchKernel:
-        raise ContractError(
-            f"no Jupyter kernel {kernel_name!r}; install one with '{sys.executable} -m ipykernel install --sys-prefix'"
-        ) from None
-    command = spec.argv[0] if spec.argv else ""
-    # jupyter_client starts sys.executable for these names (KernelManager.format_kernel_cmd).
-    same_interpreter = {"python", f"python{sys.version_info[0]}", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
-    if command in same_interpreter or Path(command).absolute() == Path(sys.executable).absolute():
-        return
-    raise ContractError(
-        f"Jupyter kernel {kernel_name!r} ({spec.resource_dir}) runs {command}, not {sys.executable};"
-        f" reinstall it with '{sys.executable} -m ipykernel install --sys-prefix'"
-    )
 
 
 def execute(
