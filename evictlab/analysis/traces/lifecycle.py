@@ -251,8 +251,8 @@ def refusal(new: Sequence[NewFact], removals: bool, stages: Container[str],
     gate = "admission" in stages
     if gate and removals and "contradiction" in stages and any(fact.empty for fact in new):
         return "parse"
-    if "storage" not in stages or not new:
-        return None
+    if "storage" not in stages or all(0 <= fact.confidence <= 1 for fact in new):
+        return None  # nothing storage refuses: no second admission pass on an ordinary write
     outcomes, _ = admit_many(new, np.zeros((1, len(new)), dtype=bool), gate=gate, dedup="dedup" in stages,
                              config=config)
     if any(outcome == "stored" and not 0 <= fact.confidence <= 1 for outcome, fact in zip(outcomes[0], new)):
