@@ -11,38 +11,38 @@ for ``x <= 709`` the real part of numpy's complex ``exp`` (:data:`COMPLEX_EXP_IS
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
-from numpy._core._multiarray_umath import __cpu_features__  # type: ignore[import-not-found]
+from numpy._core._multiarray_umath import (  # type: ignore[import-not-found]
+    __cpu_dispatch__,
+    __cpu_features__,
+)
 
 #: numpy's CPU features under which it computes float64 exp/log/log1p/power with its own SIMD
 #: kernels (numpy 2.4 dispatches them to X86_V4; earlier versions to AVX512F and AVX512_SKX).
 OWN_KERNELS = ("AVX512F", "AVX512_SKX", "X86_V4")
 
 
-def vector_maths(features: Mapping[str, bool]) -> bool:
+def vector_maths(features: Mapping[str, bool], dispatch: Collection[str] = OWN_KERNELS) -> bool:
     """Whether numpy's float64 ``exp``, ``log``, ``log1p`` and ``power`` give Python's doubles here.
 
     Why: on x86 without the kernels of :data:`OWN_KERNELS`, numpy's float64 loops call the C
     library's ``exp``, ``log``, ``log1p`` and ``pow`` element by element, the very functions
     ``math`` and float ``**`` call (the same doubles on 10^6 samples each; tests/test_rank_keys.py
-    compares the routes). Otherwise the scalar route. ``features``: numpy's ``__cpu_features__``.
+    compares the routes). Otherwise the scalar route. ``features``: numpy's ``__cpu_features__``
+    (a feature turned off by ``NPY_DISABLE_CPU_FEATURES`` reads False); ``dispatch``: the
+    targets numpy was built to dispatch to (``__cpu_dispatch__``). A kernel name that is not one
+    of them has no kernel in this build: numpy 2.4 reports ``AVX512F`` but dispatches by x86-64
+    level (``X86_V4``).
     """
-    return bool(features.get("SSE2")) and not any(features.get(name) for name in OWN_KERNELS)
-
-
-#: Whether numpy's functions are Python's here (:func:`vector_maths` of this machine's features).
-VECTOR_MATHS = vector_maths(__cpu_features__)
+    own = any(features.get(name) for name in OWN_KERNELS if name in dispatch)
+    return bool(features.get("SSE2")) and not own
 
 
 def route_name(vector: bool) -> str:
     """A route's name in run records: ``vector`` or ``scalar`` (the same doubles either way)."""
     return "vector" if vector else "scalar"
-
-
-#: This machine's route (:func:`vector_maths`), by name.
-ROUTE = route_name(VECTOR_MATHS)
 
 
 #: The largest argument the complex route of ``exp`` takes: above it the C library's complex
@@ -83,4 +83,15 @@ _POWERS = np.where(_BASES < 2.0, np.abs(_EXPONENTS), _EXPONENTS)
 POWER_IS_EXACT = agrees(np.float_power, pow, _BASES, _POWERS)
 #: Whether :func:`complex_exp` is ``math.exp`` here (for arguments up to :data:`COMPLEX_EXP_LIMIT`).
 COMPLEX_EXP_IS_EXACT = agrees(complex_exp, math.exp, _EXPONENTS)
+#: Whether numpy's functions are Python's in this process: :func:`vector_maths` of its features,
+#: confirmed on the samples (a numpy build whose loops do not call the C library fails them).
+VECTOR_MATHS = (
+    vector_maths(__cpu_features__, __cpu_dispatch__)
+    and agrees(np.exp, math.exp, _EXPONENTS)
+    and agrees(np.power, pow, _BASES, _POWERS)
+    and agrees(np.log, math.log, _BASES[_BASES > 0])
+    and agrees(np.log1p, math.log1p, np.abs(_EXPONENTS))
+)
+#: This process's route (:data:`VECTOR_MATHS`), by name.
+ROUTE = route_name(VECTOR_MATHS)
 del _SAMPLES, _EXPONENTS, _BASES, _POWERS

@@ -99,7 +99,7 @@ def test_numerics_apply_the_scalar_function_to_every_element(days, half_lives):
 
 
 def test_the_vector_route_only_without_numpys_own_kernels():
-    from numpy._core._multiarray_umath import __cpu_features__
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
     from evictlab.numerics import OWN_KERNELS, ROUTE, vector_maths
     from evictlab.policies.arrays import EXACT
@@ -108,7 +108,11 @@ def test_the_vector_route_only_without_numpys_own_kernels():
     for name in OWN_KERNELS:
         assert not vector_maths({"SSE2": True, "X86_V3": True, name: True})
     assert not vector_maths({"ASIMD": True})  # off x86: the scalar route
-    assert EXACT.vector == vector_maths(__cpu_features__)
+    # numpy 2.4 dispatches by level: AVX512F present but X86_V4 turned off leaves no kernel of its own.
+    levels = ["X86_V3", "X86_V4", "AVX512_ICL"]
+    assert vector_maths({"SSE2": True, "AVX512F": True, "AVX512_SKX": False, "X86_V4": False}, levels)
+    assert not vector_maths({"SSE2": True, "AVX512F": True, "X86_V4": True}, levels)
+    assert EXACT.vector <= vector_maths(__cpu_features__, __cpu_dispatch__)  # and the samples agree
     assert EXACT.route == ROUTE == ("vector" if EXACT.vector else "scalar")
 
 

@@ -137,3 +137,32 @@ def _tiny():
     from evictlab.analysis.traces.generate import WorkloadParams
 
     return WorkloadParams(horizon_days=6, facts_per_day=6, search_rate=10)
+
+
+def test_the_command_line_takes_the_library_maths_and_replays_the_same_rows(tmp_path):
+    """A command asks numpy, before importing it, to leave its own AVX512 maths kernels unused
+    (evictlab.cli.library_maths), so the rank keys take the vector route; a user's own setting
+    of numpy's variable is left alone (on an AVX512 machine: the scalar route). Both must write
+    the same curve, byte for byte."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    trace = tmp_path / "t.parquet"
+    assert main(["trace", "generate", "--output", str(trace), "--seed", "4", *TINY, "--horizon-days", "20"]) == 0
+    environ = {name: value for name, value in os.environ.items() if not name.startswith("NPY_")}
+    probe = [sys.executable, "-c", "import os; from evictlab.cli import library_maths; library_maths();"
+             " print(os.environ.get('NPY_DISABLE_CPU_FEATURES', ''))"]
+    asked = subprocess.run(probe, env=environ, check=True, capture_output=True, text=True).stdout.strip()
+    assert bool(asked) == (platform.machine().lower() in ("x86_64", "amd64"))
+    found = {}
+    for name, extra in (("default", {}), ("own-kernels", {"NPY_DISABLE_CPU_FEATURES": ""})):
+        out = tmp_path / name
+        subprocess.run([sys.executable, "-m", "evictlab", "trace", "replay", "--trace", str(trace), "--capacities",
+                        "3,10", "--output-dir", str(out)], env={**environ, **extra}, check=True, capture_output=True)
+        record = json.loads((out / "trace-replay.run.json").read_text())
+        found[name] = (record["provenance"]["numerics"], (out / "curve.rows.parquet").read_bytes())
+    if asked:
+        assert found["default"][0] == "vector"
+    assert found["default"][1] == found["own-kernels"][1]
