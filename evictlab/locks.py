@@ -21,6 +21,7 @@ import filelock
 from .errors import ContractError, OutputExistsError
 from .readers import MAX_RECORD_BYTES, parse_json, read_bounded
 from .times import iso_z
+from .writers import TEMP_FILE
 
 LOCK_FILE = ".evictlab.lock"
 RECORD_SUFFIX = ".run.json"
@@ -52,6 +53,9 @@ class FolderLock:
     def acquire(self) -> None:
         """Take the lock or raise :class:`FolderBusyError` naming the holder."""
         self.created = make_folder(self.folder)
+        self._take()
+
+    def _take(self) -> None:
         for _ in range(_RETRIES):
             try:
                 self._lock.acquire()
@@ -71,12 +75,45 @@ class FolderLock:
             " run into it (wait for it to finish or choose another output folder)"
         )
 
+    def remove_stray_temp_files(self) -> None:
+        """Remove the temporary files of interrupted writes (:data:`~evictlab.writers.TEMP_FILE`)
+        under the folder, which this lock holds, except in the folders another live run holds
+        (:func:`in_use`), which it does not enter: their temporary files may be that run's writes
+        in progress. Those of a folder whose lock is stale go as well."""
+        for here, subfolders, names in os.walk(self.folder):
+            place = Path(here)
+            # Asked after the listing, of every folder from ours down to here: a run that locks
+            # one of them later has written none of the files listed.
+            inner = place.relative_to(self.folder).parts
+            if any(in_use(self.folder.joinpath(*inner[:depth])) for depth in range(1, len(inner) + 1)):
+                subfolders.clear()
+                continue
+            for name in names:
+                if TEMP_FILE.match(name) and (place / name).is_file():
+                    (place / name).unlink(missing_ok=True)
+
     def release(self) -> None:
         if not self._lock.is_locked:
             return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # while still holding it; see the class docstring
         self._lock.release()
+
+
+def in_use(folder: Path) -> bool:
+    """Whether a live run holds ``folder``'s lock, judged as :class:`FolderLock` judges it: by
+    taking the lock and, when that works, giving it back at once (which removes the lock file).
+    The kernel drops the ``flock`` of a process that dies, so the lock file of a run that was
+    killed holds nothing; one evictlab cannot use as a lock file counts as held."""
+    if not os.path.lexists(folder / LOCK_FILE):
+        return False
+    probe = FolderLock(folder, "probe")
+    try:
+        probe._take()  # not acquire: a folder removed meanwhile is not made again
+    except OutputExistsError:
+        return True
+    probe.release()
+    return False
 
 
 def is_lock_file(name: str) -> bool:

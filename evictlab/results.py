@@ -15,7 +15,6 @@ import functools
 import hashlib
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -102,8 +101,6 @@ SUCCESS, ERROR, INTERRUPTED = "success", "error", "interrupted"
 STATUSES = (RUNNING, SUCCESS, ERROR, INTERRUPTED)
 #: What :func:`run` does with a folder that holds this kind's earlier run.
 EXISTING_RULES = ("refuse", "resume", "replace")
-# atomic_write_bytes's temporary files: ".{name}.{8 random characters}.tmp".
-_TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 def record_path(folder: str | os.PathLike, kind: str) -> Path:
@@ -304,9 +301,7 @@ def _locked_run(
         notes.append(note)
     if precheck is not None:
         precheck()
-    for path in folder.rglob(".*.tmp"):  # stray temporary files of interrupted writes
-        if _TEMP_FILE.match(path.name) and path.is_file():
-            path.unlink(missing_ok=True)
+    lock.remove_stray_temp_files()  # not in the folders of nested runs still going
     record = RunRecord(
         kind=kind, status=RUNNING, started_at=utc_now_iso(), pid=os.getpid(), provenance=provenance(),
         spec=spec.as_record() if hasattr(spec, "as_record") else _plain(spec), notes=notes,

@@ -11,12 +11,16 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .readers import is_text, printable
+
+#: The names of :func:`atomic_write_bytes`'s temporary files: ".{name}.{8 random characters}.tmp".
+TEMP_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -15,6 +15,7 @@ import pytest
 from evictlab import locks, results
 from evictlab.errors import ContractError, OutputExistsError
 from evictlab.workbench import report_folder
+from evictlab.writers import TEMP_FILE
 
 
 def record(folder, kind="demo"):
@@ -165,6 +166,87 @@ def test_a_live_run_is_never_taken_for_a_dead_one(tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=10)
+
+
+# A nested run caught in the middle of an atomic write: its temporary file is on disk, written
+# and synced, and the rename waits for a line on standard input.
+WRITING = textwrap.dedent(
+    """
+    import os, sys
+    from evictlab import results
+    fsync = os.fsync
+
+    def fsync_then_wait(fd):
+        fsync(fd)
+        print("writing", flush=True)
+        sys.stdin.readline()
+
+    with results.run(sys.argv[1], "sweep") as run:
+        os.fsync = fsync_then_wait
+        run.write_bytes("rows.parquet", b"every row")
+        os.fsync = fsync
+    """
+)
+
+
+def stray(folder):
+    """A temporary file as an interrupted atomic write leaves one in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ".rows.parquet.x7k2p_9q.tmp"
+    path.write_bytes(b"torn")
+    return path
+
+
+def test_a_run_leaves_the_temporary_files_of_a_live_nested_run_alone(tmp_path):
+    """A run into results/ removes stray temporary files, but not in results/sweep1/, which a
+    nested run in another process holds while its write is open: that write still lands."""
+    parent, nested = tmp_path / "results", tmp_path / "results" / "sweep1"
+    nested.mkdir(parents=True)
+    writer = subprocess.Popen([sys.executable, "-c", WRITING, str(nested)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        (open_write,) = [path for path in nested.iterdir() if TEMP_FILE.match(path.name)]
+        inside, beside, top = stray(nested / "parts"), stray(parent / "sweep2"), stray(parent)
+        with results.run(parent, "report"):
+            pass
+        assert open_write.read_bytes() == b"every row" and inside.exists()
+        assert not beside.exists() and not top.exists()
+        writer.communicate("\n", timeout=60)
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    assert writer.returncode == 0
+    assert (nested / "rows.parquet").read_bytes() == b"every row" and not open_write.exists()
+    assert record(nested, "sweep")["status"] == "success"
+
+
+def test_temporary_files_under_a_stale_nested_lock_are_removed_and_the_stale_run_still_reported(tmp_path):
+    parent, nested = tmp_path / "results", tmp_path / "results" / "sweep1"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(nested)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+    finally:
+        holder.kill()  # SIGKILL: its lock file and its "running" record stay
+        holder.wait(timeout=10)
+    assert (nested / results.LOCK_FILE).exists()
+    strays = [stray(nested), stray(nested / "parts")]
+    with results.run(parent, "report"):
+        pass
+    assert not any(path.exists() for path in strays)
+    assert record(nested)["status"] == "running"  # the nested folder's own next run marks it
+    with results.run(nested, "demo") as run:
+        assert f"left by evictlab demo (pid {holder.pid}" in run.record.notes[0]
+    assert record(nested)["status"] == "success"
+
+
+def test_a_nested_lock_file_that_cannot_be_judged_keeps_its_folder_untouched(tmp_path):
+    nested = tmp_path / "results" / "odd"
+    kept = stray(nested)
+    (nested / results.LOCK_FILE).symlink_to(tmp_path / "nowhere")
+    with results.run(tmp_path / "results", "report"):
+        pass
+    assert kept.exists() and not (tmp_path / "nowhere").exists()
 
 
 def test_runs_racing_for_one_folder_in_threads_get_one_lock_and_clear_refusals(tmp_path):
