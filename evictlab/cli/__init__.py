@@ -189,8 +189,9 @@ def library_maths(environ: MutableMapping[str, str] = os.environ) -> None:
     Why: without them numpy's float64 ``exp``, ``log``, ``log1p`` and ``power`` call the C
     library's functions, the ones Python's ``math`` calls, so the policies' rank keys take
     :mod:`evictlab.numerics`' vector route (confirmed there at import) instead of calling the
-    scalar function once per distinct value: the same doubles, a trace curve about a sixth
-    faster on an AVX512 machine. The variable goes to every process the command starts (Dask
+    scalar function once per distinct value: the same doubles, a little less CPU (the
+    10,000-event trace curve: 4 % less through the command line on an AVX512 machine,
+    benchmarks/README.md). The variable goes to every process the command starts (Dask
     workers, notebook kernels). Nothing is set when numpy is already imported, when the user
     set either of numpy's variables, or off x86.
     """
