@@ -237,6 +237,42 @@ def test_an_empty_content_is_dropped_and_then_a_removal_refuses_the_update():
     assert (found["answerable"], found["lost_rejected"]) == (2, 1)
 
 
+def test_churn_counts_what_entered_and_left_each_memory_by_any_stage():
+    rows = [add(0, "a"), add(0, "b"), add(0, "c"), add(0, "low", 0.6),
+            add(1, "a2", supersedes="a"), add(1, "b2", supersedes="b"),
+            row(100, "confirm", fact_ids=["c"], reinforcement=False),
+            row(101, "ask", fact_id="a"), row(101, "ask", fact_id="low")]
+    found = run(rows, "admission,staleness")
+    # day 0: a, b, c enter (3); admission rejects low below the 0.7 threshold, so it never enters (0).
+    # day 1: a2 and b2 enter (2). day 100, an update with no new fact: staleness shows the reviewer
+    # the 5 stored facts (all older than 90 days) and removes the superseded a and b, which leave (2).
+    # Churn 3 + 2 + 2 = 7 over 9 events (one per row); counting every added row as entering and no
+    # stage removal as leaving gave 4 + 2 + 0 = 6.
+    assert (found["lost_stale"], found["lost_rejected"], found["final_size"]) == (1, 1, 3)
+    assert (found["churn"], found["churn_per_event"]) == (7, 7 / 9)
+    # with the stages off every fact enters and none leaves: 6 entered, 0 left
+    assert run(rows, "none")["churn"] == 6
+
+
+@pytest.mark.parametrize("stages", ["middleware", "none"])
+def test_churn_is_the_change_of_each_kept_set_summed_over_writes(stages):
+    chunk = generate(WorkloadParams(horizon_days=40, reextraction_rate=1.0, label_failure_rate=0.3,
+                                    knowledge_update_rate=1.5), 0)
+    specs = [MemorySpec.of(policy, capacity) for policy in POLICIES for capacity in (5, 20)]
+    memories = Lockstep(specs)
+    kept = [set() for _ in specs]
+    changed = np.zeros(len(specs), dtype=np.int64)
+
+    def record(_, found):
+        for memory, before in enumerate(kept):
+            after = set(found.kept_ids(memory))
+            changed[memory] += len(before ^ after)
+            kept[memory] = after
+
+    counts = replay([chunk], memories, lifecycle=Lifecycle(parse_stages(stages), memories), on_write=record)
+    assert [found.churn for found in counts] == changed.tolist()
+
+
 def test_stage_losses_sum_to_the_total_loss_on_1000_traces():
     params = WorkloadParams(horizon_days=2, facts_per_day=6, search_rate=4, question_rate=6, question_delay_days=1,
                             correction_rate=1.5, knowledge_update_rate=1.5, reextraction_rate=2,

@@ -203,6 +203,11 @@ class Lockstep:
         row = self.table.index.get(fact_id)
         return np.zeros(len(self), dtype=bool) if row is None else self.present[:, row]
 
+    def count_held(self, fact_ids: Iterable[str]) -> np.ndarray:
+        """How many of ``fact_ids`` (distinct, each added to the replay) each memory holds (M,)."""
+        index = self.table.index
+        return self.present[:, [index[fact_id] for fact_id in fact_ids]].sum(axis=1)
+
     def count_corrections(self) -> np.ndarray:
         """Facts of the correction category in each memory (M,)."""
         names, size = self.table.category_names, self.table.size

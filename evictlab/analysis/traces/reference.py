@@ -8,6 +8,7 @@ policy's own ``select``; it writes DeerMem's audit events. The tests compare the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,9 @@ class ReferenceMemory:
 
     def kept_ids(self, memory: int = 0) -> list[str]:
         return sorted(fact["id"] for fact in self.facts)
+
+    def count_held(self, fact_ids: Iterable[str]) -> np.ndarray:
+        return np.array([sum(fact_id in self.ids for fact_id in fact_ids)])
 
     def count_corrections(self) -> np.ndarray:
         return np.array([sum(category_name(fact.get("category", "")) == CORRECTION for fact in self.facts)])

@@ -196,6 +196,7 @@ def replay(
                     chunk["reinforcement"][index] if signal is None else signal,
                 )
         write = Write(pending_time, frozenset(reinforced), tuple(added), messages)
+        held_before = memories.sizes.copy()
         if reinforced:
             memories.stamp(reinforced, pending_time)
         for row in added:
@@ -209,12 +210,13 @@ def replay(
         new_ids = {row["fact_id"] for row in added}
         for memory, gone in enumerate(evicted):
             if gone:
-                arrived = sum(fact_id in new_ids for fact_id in gone)
                 evictions[memory] += len(gone)
-                on_arrival[memory] += arrived
-                # Churn: facts that entered plus facts that left; one evicted in its own update did neither.
-                churn[memory] += len(gone) - 2 * arrived
-        churn[:] += len(added)
+                on_arrival[memory] += sum(fact_id in new_ids for fact_id in gone)
+        # Churn: the facts that entered each memory plus those that left it, by any stage or the cap.
+        # Only the update's own facts can enter (a fact never returns), so what a memory holds after
+        # is what stayed plus what entered: left = held before + entered - held after. A new fact
+        # gone by the end of its own update (rejected, skipped, evicted) neither entered nor left.
+        churn[:] += 2 * memories.count_held(new_ids) + held_before - memories.sizes
 
     asks = supersede_asks = other_events = done = 0
     contains = memories.contains
