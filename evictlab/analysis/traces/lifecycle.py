@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.stores.deermem import CATEGORIES
+from ...core.stores.deermem import stored_category
 from ...core.tokens import char_tokens, fact_line
 from ...errors import ContractError
 from .patterns import detect_signals, is_trivial
@@ -264,11 +264,6 @@ def parsed_category(category: str) -> str:
     """A ``newFacts`` entry's category as the response parser keeps it: stripped, or ``context``
     when that leaves nothing (spec 1.12 B7)."""
     return category.strip() or "context"
-
-
-def stored_category(category: str) -> str:
-    """The category storage writes (spec 1.14): a core value or ``""`` as is, anything else ``other``."""
-    return category if category in CATEGORIES or category == "" else "other"
 
 
 def creation_valid_days(value: int | None, config: LifecycleConfig = LifecycleConfig()) -> int | None:

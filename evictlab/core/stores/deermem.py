@@ -60,6 +60,12 @@ PRODUCTION_NOTE = (
 )
 
 
+def stored_category(category: str) -> str:
+    """The ``category`` storage writes (spec 1.14): one of :data:`CATEGORIES` or ``""`` as is (readers
+    take ``""`` as ``context``), anything else ``other``, the original then kept as ``categoryExtension``."""
+    return category if category in CATEGORIES or category == "" else "other"
+
+
 class StoreProblem(ContractError):
     """A fact file DeerMem would refuse; the message names the file and the field."""
 
@@ -338,8 +344,8 @@ def check_fields(meta: dict[Any, Any], path: Path, bucket: Bucket) -> dict[str, 
     fact = {name: meta[name] for name in KEPT if name in meta}
     fact["confidence"] = float(confidence)
     fact["source"] = _source(meta, bad)
-    if isinstance(category, str) and category and category not in CATEGORIES:
-        fact["category"], fact["categoryExtension"] = "other", category  # storage's rewrite
+    if isinstance(category, str) and stored_category(category) != category:  # storage's rewrite
+        fact["category"], fact["categoryExtension"] = stored_category(category), category
     evd = fact.get("expected_valid_days", 0)
     if not isinstance(evd, (int, float, str, type(None))) or (isinstance(evd, float) and not math.isfinite(evd)):
         del fact["expected_valid_days"]  # kept as written by storage; only JSON numbers and strings travel
