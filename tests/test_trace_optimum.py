@@ -14,7 +14,7 @@ from scipy.optimize import linprog
 from evictlab.analysis.traces.memory import Lockstep, MemorySpec, replayable
 from evictlab.analysis.traces.optimum import Network, network, offline_optimum, outline
 from evictlab.analysis.traces.replay import replay, replay_policy
-from evictlab.analysis.traces.schema import chunk_from_rows
+from evictlab.analysis.traces.schema import Updates, chunk_from_rows
 from evictlab.policies import known_policies
 
 START = 1_780_000_000_000_000
@@ -139,9 +139,9 @@ class Observed(Lockstep):
 
 
 def test_the_outline_groups_updates_as_the_replay_does_on_random_traces_with_messages():
-    """The outline re-derives the replay's updates with arrays; on 300 tiny traces with message
-    rows at the times of their neighbours, both count the same writes and put every question in
-    the same period."""
+    """The outline and the replay group rows by one rule (:class:`Updates`); on 300 tiny traces
+    with message rows at the times of their neighbours, both count the same writes and put every
+    question in the same period."""
     rng = random.Random(11)
     for _ in range(300):
         rows = []
@@ -160,6 +160,44 @@ def test_the_outline_groups_updates_as_the_replay_does_on_random_traces_with_mes
         replay([chunk], memory, on_write=note)
         shape = outline([chunk])
         assert shape.writes == memory.writes and shape.ask_period.tolist() == memory.periods
+
+
+def test_updates_do_not_depend_on_where_the_trace_is_cut_into_chunks():
+    """One number per update; a message row keeps the update of its time open and ends an earlier
+    one. An update may span a chunk boundary: the numbers, the outline and the replay's counts are
+    those of the whole trace wherever it is cut."""
+    def add(moment: int, fact_id: str) -> dict:
+        return {"time": moment, "event": "add", "fact_id": fact_id, "content_length": 5, "confidence": 0.9,
+                "category": "context"}
+
+    def message(moment: int) -> dict:
+        return {"time": moment, "event": "message", "role": "human", "text": "ok"}
+
+    rows = [message(START), add(START + 1, "a"), message(START + 1),
+            {"time": START + 1, "event": "confirm", "fact_ids": ["a"], "reinforcement": True},
+            message(START + 2), add(START + 2, "b"), {"time": START + 2, "event": "ask", "fact_id": "a"},
+            add(START + 2, "c")]
+    whole = [0, 1, 1, 1, 0, 2, 0, 3]
+    assert Updates().numbers(chunk_from_rows(rows)).tolist() == whole
+    for cut in range(len(rows) + 1):
+        updates = Updates()
+        assert [*updates.numbers(chunk_from_rows(rows[:cut])), *updates.numbers(chunk_from_rows(rows[cut:]))] == whole
+    rng = random.Random(5)
+    for _ in range(100):
+        rows = []
+        for row in tiny_rows(rng):
+            if rng.random() < 0.3:
+                rows.append(message(row["time"] + rng.choice([0, 1])))
+            rows.append(row)
+        rows.sort(key=lambda row: row["time"])
+        cuts = [0, *sorted(rng.randint(0, len(rows)) for _ in range(2)), len(rows)]
+        chunks = [chunk_from_rows(rows[start:end]) for start, end in itertools.pairwise(cuts)]
+        one, cut = outline([chunk_from_rows(rows)]), outline(chunks)
+        assert (one.writes, one.fact_ids) == (cut.writes, cut.fact_ids)
+        for name in ("fact_write", "ask_period", "ask_fact"):
+            assert getattr(one, name).tolist() == getattr(cut, name).tolist()
+        assert (replay_policy([chunk_from_rows(rows)], "hybrid-v1", 2).counts
+                == replay_policy(chunks, "hybrid-v1", 2).counts)
 
 
 def test_min_cost_flow_equals_brute_force_and_the_linear_programme():

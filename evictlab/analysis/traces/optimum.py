@@ -41,7 +41,7 @@ from scipy import sparse
 from scipy.sparse.csgraph import dijkstra
 
 from ...errors import ContractError
-from .schema import ADD, ASK, CONFIRM, MESSAGE, Chunk
+from .schema import ADD, ASK, Chunk, Updates
 
 #: Arcs of the flow network above which the optimum is refused (about 1.5 GiB of solver state).
 MAX_OPTIMUM_ARCS = 20_000_000
@@ -68,44 +68,36 @@ class Outline:
 
 
 def outline(chunks: Iterable[Chunk]) -> Outline:
-    """Writes, fact arrivals and questions, grouped into updates as :func:`.replay.replay` does.
-
-    An update is a run of consecutive ``add``/``confirm`` rows at one time; it is a write when
-    it adds a fact. A question's period is the number of writes before it. ``message`` rows are
-    no events (the replay reads them as the next update's feed): they neither end an update nor
-    start one.
+    """Writes, fact arrivals and questions, the rows grouped into updates by :class:`.schema.Updates`
+    (as :func:`.replay.replay` groups them). An update is a write when it adds a fact. A
+    question's period is the number of writes before it.
     """
+    updates = Updates()
+    numbers: list[np.ndarray] = []
     events: list[str] = []
-    times: list[int] = []
     ids: list[str | None] = []
     for chunk in chunks:
+        numbers.append(updates.numbers(chunk))
         events += chunk["event"]
-        times += chunk["time"]
         ids += chunk["fact_id"]
     event = np.array(events, dtype=object)
-    events_only = event != MESSAGE
-    event, time = event[events_only], np.array(times, dtype=np.int64)[events_only]
-    update = (event == ADD) | (event == CONFIRM)
-    previous = np.concatenate(([False], update[:-1]))
-    same_time = np.concatenate(([False], time[1:] == time[:-1]))
-    starts = update & ~(previous & same_time)
-    group = np.cumsum(starts)  # an update row's update number (1-based)
-    is_add = event == ADD
-    writing = np.zeros(group[-1] + 1 if len(group) else 1, dtype=bool)
-    writing[group[is_add]] = True
-    write_of_group = np.cumsum(writing)  # the write number of each writing update
-    # Writes begun before each row: a question's period (its update, if any, is closed).
-    begun = np.cumsum(starts & writing[group])
-    fact_ids = np.array(ids, dtype=object)[events_only]
-    codes, names = pd.factorize(np.concatenate((fact_ids[is_add], fact_ids[event == ASK])))
+    update = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
+    is_add, is_ask = event == ADD, event == ASK
+    writing = np.zeros(updates.begun + 1, dtype=bool)
+    writing[update[is_add]] = True
+    write_of_update = np.cumsum(writing)  # the write number of each writing update
+    # Writes begun before each row: those of the latest update begun (a question closes it).
+    begun = write_of_update[np.maximum.accumulate(update)]
+    fact_ids = np.array(ids, dtype=object)
+    codes, names = pd.factorize(np.concatenate((fact_ids[is_add], fact_ids[is_ask])))
     added = int(is_add.sum())
     fact_write = np.zeros(len(names), dtype=np.int64)
-    fact_write[codes[:added]] = write_of_group[group[is_add]]
+    fact_write[codes[:added]] = write_of_update[update[is_add]]
     return Outline(
         writes=int(writing.sum()),
         fact_ids=tuple(names),
         fact_write=fact_write,
-        ask_period=begun[event == ASK].astype(np.int64),
+        ask_period=begun[is_ask].astype(np.int64),
         ask_fact=codes[added:].astype(np.int64),
     )
 

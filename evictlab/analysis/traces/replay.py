@@ -8,8 +8,9 @@ trace's events once and counts what happened in each. DeerMem's lifecycle stages
 Rules, from the spec:
 
 * An *update* is a run of consecutive ``confirm`` and ``add`` rows with the same time (one
-  ``_apply_updates`` call, spec 1.5): first reinforcement stamping on the facts already in
-  memory (spec 1.9: an id passes the gate when its scope, stripped and lower-cased, is
+  ``_apply_updates`` call, spec 1.5; :class:`.schema.Updates` groups the rows, and a
+  ``message`` row is the next update's feed): first reinforcement stamping on the facts
+  already in memory (spec 1.9: an id passes the gate when its scope, stripped and lower-cased, is
   ``user``, the id is non-empty after stripping and the row's signal was detected; each
   reinforced fact gets ``lastConfirmedAt`` = the update's time and ``confirmationCount`` + 1),
   then the new facts are appended in row order, then, only when memory holds more than the
@@ -47,7 +48,7 @@ from .expectation import TieNeutral
 from .lifecycle import DEFAULT_STAGES, LOSSES
 from .memory import Lockstep, MemorySpec
 from .reference import ReferenceMemory
-from .schema import ADD, ASK, CONFIRM, MESSAGE, OPTIONAL, REQUIRED, SEARCH, Chunk
+from .schema import ADD, ASK, CONFIRM, MESSAGE, OPTIONAL, REQUIRED, SEARCH, Chunk, Updates
 from .stages import Lifecycle
 
 Memories = Lockstep | ReferenceMemory
@@ -157,8 +158,9 @@ def replay(
         np.zeros(count, dtype=np.int64) for _ in range(7)
     )
     shared = ReplayCounts()
+    updates = Updates()
     pending: list[tuple[Chunk, int]] = []  # the rows of the update being gathered
-    pending_time = 0  # the time of the pending rows (read only while there are some)
+    pending_time = pending_update = 0  # the pending rows' time and update number (read only while there are some)
     feed: list[tuple[str, str]] = []  # the message rows since the last update
     idle = 0  # events since the sizes last changed, not yet counted in ``occupancy``
 
@@ -222,26 +224,22 @@ def replay(
     contains = memories.contains
     knows = contains if lifecycle is None else lifecycle.answerable
     for chunk in chunks:
-        times, events = chunk["time"], chunk["event"]
+        times, events, numbers = chunk["time"], chunk["event"], updates.numbers(chunk).tolist()
         fact_id, supersedes, fact_ids = chunk["fact_id"], chunk["supersedes"], chunk["fact_ids"]
         for index in range(len(times)):
             done += 1
             if on_events is not None and done % PROGRESS_EVERY == 0:
                 on_events(done)
             moment, event = times[index], events[index]
-            if event == MESSAGE:  # ends an update of an earlier time, as any row does; no event
-                if pending and moment != pending_time:
-                    flush()
+            if pending and numbers[index] != pending_update:  # the row ends the pending update
+                flush()
+            if event == MESSAGE:  # no event: the next update's feed
                 feed.append((chunk["role"][index], chunk["text"][index]))
                 continue
             if event in (ADD, CONFIRM):
-                if pending and moment != pending_time:
-                    flush()
-                pending_time = moment
+                pending_time, pending_update = moment, numbers[index]
                 pending.append((chunk, index))
                 continue
-            if pending:
-                flush()
             if event == SEARCH:
                 memories.access(returned_ids(fact_ids[index]), moment)
             elif event == ASK:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -104,6 +105,47 @@ def from_us(value: int) -> _dt.datetime:
 def iso(value: int) -> str:
     """A time in microseconds as UTC ISO-8601 with ``Z`` (microseconds only when non-zero)."""
     return iso_z(from_us(value))
+
+
+# --------------------------------------------------------------------------- updates
+
+
+class Updates:
+    """Which update each row of a trace belongs to, chunk by chunk (an update may span chunks):
+    the one grouping of :func:`.replay.replay` and :func:`.optimum.outline`.
+
+    An update (one ``_apply_updates`` call, spec 1.5) is a run of consecutive ``add`` and
+    ``confirm`` rows at one time. A ``message`` row is no event but the next update's feed: it
+    neither ends nor starts an update at the update's time, and ends it at a later time, as
+    every other row does.
+    """
+
+    def __init__(self) -> None:
+        self.begun = 0  # updates begun so far
+        self._last = (0, 0)  # the last row that is not a message: its update (0: none) and time
+
+    def numbers(self, chunk: Chunk) -> np.ndarray:
+        """Per row of ``chunk`` (the trace's next), the update left open once the row is read,
+        numbered from 1 over the whole trace: an ``add`` or ``confirm`` row's own, a ``message``
+        row's at the time of the update before it, else 0."""
+        event = np.asarray(chunk["event"], dtype=object)
+        time = np.asarray(chunk["time"], dtype=np.int64)
+        update, message = (event == ADD) | (event == CONFIRM), event == MESSAGE
+        if not len(event):
+            return np.zeros(0, dtype=np.int64)
+        # Each row's nearest earlier row that is not a message (-1: the last one of earlier chunks).
+        seen = np.maximum.accumulate(np.where(message, -1, np.arange(len(event))))
+        before = np.concatenate(([-1], seen[:-1]))
+        last_update, last_time = self._last
+        # A row joins the update of that row when it is an add or confirm of the same time.
+        joins = (np.where(before < 0, last_update > 0, update[before])
+                 & (time == np.where(before < 0, last_time, time[before])))  # fmt: skip
+        begun = self.begun + np.cumsum(update & ~joins)
+        numbers = np.where(update | (message & joins), begun, 0)
+        self.begun = int(begun[-1])
+        if seen[-1] >= 0:
+            self._last = (int(numbers[seen[-1]]), int(time[seen[-1]]))
+        return numbers
 
 
 # --------------------------------------------------------------------------- checking rows
