@@ -83,6 +83,12 @@ def injection_confidence(value: object) -> float:
     return 0.0 if number is None else min(1.0, max(0.0, number))
 
 
+def pool_line_tokens(line: str, count: Callable[[str], int] = char_tokens, *, first: bool = False) -> int:
+    """An injection line's tokens in its pool (spec 1.13): a later line costs ``\\n`` + line, the
+    first line of a pool is counted alone (``first``)."""
+    return count(line if first else "\n" + line)
+
+
 def fact_line(category: object, confidence: object, content: str, source_error: str = "") -> str:
     """A fact's injection line: ``- [<category> | <conf 2dp>] <content>`` (+ ``(avoid: …)`` for a
     correction with a ``sourceError``), escaped with quotes left alone."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.tokens import content_digest, fact_line, token_counter
+from ...core.tokens import content_digest, fact_line, pool_line_tokens, token_counter
 from ...errors import ContractError
 from .generate import KIND_ORDER, SECOND, labelled_texts
 from .lifecycle import line_tokens, written_category
@@ -75,7 +75,7 @@ def knowledge_update_trace(rows: Sequence[Mapping[str, Any]], seed: int = 0) -> 
             fact_id, confidence = f"{question_id}:{session_id}", round(float(rng.uniform(0.7, 1.0)), 2)
             _emit(events, moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": confidence,
                                    "category": "knowledge", "supersedes": previous,
-                                   "tokens": count("\n" + fact_line(KNOWLEDGE, confidence, content)),
+                                   "tokens": pool_line_tokens(fact_line(KNOWLEDGE, confidence, content), count),
                                    "content_key": content_digest(content)})
             previous = fact_id
         asked = parse_session_date(row.get("question_date"), f"question {question_id!r}: question_date")
@@ -113,7 +113,7 @@ def knowledge_update_traces(rows: Sequence[Mapping[str, Any]], seed: int = 0, *,
             fact_id, value = f"{question_id}:{session_id}", round(confidence, 2)
             emit(moment, {"event": ADD, "fact_id": fact_id, "content_length": length, "confidence": value,
                           "category": "knowledge", "supersedes": previous, "content_key": content_digest(content),
-                          "tokens": count("\n" + fact_line(KNOWLEDGE, value, content))})
+                          "tokens": pool_line_tokens(fact_line(KNOWLEDGE, value, content), count)})
             previous, confidence = fact_id, min(1.0, max(0.7, confidence + float(rng.uniform(-0.2, 0.2))))
         old, updated = f"{question_id}:{sessions[-2][1]}", sessions[-1][0]
         first = sessions[0][0]

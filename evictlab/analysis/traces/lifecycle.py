@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...core.stores.deermem import stored_category
-from ...core.tokens import char_tokens, fact_line
+from ...core.tokens import fact_line, pool_line_tokens
 from ...errors import ContractError
 from .patterns import detect_signals, is_trivial
 
@@ -320,7 +320,7 @@ def line_tokens(category: str, confidence: float, content_length: int) -> int:
     """A generated fact's token count: an ASCII line of that content length, with the category
     storage writes (:func:`written_category`), as a later line (``\\n`` + line) under the
     character rule of spec 1.13; the trace keeps no text."""
-    return char_tokens("\n" + fact_line(written_category(category), confidence, "x" * content_length))
+    return pool_line_tokens(fact_line(written_category(category), confidence, "x" * content_length))
 
 
 def first_line_tokens(category: str, confidence: float, content_length: int, tokens: int | None = None) -> int:
@@ -329,8 +329,8 @@ def first_line_tokens(category: str, confidence: float, content_length: int, tok
     counted as a later one), those less what the ``\\n`` adds to that ASCII line under the character
     rule (exact for the generator's counts; docs/traces.md says what it assumes of others)."""
     line = fact_line(written_category(category), confidence, "x" * content_length)
-    alone = char_tokens(line)
-    return alone if tokens is None else max(0, tokens - (char_tokens("\n" + line) - alone))
+    alone = pool_line_tokens(line, first=True)
+    return alone if tokens is None else max(0, tokens - (pool_line_tokens(line) - alone))
 
 
 def _greedy(members: np.ndarray, first: np.ndarray, later: np.ndarray, budget: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,7 @@ from ...readers import (
     structure_problem,
 )
 from ...times import iso_z
-from ..tokens import content_digest, fact_line, token_counter
+from ..tokens import content_digest, fact_line, pool_line_tokens, token_counter
 
 CATEGORIES = ("preference", "correction", "context", "goal", "behavior", "identity", "constraint", "decision", "other")
 SOURCE_TYPES = ("manual", "consolidation", "import", "unknown")
@@ -299,9 +299,9 @@ def parse_fact(path: Path, data: bytes, bucket: Bucket, count: Any, notes: list[
     fact["content_tokens"] = count(content)
     fact["content_length"] = len(content)
     avoid = meta.get("sourceError")
-    # The fact's line as DeerMem injects it (a later line: "\n" + line), and its duplicate key (spec 1.12-1.13).
-    fact["line_tokens"] = count("\n" + fact_line(fact.get("category"), fact["confidence"], content,
-                                                  avoid.strip() if isinstance(avoid, str) else ""))
+    # The fact's line as DeerMem injects it (counted as a later line), and its duplicate key (spec 1.12-1.13).
+    line = fact_line(fact.get("category"), fact["confidence"], content, avoid.strip() if isinstance(avoid, str) else "")
+    fact["line_tokens"] = pool_line_tokens(line, count)
     fact["content_key"] = content_digest(content)
     return fact
 
